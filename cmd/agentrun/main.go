@@ -1,0 +1,58 @@
+// Command agentrun validates and runs LLM agents written as YAML.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code out of a command; its message, if any, has
+// been printed already.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the CLI in-process and returns the exit code: 0 success, 1 a failed
+// check or run, 2 a usage or I/O error.
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	root := newRootCommand(in, out, errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
+	default:
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return 2
+	}
+}
+
+func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "agentrun",
+		Short:         "Validate and run LLM agents written as YAML",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.AddCommand(newValidateCommand(), newSchemaCommand())
+	return root
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+)
+
+func newValidateCommand() *cobra.Command {
+	var format string
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "validate PATH...",
+		Short: "Check agent specs without running them",
+		Long: "Check agent spec files, or every *.yaml and *.yml spec under directories, and report\n" +
+			"every problem as file:line:col. No network, no model. Exit status: 0 clean, 1 errors\n" +
+			"(or warnings with --strict), 2 usage or I/O errors.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			write, ok := diagnosticWriters[format]
+			if !ok {
+				return fmt.Errorf("unknown --format %q: use text, json or github", format)
+			}
+			files, err := spec.SpecFiles(args)
+			if err != nil {
+				return err
+			}
+			loader, err := newLoader()
+			if err != nil {
+				return err
+			}
+			results := loader.LoadFiles(files)
+			var all spec.Diagnostics
+			readFailed := false
+			for _, r := range results {
+				all = append(all, r.Diagnostics...)
+				readFailed = readFailed || r.ReadErr != nil
+			}
+			if err := write(cmd.OutOrStdout(), len(files), all); err != nil {
+				return err
+			}
+			errs, warns := all.Count()
+			switch {
+			case readFailed:
+				return exitError{2}
+			case errs > 0 || (strict && warns > 0):
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (GitHub Actions annotations)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
+	return cmd
+}
+
+// newLoader builds the spec loader with the names of the bundled skills.
+func newLoader() (*spec.Loader, error) {
+	return spec.NewLoader()
+}
+
+var diagnosticWriters = map[string]func(io.Writer, int, spec.Diagnostics) error{
+	"text":   writeText,
+	"json":   writeJSON,
+	"github": writeGitHub,
+}
+
+func summary(files int, ds spec.Diagnostics) string {
+	errs, warns := ds.Count()
+	if errs == 0 && warns == 0 {
+		return fmt.Sprintf("%s checked: no problems", plural(files, "file"))
+	}
+	return fmt.Sprintf("%s checked: %s, %s", plural(files, "file"), plural(errs, "error"), plural(warns, "warning"))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func writeText(w io.Writer, files int, ds spec.Diagnostics) error {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String())
+		b.WriteByte('\n')
+		if d.Hint != "" {
+			fmt.Fprintf(&b, "    hint: %s\n", d.Hint)
+		}
+	}
+	b.WriteString(summary(files, ds))
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
+	type diagnostic struct {
+		File     string `json:"file"`
+		Line     int    `json:"line"`
+		Col      int    `json:"col"`
+		Severity string `json:"severity"`
+		Path     string `json:"path,omitempty"`
+		Message  string `json:"message"`
+		Hint     string `json:"hint,omitempty"`
+	}
+	errs, warns := ds.Count()
+	out := struct {
+		Files       int          `json:"files"`
+		Errors      int          `json:"errors"`
+		Warnings    int          `json:"warnings"`
+		Diagnostics []diagnostic `json:"diagnostics"`
+	}{Files: files, Errors: errs, Warnings: warns, Diagnostics: []diagnostic{}}
+	for _, d := range ds {
+		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Severity.String(), d.Path, d.Message, d.Hint})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// writeGitHub prints GitHub Actions workflow commands, which show each problem as an
+// annotation on the file's line in the pull request.
+func writeGitHub(w io.Writer, files int, ds spec.Diagnostics) error {
+	var b strings.Builder
+	for _, d := range ds {
+		msg := d.Summary()
+		if d.Hint != "" {
+			msg += "\nhint: " + d.Hint
+		}
+		fmt.Fprintf(&b, "::%s file=%s,line=%d,col=%d,title=agentrun validate::%s\n",
+			d.Severity, ghProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, ghData(msg))
+	}
+	b.WriteString(summary(files, ds))
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ghData and ghProperty escape values the way the Actions runner unescapes them.
+func ghData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}

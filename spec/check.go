@@ -1,0 +1,682 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/expr-lang/expr/types"
+)
+
+// checker runs the semantic checks that a JSON schema cannot express: names are
+// unique, references resolve, expressions and templates compile against their typed
+// environments, regular expressions compile, numbers agree with each other.
+type checker struct {
+	*document
+	spec   *Spec
+	loader *Loader
+
+	user      types.Map
+	tools     map[string]int // declared tool → index in spec.Tools
+	mcpTools  map[string]string
+	openMCP   []string // MCP servers without an allow list: any tool name may come from them
+	intents   map[string]int
+	domains   map[string]int
+	toolNames []string
+}
+
+func (c *checker) check() {
+	s := c.spec
+	c.user = userType(s.Context.User)
+	c.setSources()
+	c.checkContext()
+	c.checkSkills()
+	c.checkMCPServers()
+	c.checkTools()
+	c.checkDomains()
+	c.checkIntents()
+	c.checkRouting()
+	c.checkMemory()
+	c.checkGuards()
+	c.checkJudge()
+	c.checkFilters()
+	c.compileTemplate(&s.Instructions, exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}, c.at("instructions"))
+	c.checkUnused()
+}
+
+func (c *checker) setSources() {
+	src := func(tokens ...string) Source {
+		at := c.at(tokens...)
+		return Source{Pos: at.pos, Path: at.path}
+	}
+	s := c.spec
+	for i := range s.Tools {
+		s.Tools[i].Source = src("tools", strconv.Itoa(i))
+	}
+	for i := range s.Skills {
+		s.Skills[i].Source = src("skills", strconv.Itoa(i))
+	}
+	for i := range s.MCPServers {
+		s.MCPServers[i].Source = src("mcp_servers", strconv.Itoa(i))
+	}
+	for i := range s.Domains {
+		s.Domains[i].Source = src("domains", s.Domains[i].Name)
+	}
+	for i := range s.Intents {
+		s.Intents[i].Source = src("intents", s.Intents[i].Name)
+	}
+	for i := range s.Filters {
+		s.Filters[i].Source = src("filters", strconv.Itoa(i))
+	}
+	for i := range s.Memory.Facts.FromTools {
+		s.Memory.Facts.FromTools[i].Source = src("memory", "facts", "from_tools", strconv.Itoa(i))
+	}
+	if s.Judge != nil {
+		s.Judge.Source = src("judge")
+	}
+}
+
+func (c *checker) checkContext() {
+	seen := map[string]int{}
+	for i, a := range c.spec.Context.User {
+		at := c.at("context", "user", strconv.Itoa(i))
+		if a == "id" {
+			c.errorf(at, "user.id is always there; list only the other attributes", "%q is reserved", a)
+		}
+		if first, dup := seen[a]; dup {
+			c.errorf(at, fmt.Sprintf("first listed at context.user[%d]", first), "duplicate user attribute %q", a)
+		}
+		seen[a] = i
+	}
+}
+
+func (c *checker) checkSkills() {
+	dir := filepath.Dir(c.file)
+	for i, ref := range c.spec.Skills {
+		at := c.at("skills", strconv.Itoa(i))
+		if ref.Use == "" || c.failed[at.path] {
+			continue
+		}
+		if isSkillPath(ref.Use) {
+			p := ref.Use
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			if _, err := os.Stat(filepath.Join(p, "skill.yaml")); err != nil {
+				c.errorf(at, "a skill directory holds a skill.yaml", "skill %q not found: no %s", ref.Use, filepath.Join(p, "skill.yaml"))
+			}
+			continue
+		}
+		if !slices.Contains(c.loader.Skills, ref.Use) {
+			hint := suggest(ref.Use, c.loader.Skills)
+			if hint == "" {
+				hint = "name a bundled skill, or a directory such as ./skills/orders"
+				if len(c.loader.Skills) > 0 {
+					hint = "bundled skills: " + strings.Join(c.loader.Skills, ", ")
+				}
+			}
+			c.errorf(at, hint, "unknown skill %q", ref.Use)
+		}
+	}
+}
+
+func isSkillPath(s string) bool {
+	return strings.ContainsAny(s, `/\`) || strings.HasPrefix(s, ".")
+}
+
+func (c *checker) checkMCPServers() {
+	c.mcpTools = map[string]string{}
+	seen := map[string]int{}
+	for i, srv := range c.spec.MCPServers {
+		idx := strconv.Itoa(i)
+		at := c.at("mcp_servers", idx)
+		if first, dup := seen[srv.Name]; dup && srv.Name != "" {
+			c.errorf(c.at("mcp_servers", idx, "name"), fmt.Sprintf("first declared at line %d", c.at("mcp_servers", strconv.Itoa(first)).pos.Line), "duplicate MCP server name %q", srv.Name)
+		}
+		seen[srv.Name] = i
+		switch {
+		case len(srv.Command) == 0 && srv.URL == "":
+			c.errorf(at, "give command (a stdio server) or url (a streamable HTTP server)", "MCP server %q needs command or url", srv.Name)
+		case len(srv.Command) > 0 && srv.URL != "":
+			c.errorf(c.at("mcp_servers", idx, "url"), "a server is either a process (command) or an endpoint (url)", "MCP server %q has both command and url", srv.Name)
+		case srv.URL != "":
+			for _, key := range []string{"env", "dir"} {
+				if c.at("mcp_servers", idx, key).node != nil {
+					c.errorf(c.at("mcp_servers", idx, key).keyPos(c.file), "", "%s applies to stdio servers (command), not to url", key)
+				}
+			}
+			c.checkURL(c.at("mcp_servers", idx, "url"), srv.URL)
+		case len(srv.Headers) > 0:
+			c.errorf(c.at("mcp_servers", idx, "headers").keyPos(c.file), "", "headers apply to url servers, not to command")
+		}
+		for _, k := range sortedKeys(srv.Headers) {
+			c.compileTemplate(srv.Headers[k], exprEnv{"user": c.user, "conversation": conversationType}, c.at("mcp_servers", idx, "headers", k))
+		}
+		if srv.Tools == nil {
+			c.openMCP = append(c.openMCP, srv.Name)
+		}
+		for j, t := range srv.Tools {
+			name := srv.Prefix + t
+			if other, dup := c.mcpTools[name]; dup {
+				c.errorf(c.at("mcp_servers", idx, "tools", strconv.Itoa(j)), "", "tool %q is already allowed from MCP server %q", name, other)
+			}
+			c.mcpTools[name] = srv.Name
+		}
+	}
+}
+
+var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh"}
+
+func (c *checker) checkTools() {
+	s := c.spec
+	c.tools = map[string]int{}
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		idx := strconv.Itoa(i)
+		at := c.at("tools", idx)
+		if t.Name == "" && t.Builtin != "" {
+			t.Name = t.Builtin
+		}
+		kinds := t.kinds()
+		switch {
+		case t.Name == "" && !c.failed[c.at("tools", idx, "name").path]:
+			c.errorf(at, "every tool except a builtin needs a name the model calls it by", "tool needs a name")
+		case t.Name != "":
+			if first, dup := c.tools[t.Name]; dup {
+				c.errorf(c.nameAt(i), fmt.Sprintf("first declared at line %d", c.at("tools", strconv.Itoa(first)).pos.Line), "duplicate tool name %q", t.Name)
+			} else if srv, dup := c.mcpTools[t.Name]; dup && t.MCP == nil {
+				c.errorf(c.nameAt(i), "rename the tool, or give the server a prefix", "tool %q is also allowed from MCP server %q", t.Name, srv)
+			} else {
+				c.tools[t.Name] = i
+				c.toolNames = append(c.toolNames, t.Name)
+			}
+		}
+		switch len(kinds) {
+		case 0:
+			c.errorf(at, "add builtin, command, http or mcp", "tool %q does not say what runs it", t.Name)
+		case 1:
+		default:
+			c.errorf(c.at("tools", idx, kinds[1]).keyPos(c.file), "a tool has exactly one of builtin, command, http and mcp", "tool %q has both %s and %s", t.Name, kinds[0], kinds[1])
+		}
+		if t.With != nil && t.Builtin == "" {
+			c.errorf(c.at("tools", idx, "with").keyPos(c.file), "with configures builtin tools", "with without builtin")
+		}
+		c.checkParameters(t, idx)
+		c.checkBind(t, idx)
+		env := exprEnv{"args": argsType(t.Parameters, t.Bind), "user": c.user, "conversation": conversationType}
+		c.checkToolKind(t, idx, env)
+		if t.Accept != nil {
+			accept := withVars(env, exprEnv{"seen": types.TypeOf(func(string) []string { return nil })})
+			c.compileExpr(t.Accept, accept, true, c.at("tools", idx, "accept"))
+		} else if t.AcceptMessage != "" {
+			c.warnf(c.at("tools", idx, "accept_message").keyPos(c.file), "add accept, the rule the message explains", "accept_message without accept is never shown")
+		}
+		for _, k := range sortedKeys(t.Collect) {
+			c.compileExpr(t.Collect[k], withVars(env, exprEnv{"result": types.Any}), false, c.at("tools", idx, "collect", k))
+		}
+	}
+	c.checkSeen()
+}
+
+func (c *checker) nameAt(i int) location {
+	at := c.at("tools", strconv.Itoa(i), "name")
+	if at.node == nil {
+		at = c.at("tools", strconv.Itoa(i), "builtin")
+	}
+	return at
+}
+
+func withVars(base, extra exprEnv) exprEnv {
+	out := make(exprEnv, len(base)+len(extra))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// checkParameters validates a tool's parameters against the JSON-schema metaschema,
+// with each error at its place inside the parameters.
+func (c *checker) checkParameters(t *Tool, idx string) {
+	at := c.at("tools", idx, "parameters")
+	if at.node == nil || c.failed[at.path] {
+		return
+	}
+	if t.Builtin != "" || t.MCP != nil {
+		kind := "builtin"
+		if t.MCP != nil {
+			kind = "MCP"
+		}
+		c.errorf(at.keyPos(c.file), "remove parameters", "%s tools bring their own parameters", kind)
+		return
+	}
+	c.budget = maxJSONNodes
+	value, _ := c.toJSON(at.node, at.path)
+	params, _ := value.(map[string]any)
+	t.Parameters = params
+	if err := c.loader.schemas.meta.Validate(value); err != nil {
+		c.schemaErrors(err, c.loader.schemas, []string{"tools", idx, "parameters"})
+		return
+	}
+	if typ, ok := params["type"]; ok && typ != "object" {
+		c.errorf(c.at("tools", idx, "parameters", "type"), "function-calling APIs take an object of named arguments", "parameters must have type object, not %v", typ)
+	}
+}
+
+// checkBind makes sure bound parameters come from a known context key and stay out of
+// the parameters the model sees, so the model can neither read nor forge them.
+func (c *checker) checkBind(t *Tool, idx string) {
+	keys := []string{"user.id", "conversation.id"}
+	for _, a := range c.spec.Context.User {
+		keys = append(keys, "user."+a)
+	}
+	props, _ := t.Parameters["properties"].(map[string]any)
+	for _, param := range sortedKeys(t.Bind) {
+		from := t.Bind[param]
+		at := c.at("tools", idx, "bind", param)
+		if !slices.Contains(keys, from) {
+			hint := suggest(from, keys)
+			if hint == "" {
+				hint = "known keys: " + strings.Join(keys, ", ")
+				if strings.HasPrefix(from, "user.") {
+					hint += "; declare user attributes under context.user"
+				}
+			}
+			c.errorf(at, hint, "unknown context key %q", from)
+		}
+		if _, exposed := props[param]; exposed {
+			c.errorf(at.keyPos(c.file), fmt.Sprintf("remove %q from parameters.properties: bind fills it and the model must not see or set it", param), "bound parameter %q is also a model-visible parameter", param)
+		}
+	}
+}
+
+func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
+	switch {
+	case t.Command != nil:
+		run := t.Command.Run
+		if len(run) > 1 && slices.Contains(shells, filepath.Base(run[0])) && slices.ContainsFunc(run[1:], func(a string) bool { return a == "-c" || strings.EqualFold(a, "/c") }) {
+			c.errorf(c.at("tools", idx, "command", "run", "0"), "list the program and its arguments directly; the arguments arrive as JSON on stdin", "command tools run without a shell: %s %s would interpret a command string", run[0], "-c")
+		}
+		for _, k := range sortedKeys(t.Command.Env) {
+			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
+		}
+	case t.HTTP != nil:
+		h := t.HTTP
+		urlAt := c.at("tools", idx, "http", "url")
+		c.compileTemplate(&h.URL, env, urlAt)
+		c.checkURL(urlAt, h.URL.Source)
+		for _, part := range []struct {
+			key string
+			m   map[string]*Template
+		}{{"headers", h.Headers}, {"query", h.Query}} {
+			for _, k := range sortedKeys(part.m) {
+				c.compileTemplate(part.m[k], env, c.at("tools", idx, "http", part.key, k))
+			}
+		}
+		if body := c.at("tools", idx, "http", "body"); body.node != nil {
+			h.BodyTemplates = map[string]*Template{}
+			v, _ := c.toJSON(body.node, body.path)
+			c.walkBody(h, v, []string{"tools", idx, "http", "body"}, "", env)
+		}
+	case t.MCP != nil:
+		at := c.at("tools", idx, "mcp", "server")
+		var server *MCPServer
+		for i := range c.spec.MCPServers {
+			if c.spec.MCPServers[i].Name == t.MCP.Server {
+				server = &c.spec.MCPServers[i]
+			}
+		}
+		if server == nil {
+			var names []string
+			for _, s := range c.spec.MCPServers {
+				names = append(names, s.Name)
+			}
+			c.errorf(at, suggest(t.MCP.Server, names), "unknown MCP server %q", t.MCP.Server)
+			return
+		}
+		remote := cmpOr(t.MCP.Tool, t.Name)
+		if server.Tools != nil && !slices.Contains(server.Tools, remote) {
+			c.errorf(c.at("tools", idx, "mcp"), "add it to the server's tools allow list", "tool %q is not in MCP server %q's allow list", remote, server.Name)
+		}
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// checkURL rejects a URL whose fixed start is not http(s). Templates and unset
+// variables may supply the start at run time, so those are not judged here.
+func (c *checker) checkURL(at location, url string) {
+	if at.node == nil || len(c.unset[at.node]) > 0 || strings.HasPrefix(url, "{{") || c.failed[at.path] {
+		return
+	}
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		c.errorf(at, "write the whole address, like https://api.example.com/v1", "URL %q must start with http:// or https://", url)
+	}
+}
+
+// walkBody compiles the templates in the string leaves of an HTTP body.
+func (c *checker) walkBody(h *HTTPTool, v any, tokens []string, rel string, env exprEnv) {
+	switch x := v.(type) {
+	case string:
+		t := &Template{Source: x}
+		c.compileTemplate(t, env, c.at(tokens...))
+		h.BodyTemplates[rel] = t
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			c.walkBody(h, x[k], append(slices.Clip(tokens), k), joinKey(rel, k), env)
+		}
+	case []any:
+		for i, e := range x {
+			c.walkBody(h, e, append(slices.Clip(tokens), strconv.Itoa(i)), rel+"["+strconv.Itoa(i)+"]", env)
+		}
+	}
+}
+
+var seenCallRe = regexp.MustCompile(`seen\(\s*["']([^"']*)["']\s*\)`)
+
+// checkSeen makes sure every seen("kind") in an accept rule names a kind some tool
+// collects; otherwise the rule could never pass.
+func (c *checker) checkSeen() {
+	var kinds []string
+	for _, t := range c.spec.Tools {
+		kinds = append(kinds, sortedKeys(t.Collect)...)
+	}
+	for i, t := range c.spec.Tools {
+		if t.Accept == nil || t.Accept.Program == nil {
+			continue
+		}
+		at := c.at("tools", strconv.Itoa(i), "accept")
+		for _, m := range seenCallRe.FindAllStringSubmatchIndex(t.Accept.Source, -1) {
+			kind := t.Accept.Source[m[2]:m[3]]
+			if slices.Contains(kinds, kind) {
+				continue
+			}
+			at.pos = c.posInScalar(at.node, m[2])
+			hint := suggest(kind, kinds)
+			if hint == "" {
+				hint = fmt.Sprintf("declare collect: {%s: …} on the tool whose results reveal them", kind)
+			}
+			c.errorf(at, hint, "seen(%q): no tool collects %q", kind, kind)
+		}
+	}
+}
+
+// toolRef reports a reference to a tool that is neither declared nor allowed from an
+// MCP server. With an MCP server that lists no tools it can only warn.
+func (c *checker) toolRef(name string, tokens ...string) {
+	if _, ok := c.tools[name]; ok {
+		return
+	}
+	if _, ok := c.mcpTools[name]; ok {
+		return
+	}
+	at := c.at(tokens...)
+	if c.failed[at.path] {
+		return
+	}
+	candidates := append(slices.Clone(c.toolNames), sortedKeys(c.mcpTools)...)
+	if len(c.openMCP) > 0 {
+		c.warnf(at, suggest(name, candidates), "tool %q is not declared; it must come from MCP server %s", name, strings.Join(c.openMCP, " or "))
+		return
+	}
+	c.errorf(at, suggest(name, candidates), "unknown tool %q", name)
+}
+
+func (c *checker) toolList(names []string, tokens ...string) {
+	seen := map[string]bool{}
+	for i, n := range names {
+		t := append(slices.Clip(tokens), strconv.Itoa(i))
+		if seen[n] {
+			c.warnf(c.at(t...), "", "tool %q is listed twice", n)
+		}
+		seen[n] = true
+		c.toolRef(n, t...)
+	}
+}
+
+func (c *checker) checkDomains() {
+	c.domains = map[string]int{}
+	for i, d := range c.spec.Domains {
+		c.domains[d.Name] = i
+		c.toolList(d.Tools, "domains", d.Name, "tools")
+	}
+}
+
+func (c *checker) checkIntents() {
+	c.intents = map[string]int{}
+	domainNames := make([]string, 0, len(c.spec.Domains))
+	for _, d := range c.spec.Domains {
+		domainNames = append(domainNames, d.Name)
+	}
+	llm := c.spec.Routing.Recognizer == "" || c.spec.Routing.Recognizer == "llm"
+	for i := range c.spec.Intents {
+		in := &c.spec.Intents[i]
+		c.intents[in.Name] = i
+		if in.Domain != "" {
+			if _, ok := c.domains[in.Domain]; !ok {
+				hint := suggest(in.Domain, domainNames)
+				if hint == "" && len(domainNames) == 0 {
+					hint = "declare it under domains"
+				}
+				c.errorf(c.at("intents", in.Name, "domain"), hint, "unknown domain %q", in.Domain)
+			}
+		}
+		c.toolList(in.Tools, "intents", in.Name, "tools")
+		for j, p := range in.Patterns {
+			c.compileRegex(p, c.at("intents", in.Name, "patterns", strconv.Itoa(j)))
+		}
+		if in.Description == "" && llm {
+			c.warnf(c.at("intents", in.Name).keyPos(c.file), "the classifier chooses intents by their descriptions", "intent %q has no description", in.Name)
+		}
+	}
+}
+
+func (c *checker) compileRegex(r *Regex, at location) {
+	if r == nil || r.Source == "" || c.failed[at.path] {
+		return
+	}
+	re, err := regexp.Compile(r.Source)
+	if err != nil {
+		msg := err.Error()
+		msg = strings.TrimPrefix(msg, "error parsing regexp: ")
+		c.errorf(at, "agentrun uses Go (RE2) syntax: no lookaround or backreferences", "invalid regular expression: %s", msg)
+		return
+	}
+	r.Re = re
+}
+
+func (c *checker) intentNames() []string {
+	out := make([]string, len(c.spec.Intents))
+	for i, in := range c.spec.Intents {
+		out[i] = in.Name
+	}
+	return out
+}
+
+func (c *checker) checkRouting() {
+	r := c.spec.Routing
+	names := c.intentNames()
+	if r.Fallback != "" {
+		if _, ok := c.intents[r.Fallback]; !ok {
+			c.errorf(c.at("routing", "fallback"), suggest(r.Fallback, names), "fallback intent %q is not declared", r.Fallback)
+		}
+	}
+	if len(names) == 0 {
+		if r.Recognizer == "llm" || r.Recognizer == "rules" {
+			c.errorf(c.at("routing", "recognizer"), "declare intents, or set recognizer: off", "recognizer %s needs intents", r.Recognizer)
+		}
+		return
+	}
+	if r.Fallback == "" && r.Recognizer != "off" {
+		c.warnf(c.at("routing").keyPos(c.file), "name the intent unrecognised requests get, e.g. fallback: other", "routing.fallback is not set")
+	}
+	if r.Recognizer == "rules" {
+		if r.MinConfidence != nil {
+			c.warnf(c.at("routing", "min_confidence").keyPos(c.file), "", "min_confidence applies to the llm recognizer only")
+		}
+		for _, in := range c.spec.Intents {
+			if len(in.Keywords) == 0 && len(in.Patterns) == 0 && in.Name != r.Fallback {
+				c.warnf(c.at("intents", in.Name).keyPos(c.file), "add keywords or patterns", "intent %q has no rules the rules recognizer could match", in.Name)
+			}
+		}
+	}
+}
+
+func (c *checker) checkMemory() {
+	m := c.spec.Memory
+	if m.URL != "" && m.Store != "" && !strings.HasPrefix(m.URL, m.Store+"://") && !(m.Store == "redis" && strings.HasPrefix(m.URL, "rediss://")) {
+		c.errorf(c.at("memory", "url"), fmt.Sprintf("a %s store takes a %s:// URL", m.Store, m.Store), "URL %q does not match store %s", m.URL, m.Store)
+	}
+	if m.URL == "" && m.Store == "redis" {
+		c.warnf(c.at("memory", "store"), "set memory.url, or AGENTRUN_STORE when running", "redis store without url")
+	}
+	for i := range m.Facts.FromTools {
+		rule := &m.Facts.FromTools[i]
+		idx := strconv.Itoa(i)
+		tokens := []string{"memory", "facts", "from_tools", idx}
+		args := types.Map{}
+		if t, ok := c.tools[rule.On]; ok {
+			args = argsType(c.spec.Tools[t].Parameters, c.spec.Tools[t].Bind)
+		} else if rule.On != "" {
+			c.toolRef(rule.On, append(tokens, "on")...)
+		}
+		env := exprEnv{"args": args, "result": types.Any, "ok": types.Bool, "user": c.user, "conversation": conversationType}
+		c.compileExpr(rule.When, env, true, c.at(append(tokens, "when")...))
+		for _, op := range []struct {
+			key string
+			m   map[string]*Expr
+		}{{"set", rule.Set}, {"append", rule.Append}} {
+			for _, k := range sortedKeys(op.m) {
+				c.compileExpr(op.m[k], env, false, c.at(append(tokens, op.key, k)...))
+			}
+		}
+		if len(rule.Set) == 0 && len(rule.Append) == 0 && len(rule.Delete) == 0 {
+			c.errorf(c.at(tokens...), "add set, append or delete", "fact rule on %q does nothing", rule.On)
+		}
+	}
+	if sum := m.Facts.Summary; sum != nil && sum.Fact != "" && len(sum.Keys) > 0 {
+		c.errorf(c.at("memory", "facts", "summary", "keys").keyPos(c.file), "the summary is either one fact or a list of keys", "summary has both fact and keys")
+	}
+}
+
+func (c *checker) checkGuards() {
+	g := c.spec.Guards
+	if g.MaxTurns > 0 && g.MaxToolRounds > g.MaxTurns {
+		c.errorf(c.at("guards", "max_tool_rounds"), "each tool round takes a model turn: lower max_tool_rounds or raise max_turns",
+			"max_tool_rounds (%d) is more than max_turns (%d) and can never be reached", g.MaxToolRounds, g.MaxTurns)
+	}
+}
+
+func (c *checker) checkJudge() {
+	j := c.spec.Judge
+	if j != nil && len(j.Criteria) == 0 {
+		c.warnf(c.at("judge").keyPos(c.file), "list what a complete answer must do, e.g. \"Every question in the user's message is answered.\"", "judge has no criteria")
+	}
+}
+
+// filterActions lists the actions each filter stage supports.
+var filterActions = map[string][]string{
+	"input":       {"block", "redact"},
+	"tool_result": {"error", "redact", "truncate", "drop"},
+	"answer":      {"redact", "block"},
+}
+
+func (c *checker) checkFilters() {
+	names := map[string]bool{}
+	for i := range c.spec.Filters {
+		f := &c.spec.Filters[i]
+		idx := strconv.Itoa(i)
+		at := c.at("filters", idx)
+		if f.Name != "" {
+			if names[f.Name] {
+				c.errorf(c.at("filters", idx, "name"), "", "duplicate filter name %q", f.Name)
+			}
+			names[f.Name] = true
+		}
+		if f.Action == "" && f.Redact != nil {
+			f.Action = "redact"
+		}
+		allowed, known := filterActions[f.On]
+		switch {
+		case !known:
+		case f.Action == "":
+			c.errorf(at, "actions on "+f.On+": "+strings.Join(allowed, ", "), "filter needs an action")
+		case !slices.Contains(allowed, f.Action) && !c.failed[c.at("filters", idx, "action").path]:
+			c.errorf(c.at("filters", idx, "action"), "actions on "+f.On+": "+strings.Join(allowed, ", "), "action %s does not apply on %s", f.Action, f.On)
+		}
+		if f.Action == "redact" && f.Redact == nil {
+			c.errorf(at, "give the pattern to mask: redact: '\\b1\\d{10}\\b'", "redact action without a redact pattern")
+		}
+		if f.Action == "truncate" && f.MaxChars == 0 {
+			c.errorf(at, "", "truncate action without max_chars")
+		}
+		if len(f.Tools) > 0 && f.On != "tool_result" && known {
+			c.errorf(c.at("filters", idx, "tools").keyPos(c.file), "", "tools applies to on: tool_result only")
+		}
+		c.toolList(f.Tools, "filters", idx, "tools")
+		c.compileRegex(f.Redact, c.at("filters", idx, "redact"))
+		c.compileExpr(f.When, c.filterEnv(f.On), true, c.at("filters", idx, "when"))
+	}
+}
+
+func (c *checker) filterEnv(on string) exprEnv {
+	env := exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}
+	switch on {
+	case "input":
+		env["input"] = types.String
+	case "tool_result":
+		env["tool"] = types.String
+		env["args"] = types.TypeOf(map[string]any{})
+		env["result"] = types.Any
+		env["text"] = types.String
+		env["ok"] = types.Bool
+	case "answer":
+		env["answer"] = types.String
+		env["input"] = types.String
+	}
+	return env
+}
+
+// checkUnused warns about declared tools that no intent can ever offer.
+func (c *checker) checkUnused() {
+	if len(c.spec.Intents) == 0 {
+		return
+	}
+	used := map[string]bool{}
+	for _, d := range c.spec.Domains {
+		for _, t := range d.Tools {
+			used[t] = true
+		}
+	}
+	for _, in := range c.spec.Intents {
+		for _, t := range in.Tools {
+			used[t] = true
+		}
+	}
+	for i, t := range c.spec.Tools {
+		if t.Name != "" && !used[t.Name] {
+			c.warnf(c.nameAt(i), "list it under a domain or an intent, or remove it", "tool %q is not offered by any intent", t.Name)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,96 @@
+package spec
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Pos is a 1-based position in a spec file.
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+}
+
+func (p Pos) String() string {
+	if p.Line == 0 {
+		return p.File
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Severity says whether a diagnostic fails validation.
+type Severity int
+
+const (
+	Error Severity = iota
+	Warning
+)
+
+func (s Severity) String() string {
+	if s == Warning {
+		return "warning"
+	}
+	return "error"
+}
+
+// MarshalText makes severities read as words in JSON output.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Diagnostic is one problem found in a spec.
+type Diagnostic struct {
+	Severity Severity `json:"severity"`
+	Pos      Pos      `json:"pos"`
+	Path     string   `json:"path,omitempty"` // YAML path, e.g. tools[2].accept
+	Message  string   `json:"message"`
+	Hint     string   `json:"hint,omitempty"`
+}
+
+// Summary is the one-line form without the position: "path: message".
+func (d Diagnostic) Summary() string {
+	if d.Path == "" {
+		return d.Message
+	}
+	return d.Path + ": " + d.Message
+}
+
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s: %s: %s", d.Pos, d.Severity, d.Summary())
+}
+
+// Diagnostics is a list of problems; as an error it means at least one is an Error.
+type Diagnostics []Diagnostic
+
+func (ds Diagnostics) Error() string {
+	lines := make([]string, len(ds))
+	for i, d := range ds {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// HasErrors reports whether any diagnostic is an Error.
+func (ds Diagnostics) HasErrors() bool {
+	return slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Severity == Error })
+}
+
+// Count returns the number of errors and warnings.
+func (ds Diagnostics) Count() (errors, warnings int) {
+	for _, d := range ds {
+		if d.Severity == Error {
+			errors++
+		} else {
+			warnings++
+		}
+	}
+	return errors, warnings
+}
+
+// Sort orders diagnostics by file, line and column, keeping the order of equal ones.
+func (ds Diagnostics) Sort() {
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
+		return cmp.Or(cmp.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
+	})
+}

@@ -1,0 +1,232 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Loader loads and checks spec files. It is safe for concurrent use; build it once.
+type Loader struct {
+	schemas *schemas
+	// LookupEnv resolves ${VAR}; os.LookupEnv when nil.
+	LookupEnv func(string) (string, bool)
+	// Skills lists the bundled skill names a spec may use.
+	Skills []string
+}
+
+// NewLoader compiles the embedded schema.
+func NewLoader() (*Loader, error) {
+	s, err := compileSchemas()
+	if err != nil {
+		return nil, err
+	}
+	return &Loader{schemas: s}, nil
+}
+
+// Result is one loaded file: the spec (nil when it could not be decoded at all) and
+// every problem found in it, sorted by position.
+type Result struct {
+	File        string
+	Spec        *Spec
+	Diagnostics Diagnostics
+	// ReadErr is set when the file could not be read; Diagnostics then says so too.
+	ReadErr error
+}
+
+// LoadFile reads and loads one file.
+func (l *Loader) LoadFile(path string) Result {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return Result{File: path, ReadErr: err, Diagnostics: Diagnostics{{Severity: Error, Pos: Pos{File: path}, Message: ioMessage(err)}}}
+	}
+	spec, diags := l.Load(path, src)
+	return Result{File: path, Spec: spec, Diagnostics: diags}
+}
+
+func ioMessage(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot %s: %v", pe.Op, pe.Err)
+	}
+	return err.Error()
+}
+
+// LoadFiles loads many files in parallel and returns the results in input order.
+func (l *Loader) LoadFiles(paths []string) []Result {
+	results := make([]Result, len(paths))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = l.LoadFile(paths[i])
+			}
+		})
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
+
+// Load parses, validates and checks one spec. The spec is returned whenever the file
+// could be decoded, even with errors, so callers can show more than the first problem.
+func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
+	d := &document{file: file, src: src, unset: map[*yaml.Node][]string{}, failed: map[string]bool{}, budget: maxJSONNodes}
+	root, ok := d.parse()
+	if !ok {
+		d.diags.Sort()
+		return nil, d.diags
+	}
+	d.root = root
+	lookup := l.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	d.interpolateTree(root, "", lookup)
+	inst, _ := d.toJSON(root, "")
+	if err := l.schemas.agent.Validate(inst); err != nil {
+		d.schemaErrors(err, l.schemas, nil)
+	}
+	spec := &Spec{}
+	if err := root.Decode(spec); err != nil && !d.diags.HasErrors() {
+		d.errorf(d.at(), "", "decoding: %v", err) // the schema let through what the types cannot hold
+	}
+	spec.Source = Source{Pos: d.posOf(root)}
+	for n, vars := range d.unset {
+		for _, v := range vars {
+			spec.Unset = append(spec.Unset, UnsetVar{Name: v, Pos: d.posOf(n)})
+		}
+	}
+	sort.Slice(spec.Unset, func(i, j int) bool { return spec.Unset[i].Pos.Line < spec.Unset[j].Pos.Line })
+	c := checker{document: d, spec: spec, loader: l}
+	c.check()
+	d.diags.Sort()
+	return spec, d.diags
+}
+
+// parse reads exactly one YAML document holding a mapping.
+func (d *document) parse() (*yaml.Node, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(d.src))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	switch {
+	case errors.Is(err, io.EOF):
+		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, "start with `version: 1` and `name: …`", "empty file: expected an agent spec")
+		return nil, false
+	case err != nil:
+		d.syntaxError(err)
+		return nil, false
+	}
+	if len(doc.Content) == 0 {
+		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, "start with `version: 1` and `name: …`", "empty file: expected an agent spec")
+		return nil, false
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		what := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value", yaml.AliasNode: "an alias"}[root.Kind]
+		d.errorf(location{pos: d.posOf(root)}, "an agent spec is a mapping of keys such as version, name and instructions", "expected a mapping at the top of the file, got %s", what)
+		return nil, false
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		at := location{pos: d.posOf(&extra)}
+		if len(extra.Content) > 0 {
+			at.pos = d.posOf(extra.Content[0])
+		}
+		d.errorf(at, "put each agent in a file of its own", "more than one YAML document: a file holds one agent")
+	case !errors.Is(err, io.EOF):
+		d.syntaxError(err)
+		return nil, false
+	}
+	return root, true
+}
+
+func (d *document) syntaxError(err error) {
+	msg := err.Error()
+	line := 0
+	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	hint := ""
+	if m := parserErrorRe.FindStringSubmatch(msg); m != nil {
+		// yaml.v3 prints a 0-based line for parser errors: the line where the
+		// enclosing mapping, list or document starts.
+		line++
+		what := map[string]string{"key": "mapping", "',' or ']'": "list", "',' or '}'": "mapping"}[m[1]]
+		hint = "the problem is inside the " + cmpOr(what, "part") + " that starts on this line; check its indentation and quoting"
+	}
+	d.errorf(location{pos: Pos{File: d.file, Line: max(line, 1), Col: 1}}, hint, "YAML syntax: %s", msg)
+}
+
+var parserErrorRe = regexp.MustCompile(`^(?:did not find expected (key|',' or '\]'|',' or '\}'|node content|'-' indicator|<document start>|<stream-start>)|found (?:duplicate %|incompatible YAML|undefined tag))`)
+
+// SpecFiles expands the arguments of `validate`: files are taken as they are,
+// directories are searched for *.yaml and *.yml agent specs (skipping test files,
+// skill packs and hidden directories).
+func SpecFiles(args []string) ([]string, error) {
+	var files []string
+	for _, arg := range args {
+		info, err := os.Stat(arg)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			files = append(files, arg)
+			continue
+		}
+		found := 0
+		err = filepath.WalkDir(arg, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			name := e.Name()
+			if e.IsDir() {
+				if path != arg && strings.HasPrefix(name, ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if isSpecFile(name) {
+				files = append(files, path)
+				found++
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s: no agent specs (*.yaml, *.yml) found", arg)
+		}
+	}
+	return files, nil
+}
+
+func isSpecFile(name string) bool {
+	ext := filepath.Ext(name)
+	if ext != ".yaml" && ext != ".yml" {
+		return false
+	}
+	base := strings.TrimSuffix(name, ext)
+	return base != "skill" && !strings.HasSuffix(base, ".test") && !strings.HasSuffix(base, ".script")
+}

@@ -1,0 +1,228 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/agentrun/agentrun/schema"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+const metaSchemaURL = "https://json-schema.org/draft/2020-12/schema"
+
+// schemas are the compiled agent schema and the JSON-schema metaschema (for tools'
+// parameters), compiled once per Loader.
+type schemas struct {
+	agent *jsonschema.Schema
+	meta  *jsonschema.Schema
+	doc   any // the agent schema as JSON, to list the keys a mapping may have
+}
+
+func compileSchemas() (*schemas, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.JSON))
+	if err != nil {
+		return nil, fmt.Errorf("agent schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(schema.ID, doc); err != nil {
+		return nil, fmt.Errorf("agent schema: %w", err)
+	}
+	agent, err := c.Compile(schema.ID)
+	if err != nil {
+		return nil, fmt.Errorf("agent schema: %w", err)
+	}
+	meta, err := c.Compile(metaSchemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("metaschema: %w", err)
+	}
+	return &schemas{agent: agent, meta: meta, doc: doc}, nil
+}
+
+var printer = message.NewPrinter(language.English)
+
+// schemaErrors turns a validation error into diagnostics at the offending nodes.
+// base is the instance location of the validated value inside the spec.
+func (d *document) schemaErrors(err error, s *schemas, base []string) {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		d.errorf(d.at(base...), "", "%v", err)
+		return
+	}
+	for _, leaf := range leaves(ve) {
+		d.schemaError(leaf, s, append(append([]string(nil), base...), leaf.InstanceLocation...))
+	}
+}
+
+// leaves flattens the error tree into the errors a person can act on. For oneOf and
+// anyOf it keeps the branch that matched the value's type, so `skills: [{use: 1}]`
+// says "expected string" for use, not "expected string" for the whole entry.
+func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	switch e.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+		var kept []*jsonschema.ValidationError
+		for _, c := range e.Causes {
+			if _, ok := c.ErrorKind.(*kind.Type); ok && sameLocation(c, e) {
+				continue // this branch wants another type: not the one the author meant
+			}
+			kept = append(kept, leaves(c)...)
+		}
+		if len(kept) == 0 {
+			return []*jsonschema.ValidationError{e}
+		}
+		return kept
+	}
+	if len(e.Causes) == 0 {
+		return []*jsonschema.ValidationError{e}
+	}
+	if _, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+		return []*jsonschema.ValidationError{e}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range e.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
+
+func sameLocation(a, b *jsonschema.ValidationError) bool {
+	return strings.Join(a.InstanceLocation, "/") == strings.Join(b.InstanceLocation, "/")
+}
+
+func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens []string) {
+	at := d.at(tokens...)
+	d.failed[at.path] = true
+	if at.node != nil {
+		if vars := d.unset[at.node]; len(vars) > 0 {
+			d.errorf(at, fmt.Sprintf("set it, or give a default: ${%s:-value}", vars[0]),
+				"environment variable %s is not set and has no default", vars[0])
+			return
+		}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		allowed := s.propertiesAt(e.SchemaURL)
+		for _, p := range k.Properties {
+			kat := d.at(append(tokens, p)...).keyPos(d.file)
+			d.failed[kat.path] = true
+			hint := suggest(p, allowed)
+			if hint == "" && len(allowed) > 0 {
+				hint = "allowed keys: " + strings.Join(allowed, ", ")
+			}
+			d.errorf(kat, hint, "unknown key %q", p)
+		}
+	case *kind.Required:
+		at = at.keyPos(d.file)
+		for _, m := range k.Missing {
+			d.errorf(at, "", "missing required key %q", m)
+		}
+	case *kind.Type:
+		d.errorf(at, "", "expected %s, got %s", strings.Join(k.Want, " or "), describe(k.Got))
+	case *kind.Enum:
+		want := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			want[i] = fmt.Sprint(w)
+		}
+		got := fmt.Sprint(k.Got)
+		hint := suggest(got, want)
+		d.errorf(at, hint, "%s is not one of: %s", quoteValue(k.Got), strings.Join(want, ", "))
+	case *kind.Const:
+		if len(tokens) == 1 && tokens[0] == "version" {
+			d.errorf(at, fmt.Sprintf("this agentrun reads version %v specs", k.Want), "unsupported version %s", quoteValue(k.Got))
+			return
+		}
+		d.errorf(at, "", "must be %s", quoteValue(k.Want))
+	case *kind.Pattern:
+		msg, hint := patternMessage(e.SchemaURL, k.Got)
+		d.errorf(at, hint, "%s", msg)
+	case *kind.PropertyNames:
+		kat := d.at(append(tokens, k.Property)...).keyPos(d.file)
+		msg, hint := patternMessage("#/$defs/name/pattern", k.Property)
+		d.errorf(kat, hint, "%s", msg)
+	case *kind.Minimum:
+		d.errorf(at, "", "must be at least %s, got %s", ratString(k.Want), ratString(k.Got))
+	case *kind.Maximum:
+		d.errorf(at, "", "must be at most %s, got %s", ratString(k.Want), ratString(k.Got))
+	case *kind.MinLength:
+		d.errorf(at, "", "must not be empty")
+	case *kind.MinItems:
+		d.errorf(at, "", "needs at least %d item(s)", k.Want)
+	default:
+		d.errorf(at, "", "%s", e.ErrorKind.LocalizedString(printer))
+	}
+}
+
+// patternMessage explains a pattern failure by the $defs entry the pattern belongs to.
+func patternMessage(schemaURL, got string) (msg, hint string) {
+	switch {
+	case strings.Contains(schemaURL, "/$defs/name/"):
+		return fmt.Sprintf("invalid name %q", got), `use lower case letters, digits, "-" and "_", starting with a letter (at most 64)`
+	case strings.Contains(schemaURL, "/$defs/tool_name/"):
+		return fmt.Sprintf("invalid tool name %q", got), `use letters, digits, "-" and "_" (at most 64), as function-calling APIs require`
+	case strings.Contains(schemaURL, "/$defs/env_name/"):
+		return fmt.Sprintf("invalid environment variable name %q", got), "give the variable's name (like LLM_API_KEY), never its value"
+	case strings.Contains(schemaURL, "/$defs/duration/"):
+		return fmt.Sprintf("invalid duration %q", got), "use a number with a unit: 500ms, 30s, 2m, 1h30m"
+	}
+	return fmt.Sprintf("%q does not match the required pattern", got), ""
+}
+
+// propertiesAt lists the keys allowed by the object schema that an
+// additionalProperties keyword at schemaURL belongs to.
+func (s *schemas) propertiesAt(schemaURL string) []string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	node := s.doc
+	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
+		if tok == "additionalProperties" || tok == "" {
+			break
+		}
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
+	}
+	m, _ := node.(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	out := make([]string, 0, len(props))
+	for p := range props {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func describe(jsonType string) string {
+	switch jsonType {
+	case "object":
+		return "a mapping"
+	case "array":
+		return "a list"
+	case "null":
+		return "nothing"
+	}
+	return jsonType
+}
+
+func quoteValue(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	return r.FloatString(2)
+}

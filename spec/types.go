@@ -1,0 +1,363 @@
+package spec
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/expr-lang/expr/vm"
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is one agent, decoded from one file. The JSON schema in package schema is the
+// contract; a test keeps these types and the schema in step.
+type Spec struct {
+	Source       `yaml:"-"`
+	Version      int         `yaml:"version"`
+	Name         string      `yaml:"name"`
+	Description  string      `yaml:"description"`
+	Model        Model       `yaml:"model"`
+	Instructions Template    `yaml:"instructions"`
+	Context      Context     `yaml:"context"`
+	Skills       []SkillRef  `yaml:"skills"`
+	Tools        []Tool      `yaml:"tools"`
+	MCPServers   []MCPServer `yaml:"mcp_servers"`
+	Domains      Domains     `yaml:"domains"`
+	Intents      Intents     `yaml:"intents"`
+	Routing      Routing     `yaml:"routing"`
+	Memory       Memory      `yaml:"memory"`
+	Guards       Guards      `yaml:"guards"`
+	Judge        *Judge      `yaml:"judge"`
+	Filters      []Filter    `yaml:"filters"`
+
+	// Unset lists the ${VAR} references that had no value and no default. They are
+	// not errors at load (a missing API key must not fail validate); whoever needs
+	// such a value reports it.
+	Unset []UnsetVar `yaml:"-"`
+}
+
+// Source is where a spec element was declared, for diagnostics found after loading.
+type Source struct {
+	Pos  Pos    `yaml:"-"`
+	Path string `yaml:"-"`
+}
+
+// UnsetVar is an environment variable a spec named but the environment lacked.
+type UnsetVar struct {
+	Name string
+	Pos  Pos
+	Path string
+}
+
+// Model selects and configures the language model.
+type Model struct {
+	Provider    string   `yaml:"provider"`
+	Name        string   `yaml:"name"`
+	BaseURL     string   `yaml:"base_url"`
+	APIKeyEnv   string   `yaml:"api_key_env"`
+	Temperature *float64 `yaml:"temperature"`
+	MaxTokens   int      `yaml:"max_tokens"`
+	Timeout     Duration `yaml:"timeout"`
+	Retries     *int     `yaml:"retries"`
+	Stream      *bool    `yaml:"stream"`
+	Script      string   `yaml:"script"`
+}
+
+// Context declares what a run carries besides the user's id and the conversation id.
+type Context struct {
+	User []string `yaml:"user"` // user attributes, bound as user.<name>
+}
+
+// SkillRef names a skill: a bundled name or a directory, with options.
+type SkillRef struct {
+	Source
+	Use  string         `yaml:"use"`
+	With map[string]any `yaml:"with"`
+}
+
+// UnmarshalYAML accepts the short form `- calculator` as well as `- use: …`.
+func (s *SkillRef) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		s.Use = n.Value
+		return nil
+	}
+	type plain SkillRef
+	return n.Decode((*plain)(s))
+}
+
+// Tool is one tool offered to the model. Exactly one of Builtin, Command, HTTP and
+// MCP says what runs.
+type Tool struct {
+	Source
+	Name          string            `yaml:"name"`
+	Description   string            `yaml:"description"`
+	Parameters    map[string]any    `yaml:"parameters"`
+	Builtin       string            `yaml:"builtin"`
+	With          map[string]any    `yaml:"with"`
+	Command       *CommandTool      `yaml:"command"`
+	HTTP          *HTTPTool         `yaml:"http"`
+	MCP           *MCPTool          `yaml:"mcp"`
+	Bind          map[string]string `yaml:"bind"`
+	Accept        *Expr             `yaml:"accept"`
+	AcceptMessage string            `yaml:"accept_message"`
+	Collect       map[string]*Expr  `yaml:"collect"`
+	Timeout       Duration          `yaml:"timeout"`
+	MaxOutput     int               `yaml:"max_output"`
+}
+
+// Kind names what runs the tool: builtin, command, http or mcp ("" if none is set).
+func (t *Tool) Kind() string {
+	for _, k := range t.kinds() {
+		return k
+	}
+	return ""
+}
+
+func (t *Tool) kinds() []string {
+	var ks []string
+	if t.Builtin != "" {
+		ks = append(ks, "builtin")
+	}
+	if t.Command != nil {
+		ks = append(ks, "command")
+	}
+	if t.HTTP != nil {
+		ks = append(ks, "http")
+	}
+	if t.MCP != nil {
+		ks = append(ks, "mcp")
+	}
+	return ks
+}
+
+// CommandTool runs a program without a shell; the arguments arrive as JSON on stdin.
+type CommandTool struct {
+	Run []string             `yaml:"run"`
+	Dir string               `yaml:"dir"`
+	Env map[string]*Template `yaml:"env"`
+}
+
+// HTTPTool calls an HTTP endpoint; URL, headers, query values and body strings are
+// templates.
+type HTTPTool struct {
+	Method  string               `yaml:"method"`
+	URL     Template             `yaml:"url"`
+	Headers map[string]*Template `yaml:"headers"`
+	Query   map[string]*Template `yaml:"query"`
+	Body    any                  `yaml:"body"`
+
+	// BodyTemplates holds the compiled templates of Body's string leaves, by their
+	// path below body (e.g. "items[0].ref").
+	BodyTemplates map[string]*Template `yaml:"-"`
+}
+
+// MCPTool is one tool of an MCP server, declared with overrides.
+type MCPTool struct {
+	Server string `yaml:"server"`
+	Tool   string `yaml:"tool"`
+}
+
+// MCPServer is a Model Context Protocol server the agent takes tools from.
+type MCPServer struct {
+	Source
+	Name           string               `yaml:"name"`
+	Command        []string             `yaml:"command"`
+	Env            map[string]string    `yaml:"env"`
+	Dir            string               `yaml:"dir"`
+	URL            string               `yaml:"url"`
+	Headers        map[string]*Template `yaml:"headers"`
+	ConnectTimeout Duration             `yaml:"connect_timeout"`
+	Tools          []string             `yaml:"tools"`
+	Prefix         string               `yaml:"prefix"`
+}
+
+// Domain is a named group of base tools shared by intents.
+type Domain struct {
+	Source
+	Name        string   `yaml:"-"`
+	Description string   `yaml:"description"`
+	Tools       []string `yaml:"tools"`
+}
+
+// Intent is what a user may want; it decides the tools and the memory a run gets.
+type Intent struct {
+	Source
+	Name        string   `yaml:"-"`
+	Description string   `yaml:"description"`
+	Examples    []string `yaml:"examples"`
+	Keywords    []string `yaml:"keywords"`
+	Patterns    []*Regex `yaml:"patterns"`
+	Domain      string   `yaml:"domain"`
+	Tools       []string `yaml:"tools"`
+	Kind        string   `yaml:"kind"`
+	Memory      string   `yaml:"memory"`
+	RAG         bool     `yaml:"rag"`
+	Cache       bool     `yaml:"cache"`
+}
+
+// Routing says how a run's intent is chosen.
+type Routing struct {
+	Recognizer    string   `yaml:"recognizer"`
+	Fallback      string   `yaml:"fallback"`
+	MinConfidence *float64 `yaml:"min_confidence"`
+	History       *int     `yaml:"history"`
+	Model         *Model   `yaml:"model"`
+}
+
+// Memory configures conversation history and long-term facts.
+type Memory struct {
+	Store  string   `yaml:"store"`
+	URL    string   `yaml:"url"`
+	Window *int     `yaml:"window"`
+	TTL    Duration `yaml:"ttl"`
+	Facts  Facts    `yaml:"facts"`
+}
+
+// Facts configures long-term facts about a user.
+type Facts struct {
+	MaxChars  int          `yaml:"max_chars"`
+	FromTools []FactRule   `yaml:"from_tools"`
+	Extract   string       `yaml:"extract"`
+	Summary   *FactSummary `yaml:"summary"`
+}
+
+// FactRule writes facts from a successful tool call, without a model.
+type FactRule struct {
+	Source
+	On     string           `yaml:"on"`
+	When   *Expr            `yaml:"when"`
+	Set    map[string]*Expr `yaml:"set"`
+	Append map[string]*Expr `yaml:"append"`
+	Delete []string         `yaml:"delete"`
+}
+
+// FactSummary says what the `summary` memory level injects.
+type FactSummary struct {
+	Fact string   `yaml:"fact"`
+	Keys []string `yaml:"keys"`
+}
+
+// Guards are the limits that end a run with a typed stop reason.
+type Guards struct {
+	MaxTurns         int      `yaml:"max_turns"`
+	MaxToolRounds    int      `yaml:"max_tool_rounds"`
+	DuplicateCalls   string   `yaml:"duplicate_calls"`
+	Fallback         string   `yaml:"fallback"`
+	MaxParallelTools int      `yaml:"max_parallel_tools"`
+	ToolTimeout      Duration `yaml:"tool_timeout"`
+	MaxToolOutput    int      `yaml:"max_tool_output"`
+}
+
+// Judge gates the final answer.
+type Judge struct {
+	Source
+	Criteria    []string `yaml:"criteria"`
+	MaxRetries  *int     `yaml:"max_retries"`
+	MinChars    int      `yaml:"min_chars"`
+	OnError     string   `yaml:"on_error"`
+	OnExhausted string   `yaml:"on_exhausted"`
+	Model       *Model   `yaml:"model"`
+}
+
+// Filter is a post-filter rule on the input, a tool result or the answer.
+type Filter struct {
+	Source
+	Name        string   `yaml:"name"`
+	On          string   `yaml:"on"`
+	Tools       []string `yaml:"tools"`
+	When        *Expr    `yaml:"when"`
+	Action      string   `yaml:"action"`
+	Redact      *Regex   `yaml:"redact"`
+	Replacement string   `yaml:"replacement"`
+	Message     string   `yaml:"message"`
+	MaxChars    int      `yaml:"max_chars"`
+}
+
+// Expr is an expr-lang expression, compiled when the spec loads.
+type Expr struct {
+	Source  string
+	Program *vm.Program
+}
+
+func (e *Expr) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		e.Source = n.Value
+	}
+	return nil
+}
+
+// Template is a string with {{ expr }} parts, compiled when the spec loads.
+type Template struct {
+	Source string
+	Parts  []TemplatePart
+}
+
+// TemplatePart is literal text or, when Program is set, an expression to render.
+type TemplatePart struct {
+	Text    string
+	Program *vm.Program
+}
+
+func (t *Template) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		t.Source = n.Value
+	}
+	return nil
+}
+
+// Regex is a regular expression, compiled when the spec loads.
+type Regex struct {
+	Source string
+	Re     *regexp.Regexp
+}
+
+func (r *Regex) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		r.Source = n.Value
+	}
+	return nil
+}
+
+// Duration is a Go duration such as 30s or 1m30s; zero means "not set".
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		d.Duration, _ = time.ParseDuration(n.Value) // the schema reports a bad one
+	}
+	return nil
+}
+
+// Domains decodes from a mapping of name → domain.
+type Domains []Domain
+
+func (ds *Domains) UnmarshalYAML(n *yaml.Node) (err error) {
+	*ds, err = namedMapping(n, func(d *Domain, name string) { d.Name = name })
+	return err
+}
+
+// Intents decodes from a mapping of name → intent.
+type Intents []Intent
+
+func (is *Intents) UnmarshalYAML(n *yaml.Node) (err error) {
+	*is, err = namedMapping(n, func(i *Intent, name string) { i.Name = name })
+	return err
+}
+
+// namedMapping decodes a YAML mapping of name → T into a slice that keeps the file's
+// order, so diagnostics and prompts come out in the order the author wrote.
+func namedMapping[T any](n *yaml.Node, setName func(*T, string)) ([]T, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	out := make([]T, 0, len(n.Content)/2)
+	var firstErr error
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		var v T
+		if err := n.Content[i+1].Decode(&v); err != nil && firstErr == nil {
+			firstErr = err // keep going: the schema reports the details
+		}
+		setName(&v, n.Content[i].Value)
+		out = append(out, v)
+	}
+	return out, firstErr
+}
