@@ -201,6 +201,7 @@ func (c *checker) checkTools() {
 			c.errorf(at, "add builtin, command, http or mcp", "tool %q does not say what runs it", t.Name)
 		case 1:
 		default:
+			slices.SortFunc(kinds, func(a, b string) int { return comparePos(c.at("tools", idx, a).pos, c.at("tools", idx, b).pos) })
 			c.errorf(c.at("tools", idx, kinds[1]).keyPos(c.file), "a tool has exactly one of builtin, command, http and mcp", "tool %q has both %s and %s", t.Name, kinds[0], kinds[1])
 		}
 		if t.With != nil && t.Builtin == "" {
@@ -546,7 +547,7 @@ func (c *checker) checkMemory() {
 		rule := &m.Facts.FromTools[i]
 		idx := strconv.Itoa(i)
 		tokens := []string{"memory", "facts", "from_tools", idx}
-		args := types.Map{}
+		var args types.Type = types.Any // an unknown tool is reported once, on `on`
 		if t, ok := c.tools[rule.On]; ok {
 			args = argsType(c.spec.Tools[t].Parameters, c.spec.Tools[t].Bind)
 		} else if rule.On != "" {
@@ -613,13 +614,13 @@ func (c *checker) checkFilters() {
 		case !known:
 		case f.Action == "":
 			c.errorf(at, "actions on "+f.On+": "+strings.Join(allowed, ", "), "filter needs an action")
-		case !slices.Contains(allowed, f.Action) && !c.failed[c.at("filters", idx, "action").path]:
-			c.errorf(c.at("filters", idx, "action"), "actions on "+f.On+": "+strings.Join(allowed, ", "), "action %s does not apply on %s", f.Action, f.On)
-		}
-		if f.Action == "redact" && f.Redact == nil {
+		case !slices.Contains(allowed, f.Action):
+			if !c.failed[c.at("filters", idx, "action").path] {
+				c.errorf(c.at("filters", idx, "action"), "actions on "+f.On+": "+strings.Join(allowed, ", "), "action %s does not apply on %s", f.Action, f.On)
+			}
+		case f.Action == "redact" && f.Redact == nil:
 			c.errorf(at, "give the pattern to mask: redact: '\\b1\\d{10}\\b'", "redact action without a redact pattern")
-		}
-		if f.Action == "truncate" && f.MaxChars == 0 {
+		case f.Action == "truncate" && f.MaxChars == 0:
 			c.errorf(at, "", "truncate action without max_chars")
 		}
 		if len(f.Tools) > 0 && f.On != "tool_result" && known {

@@ -90,7 +90,9 @@ func (ds Diagnostics) Count() (errors, warnings int) {
 
 // Sort orders diagnostics by file, line and column, keeping the order of equal ones.
 func (ds Diagnostics) Sort() {
-	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
-		return cmp.Or(cmp.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
-	})
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+}
+
+func comparePos(a, b Pos) int {
+	return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 }

@@ -141,7 +141,9 @@ func (d *document) exprError(err error, src string, base int, env exprEnv, at lo
 		msg = fe.Message
 		at.pos = d.posInScalar(at.node, base+offsetOf(src, fe.Line, fe.Column))
 	}
-	if field, ok := strings.CutPrefix(msg, "unknown field "); ok {
+	if strings.HasPrefix(msg, "unexpected token EOF") {
+		hint = "the expression ends early; inside {…} or […] a comma ends a value, so quote the expression"
+	} else if field, ok := strings.CutPrefix(msg, "unknown field "); ok {
 		hint = suggest(field, envFieldNames(env))
 	} else if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
 		hint = suggest(name, envNames(env))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,8 +56,19 @@ func (d *document) schemaErrors(err error, s *schemas, base []string) {
 		d.errorf(d.at(base...), "", "%v", err)
 		return
 	}
-	for _, leaf := range leaves(ve) {
-		d.schemaError(leaf, s, append(append([]string(nil), base...), leaf.InstanceLocation...))
+	all := leaves(ve)
+	// A key that is not a valid name makes every other error about its value noise.
+	badNames := map[string]bool{}
+	for _, leaf := range all {
+		if k, ok := leaf.ErrorKind.(*kind.PropertyNames); ok {
+			badNames[strings.Join(append(slices.Clone(leaf.InstanceLocation), k.Property), "/")] = true
+		}
+	}
+	for _, leaf := range all {
+		if _, ok := leaf.ErrorKind.(*kind.PropertyNames); !ok && badNames[strings.Join(leaf.InstanceLocation, "/")] {
+			continue
+		}
+		d.schemaError(leaf, s, append(slices.Clone(base), leaf.InstanceLocation...))
 	}
 }
 
@@ -77,18 +89,33 @@ func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
 			return []*jsonschema.ValidationError{e}
 		}
 		return kept
+	case *kind.PropertyNames:
+		return []*jsonschema.ValidationError{e}
 	}
 	if len(e.Causes) == 0 {
 		return []*jsonschema.ValidationError{e}
 	}
-	if _, ok := e.ErrorKind.(*kind.PropertyNames); ok {
-		return []*jsonschema.ValidationError{e}
-	}
 	var out []*jsonschema.ValidationError
 	for _, c := range e.Causes {
+		if _, ok := c.ErrorKind.(*kind.PropertyNames); ok {
+			c.InstanceLocation = propertyNamesLocation(e, c)
+		}
 		out = append(out, leaves(c)...)
 	}
 	return out
+}
+
+// propertyNamesLocation works around jsonschema v6.0.3, whose propertyNames errors
+// share (and so lose) their instance location: it is the parent's location plus the
+// property that the keyword location names.
+func propertyNamesLocation(parent, e *jsonschema.ValidationError) []string {
+	loc := slices.Clone(parent.InstanceLocation)
+	_, frag, _ := strings.Cut(e.SchemaURL, "#")
+	toks := strings.Split(strings.TrimSuffix(frag, "/propertyNames"), "/")
+	if n := len(toks); n >= 2 && toks[n-2] == "properties" {
+		loc = append(loc, toks[n-1])
+	}
+	return loc
 }
 
 func sameLocation(a, b *jsonschema.ValidationError) bool {
@@ -111,6 +138,7 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 		for _, p := range k.Properties {
 			kat := d.at(append(tokens, p)...).keyPos(d.file)
 			d.failed[kat.path] = true
+			kat.path = at.path // the key is in the message; the path names its mapping
 			hint := suggest(p, allowed)
 			if hint == "" && len(allowed) > 0 {
 				hint = "allowed keys: " + strings.Join(allowed, ", ")
@@ -143,7 +171,7 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 		d.errorf(at, hint, "%s", msg)
 	case *kind.PropertyNames:
 		kat := d.at(append(tokens, k.Property)...).keyPos(d.file)
-		msg, hint := patternMessage("#/$defs/name/pattern", k.Property)
+		msg, hint := patternMessage("#/$defs/name", k.Property)
 		d.errorf(kat, hint, "%s", msg)
 	case *kind.Minimum:
 		d.errorf(at, "", "must be at least %s, got %s", ratString(k.Want), ratString(k.Got))
@@ -160,14 +188,19 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 
 // patternMessage explains a pattern failure by the $defs entry the pattern belongs to.
 func patternMessage(schemaURL, got string) (msg, hint string) {
-	switch {
-	case strings.Contains(schemaURL, "/$defs/name/"):
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	def := ""
+	if toks := strings.Split(frag, "/"); len(toks) >= 3 && toks[1] == "$defs" {
+		def = toks[2]
+	}
+	switch def {
+	case "name":
 		return fmt.Sprintf("invalid name %q", got), `use lower case letters, digits, "-" and "_", starting with a letter (at most 64)`
-	case strings.Contains(schemaURL, "/$defs/tool_name/"):
+	case "tool_name":
 		return fmt.Sprintf("invalid tool name %q", got), `use letters, digits, "-" and "_" (at most 64), as function-calling APIs require`
-	case strings.Contains(schemaURL, "/$defs/env_name/"):
+	case "env_name":
 		return fmt.Sprintf("invalid environment variable name %q", got), "give the variable's name (like LLM_API_KEY), never its value"
-	case strings.Contains(schemaURL, "/$defs/duration/"):
+	case "duration":
 		return fmt.Sprintf("invalid duration %q", got), "use a number with a unit: 500ms, 30s, 2m, 1h30m"
 	}
 	return fmt.Sprintf("%q does not match the required pattern", got), ""

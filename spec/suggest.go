@@ -8,12 +8,12 @@ import (
 // suggest returns `did you mean "x"?` for the candidate closest to s, or "" when none
 // is close enough to be a likely typo.
 func suggest(s string, candidates []string) string {
-	best, bestDist := "", len(s)/3+2
+	best, bestDist := "", maxTypoDistance(s)+1
 	for _, c := range candidates {
 		if c == s {
 			continue
 		}
-		if d := levenshtein(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
@@ -23,23 +23,41 @@ func suggest(s string, candidates []string) string {
 	return fmt.Sprintf("did you mean %q?", best)
 }
 
-func levenshtein(a, b string) int {
+// maxTypoDistance grows with the word: one slip in a short word, more in a long one.
+func maxTypoDistance(s string) int {
+	switch n := len([]rune(s)); {
+	case n <= 5:
+		return 1
+	case n <= 10:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// editDistance is the optimal-string-alignment distance: insertions, deletions,
+// substitutions and swaps of neighbours each cost one, so "stpo" is one from "stop".
+func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(rb)]
+	return d[len(ra)][len(rb)]
 }
