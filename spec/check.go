@@ -359,7 +359,7 @@ func cmpOr(a, b string) string {
 // checkURL rejects a URL whose fixed start is not http(s). Templates and unset
 // variables may supply the start at run time, so those are not judged here.
 func (c *checker) checkURL(at location, url string) {
-	if at.node == nil || len(c.unset[at.node]) > 0 || strings.HasPrefix(url, "{{") || c.failed[at.path] {
+	if at.node == nil || c.unset[at.node].vars != nil || strings.HasPrefix(url, "{{") || c.failed[at.path] {
 		return
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {

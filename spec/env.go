@@ -96,7 +96,7 @@ func (d *document) interpolateTree(n *yaml.Node, path string, lookup func(string
 			n.Tag = "" // let the plain scalar resolve to a number, bool or null again
 		}
 		if len(unset) > 0 {
-			d.unset[n] = unset
+			d.unset[n] = unsetRef{path: path, vars: unset}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 // Load parses, validates and checks one spec. The spec is returned whenever the file
 // could be decoded, even with errors, so callers can show more than the first problem.
 func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
-	d := &document{file: file, src: src, unset: map[*yaml.Node][]string{}, failed: map[string]bool{}, budget: maxJSONNodes}
+	d := &document{file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{}, budget: maxJSONNodes}
 	root, ok := d.parse()
 	if !ok {
 		d.diags.Sort()
@@ -110,12 +111,12 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 		d.errorf(d.at(), "", "decoding: %v", err) // the schema let through what the types cannot hold
 	}
 	spec.Source = Source{Pos: d.posOf(root)}
-	for n, vars := range d.unset {
-		for _, v := range vars {
-			spec.Unset = append(spec.Unset, UnsetVar{Name: v, Pos: d.posOf(n)})
+	for n, ref := range d.unset {
+		for _, v := range ref.vars {
+			spec.Unset = append(spec.Unset, UnsetVar{Name: v, Pos: d.posOf(n), Path: ref.path})
 		}
 	}
-	sort.Slice(spec.Unset, func(i, j int) bool { return spec.Unset[i].Pos.Line < spec.Unset[j].Pos.Line })
+	slices.SortStableFunc(spec.Unset, func(a, b UnsetVar) int { return cmp.Or(comparePos(a.Pos, b.Pos), cmp.Compare(a.Name, b.Name)) })
 	c := checker{document: d, spec: spec, loader: l}
 	c.check()
 	d.diags.Sort()

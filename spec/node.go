@@ -23,7 +23,7 @@ type document struct {
 
 	// unset maps scalar nodes to the environment variables they named that were not
 	// set, so a schema error there can say so instead of "got null, want number".
-	unset map[*yaml.Node][]string
+	unset map[*yaml.Node]unsetRef
 	// failed holds the paths the schema already reported an error for; semantic
 	// checks stay quiet there rather than repeat the problem.
 	failed map[string]bool
@@ -40,6 +40,11 @@ func (d *document) errorf(at location, hint, format string, args ...any) {
 
 func (d *document) warnf(at location, hint, format string, args ...any) {
 	d.report(Warning, at, fmt.Sprintf(format, args...), hint)
+}
+
+type unsetRef struct {
+	path string
+	vars []string
 }
 
 // location is a place in the document: the YAML path and the position to show.

@@ -126,9 +126,9 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 	at := d.at(tokens...)
 	d.failed[at.path] = true
 	if at.node != nil {
-		if vars := d.unset[at.node]; len(vars) > 0 {
-			d.errorf(at, fmt.Sprintf("set it, or give a default: ${%s:-value}", vars[0]),
-				"environment variable %s is not set and has no default", vars[0])
+		if ref, ok := d.unset[at.node]; ok {
+			d.errorf(at, fmt.Sprintf("set it, or give a default: ${%s:-value}", ref.vars[0]),
+				"environment variable %s is not set and has no default", ref.vars[0])
 			return
 		}
 	}

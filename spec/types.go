@@ -278,6 +278,9 @@ type Expr struct {
 	Program *vm.Program
 }
 
+// MarshalText shows the expression's source, e.g. in JSON dumps of a spec.
+func (e Expr) MarshalText() ([]byte, error) { return []byte(e.Source), nil }
+
 func (e *Expr) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		e.Source = n.Value
@@ -297,6 +300,8 @@ type TemplatePart struct {
 	Program *vm.Program
 }
 
+func (t Template) MarshalText() ([]byte, error) { return []byte(t.Source), nil }
+
 func (t *Template) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		t.Source = n.Value
@@ -310,6 +315,8 @@ type Regex struct {
 	Re     *regexp.Regexp
 }
 
+func (r Regex) MarshalText() ([]byte, error) { return []byte(r.Source), nil }
+
 func (r *Regex) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		r.Source = n.Value
@@ -319,6 +326,8 @@ func (r *Regex) UnmarshalYAML(n *yaml.Node) error {
 
 // Duration is a Go duration such as 30s or 1m30s; zero means "not set".
 type Duration struct{ time.Duration }
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {

@@ -1,0 +1,153 @@
+package spec
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/schema"
+)
+
+// TestSchemaMatchesTypes walks the JSON schema and the Go spec types side by side:
+// every schema property must decode into a field, and every field must be a schema
+// property, so the schema (the contract) and the decoder cannot drift apart.
+func TestSchemaMatchesTypes(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(schema.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	w := schemaWalker{t: t, defs: doc["$defs"].(map[string]any), visited: map[string]bool{}}
+	w.walk("", doc, reflect.TypeOf(Spec{}))
+	if w.checked < 100 {
+		t.Errorf("only %d properties compared; the walk is not reaching the schema", w.checked)
+	}
+}
+
+type schemaWalker struct {
+	t       *testing.T
+	defs    map[string]any
+	visited map[string]bool
+	checked int
+}
+
+var scalarTypes = map[reflect.Type]string{
+	reflect.TypeOf(Expr{}):     "string",
+	reflect.TypeOf(Template{}): "string",
+	reflect.TypeOf(Regex{}):    "string",
+	reflect.TypeOf(Duration{}): "string",
+}
+
+func (w *schemaWalker) resolve(s map[string]any) map[string]any {
+	for {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			return s
+		}
+		s = w.defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+	}
+}
+
+func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
+	s = w.resolve(s)
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	key := path + "|" + typ.String()
+	if w.visited[key] {
+		return
+	}
+	w.visited[key] = true
+	if want, ok := scalarTypes[typ]; ok {
+		if s["type"] != want {
+			w.t.Errorf("%s: Go type %s decodes a %s, schema says %v", path, typ, want, s["type"])
+		}
+		return
+	}
+	if branches, ok := s["oneOf"].([]any); ok { // a short form and an object form
+		for _, b := range branches {
+			if bs := w.resolve(b.(map[string]any)); bs["type"] == "object" {
+				s = bs
+			}
+		}
+	}
+	switch typ.Kind() {
+	case reflect.Struct:
+		w.walkStruct(path, s, typ)
+	case reflect.Slice:
+		if s["type"] == "object" { // a mapping of name → element (domains, intents)
+			w.walk(path+".*", s["additionalProperties"].(map[string]any), typ.Elem())
+			return
+		}
+		items, ok := s["items"].(map[string]any)
+		if !ok {
+			w.t.Errorf("%s: Go type %s is a list, schema has no items", path, typ)
+			return
+		}
+		w.walk(path+"[]", items, typ.Elem())
+	case reflect.Map:
+		if s["type"] != "object" {
+			w.t.Errorf("%s: Go type %s is a map, schema type is %v", path, typ, s["type"])
+			return
+		}
+		if ap, ok := s["additionalProperties"].(map[string]any); ok {
+			w.walk(path+".*", ap, typ.Elem())
+		}
+	case reflect.String:
+		if _, ok := s["enum"]; !ok && s["type"] != "string" {
+			w.t.Errorf("%s: Go string, schema type is %v", path, s["type"])
+		}
+	case reflect.Int:
+		if s["type"] != "integer" && s["const"] == nil {
+			w.t.Errorf("%s: Go int, schema type is %v", path, s["type"])
+		}
+	case reflect.Float64:
+		if s["type"] != "number" {
+			w.t.Errorf("%s: Go float64, schema type is %v", path, s["type"])
+		}
+	case reflect.Bool:
+		if s["type"] != "boolean" {
+			w.t.Errorf("%s: Go bool, schema type is %v", path, s["type"])
+		}
+	case reflect.Interface:
+		// any value: nothing to compare
+	default:
+		w.t.Errorf("%s: unexpected Go kind %s", path, typ.Kind())
+	}
+}
+
+func (w *schemaWalker) walkStruct(path string, s map[string]any, typ reflect.Type) {
+	props, _ := s["properties"].(map[string]any)
+	if s["type"] != "object" || s["additionalProperties"] != false {
+		w.t.Errorf("%s: schema for %s must be a closed object (additionalProperties: false)", path, typ)
+	}
+	fields := map[string]reflect.StructField{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if name == "-" || name == "" || !f.IsExported() {
+			continue
+		}
+		fields[name] = f
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w.checked++
+		f, ok := fields[name]
+		if !ok {
+			w.t.Errorf("%s.%s: in the schema, but %s has no field for it", path, name, typ)
+			continue
+		}
+		w.walk(path+"."+name, props[name].(map[string]any), f.Type)
+	}
+	for name := range fields {
+		if _, ok := props[name]; !ok {
+			w.t.Errorf("%s.%s: field of %s, but not in the schema", path, name, typ)
+		}
+	}
+}

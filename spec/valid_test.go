@@ -1,0 +1,88 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestValidFixtures loads specs that must be clean and compares the decoded spec,
+// as JSON, with a golden file, so decoding regressions show up as a diff.
+func TestValidFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/valid/*.yaml")
+	examples, _ := filepath.Glob("../examples/agents/*.yaml")
+	files = append(files, examples...)
+	if len(files) < 3 {
+		t.Fatalf("found only %v", files)
+	}
+	l := newTestLoader(t)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, diags := l.Load(file, src)
+			if len(diags) > 0 {
+				t.Fatalf("diagnostics for a valid spec:\n%v", diags)
+			}
+			got, err := json.MarshalIndent(s, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./spec -update)", err)
+			}
+			if !bytes.Equal(bytes.TrimSpace(want), bytes.TrimSpace(got)) {
+				t.Errorf("decoded spec differs from %s (go test ./spec -update rewrites it):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// Compiled expressions, templates and regexes are kept for the runtime, so it never
+// compiles them again.
+func TestCompiledOnce(t *testing.T) {
+	l := newTestLoader(t)
+	r := l.LoadFile("testdata/valid/everything.yaml")
+	if len(r.Diagnostics) > 0 {
+		t.Fatal(r.Diagnostics)
+	}
+	s := r.Spec
+	lookup := s.Tools[1]
+	if lookup.Accept.Program == nil {
+		t.Error("accept not compiled")
+	}
+	if got := len(s.Tools[2].HTTP.BodyTemplates); got != 2 {
+		t.Errorf("body templates = %d, want 2 (query and filters[0].owner; none for the boolean)", got)
+	}
+	if p := s.Tools[2].HTTP.BodyTemplates[`filters[0].owner`]; p == nil || len(p.Parts) != 1 || p.Parts[0].Program == nil {
+		t.Errorf("filters[0].owner template = %+v", p)
+	}
+	if s.Intents[0].Patterns[0].Re == nil || !s.Intents[0].Patterns[0].Re.MatchString("see Record 42") {
+		t.Error("intent pattern not compiled")
+	}
+	if parts := s.Instructions.Parts; len(parts) != 9 {
+		t.Errorf("instructions have %d parts, want 9", len(parts))
+	}
+	if s.Filters[3].Action != "redact" {
+		t.Errorf("a filter with only redact: action = %q, want redact", s.Filters[3].Action)
+	}
+	if s.Tools[0].Name != "current_time" {
+		t.Errorf("builtin without a name is named %q", s.Tools[0].Name)
+	}
+}
