@@ -103,12 +103,24 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 	}
 	d.interpolateTree(root, "", lookup)
 	inst, _ := d.toJSON(root, "")
+	if d.budget < 0 { // what was converted is truncated: checking it would mislead
+		d.diags.Sort()
+		return nil, d.diags
+	}
 	if err := l.schemas.agent.Validate(inst); err != nil {
 		d.schemaErrors(err, l.schemas, nil)
 	}
 	spec := &Spec{}
-	if err := root.Decode(spec); err != nil && !d.diags.HasErrors() {
-		d.errorf(d.at(), "", "decoding: %v", err) // the schema let through what the types cannot hold
+	if err := root.Decode(spec); err != nil {
+		var typeErr *yaml.TypeError
+		if !errors.As(err, &typeErr) { // not a partial decode: checking the rest would mislead
+			d.errorf(d.at(), "", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
+			d.diags.Sort()
+			return nil, d.diags
+		}
+		if !d.diags.HasErrors() {
+			d.errorf(d.at(), "", "decoding: %v", err) // the schema let through what the types cannot hold
+		}
 	}
 	spec.Source = Source{Pos: d.posOf(root)}
 	for n, ref := range d.unset {

@@ -137,8 +137,11 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 func (d *document) toJSON(n *yaml.Node, path string) (any, bool) {
 	d.budget--
 	if d.budget < 0 {
-		if d.budget == -1 {
-			d.errorf(location{pos: d.posOf(n), path: path}, "remove the nested aliases", "document is too large after alias expansion (more than %d values)", maxJSONNodes)
+		if d.budget == -1 { // report it once, on the top-level key whose value grew too large
+			top, _, _ := strings.Cut(path, ".")
+			top, _, _ = strings.Cut(top, "[")
+			at := d.at(top).keyPos(d.file)
+			d.errorf(at, "remove the nested aliases", "document is too large after alias expansion (more than %d values)", maxJSONNodes)
 		}
 		return nil, false
 	}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/schema"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// runCLI runs agentrun in-process.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./cmd/agentrun -update writes it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+const (
+	manyMistakes = "../../spec/testdata/invalid/many_mistakes.yaml"
+	warnings     = "../../spec/testdata/invalid/warnings.yaml"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		golden string // compare stdout with testdata/golden/<golden>
+		stdout string // or require stdout to contain this
+		stderr string // require stderr to contain this
+	}{
+		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "2 files checked: no problems\n"},
+		{name: "every mistake at once", args: []string{"validate", manyMistakes}, code: 1, golden: "many_mistakes.txt"},
+		{name: "json", args: []string{"validate", "--format", "json", manyMistakes}, code: 1, golden: "many_mistakes.json"},
+		{name: "github annotations", args: []string{"validate", "--format=github", manyMistakes}, code: 1, golden: "many_mistakes.github"},
+		{name: "warnings pass", args: []string{"validate", warnings}, code: 0, stdout: "1 file checked: 0 errors, 3 warnings\n"},
+		{name: "warnings fail with strict", args: []string{"validate", "--strict", warnings}, code: 1, stdout: "3 warnings"},
+		{name: "several files", args: []string{"validate", warnings, manyMistakes, "../../examples/agents/shop-support.yaml"}, code: 1, stdout: "3 files checked: 5 errors, 3 warnings\n"},
+		{name: "missing file", args: []string{"validate", "nope.yaml"}, code: 2, stderr: "nope.yaml: no such file or directory"},
+		{name: "directory without specs", args: []string{"validate", "testdata/empty-dir"}, code: 2, stderr: "no agent specs"},
+		{name: "unknown format", args: []string{"validate", "--format", "xml", warnings}, code: 2, stderr: `unknown --format "xml"`},
+		{name: "no arguments", args: []string{"validate"}, code: 2, stderr: "requires at least 1 arg"},
+		{name: "unknown command", args: []string{"valdate"}, code: 2, stderr: `unknown command "valdate"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			if tt.golden != "" {
+				checkGolden(t, tt.golden, stdout)
+			}
+			if !strings.Contains(stdout, tt.stdout) {
+				t.Errorf("stdout %q does not contain %q", stdout, tt.stdout)
+			}
+			if !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("stderr %q does not contain %q", stderr, tt.stderr)
+			}
+		})
+	}
+}
+
+// An unreadable file is an I/O error (exit 2), reported along with the other files.
+func TestValidateUnreadableFile(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any file")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "locked.yaml")
+	if err := os.WriteFile(file, []byte("version: 1\nname: x\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := runCLI(t, "validate", file)
+	if code != 2 || !strings.Contains(stdout, "permission denied") {
+		t.Errorf("code %d, stdout %q", code, stdout)
+	}
+}
+
+func TestValidateJSONIsMachineReadable(t *testing.T) {
+	_, stdout, _ := runCLI(t, "validate", "--format", "json", manyMistakes, warnings)
+	var out struct {
+		Files, Errors, Warnings int
+		Diagnostics             []struct {
+			File, Severity, Path, Message, Hint string
+			Line, Col                           int
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Files != 2 || out.Errors != 5 || out.Warnings != 3 || len(out.Diagnostics) != 8 {
+		t.Errorf("got %+v", out)
+	}
+	for _, d := range out.Diagnostics {
+		if d.File == "" || d.Line < 1 || d.Col < 1 || d.Message == "" {
+			t.Errorf("incomplete diagnostic %+v", d)
+		}
+	}
+}
+
+func TestSchemaCommand(t *testing.T) {
+	code, stdout, _ := runCLI(t, "schema")
+	if code != 0 || stdout != string(schema.JSON) {
+		t.Fatalf("code %d; schema output differs from the embedded schema", code)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["$id"] != schema.ID {
+		t.Errorf("$id = %v", doc["$id"])
+	}
+}
+
+// Every example names the schema for yaml-language-server, by a path that exists.
+func TestExamplesHaveSchemaModeline(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/agents/*.yaml")
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(src), "\n")
+		rel, ok := strings.CutPrefix(first, "# yaml-language-server: $schema=")
+		if !ok {
+			t.Errorf("%s: first line %q is not a yaml-language-server modeline", f, first)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), rel)); err != nil {
+			t.Errorf("%s: modeline points at %s: %v", f, rel, err)
+		}
+	}
+}
