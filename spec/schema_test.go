@@ -18,7 +18,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	if err := json.Unmarshal(schema.JSON, &doc); err != nil {
 		t.Fatal(err)
 	}
-	w := schemaWalker{t: t, defs: doc["$defs"].(map[string]any), visited: map[string]bool{}}
+	w := schemaWalker{t: t, defs: doc["definitions"].(map[string]any), visited: map[string]bool{}}
 	w.walk("", doc, reflect.TypeOf(Spec{}))
 	if w.checked < 100 {
 		t.Errorf("only %d properties compared; the walk is not reaching the schema", w.checked)
@@ -45,7 +45,7 @@ func (w *schemaWalker) resolve(s map[string]any) map[string]any {
 		if !ok {
 			return s
 		}
-		s = w.defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+		s = w.defs[strings.TrimPrefix(ref, "#/definitions/")].(map[string]any)
 	}
 }
 

@@ -171,7 +171,7 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 		d.errorf(at, hint, "%s", msg)
 	case *kind.PropertyNames:
 		kat := d.at(append(tokens, k.Property)...).keyPos(d.file)
-		msg, hint := patternMessage("#/$defs/name", k.Property)
+		msg, hint := patternMessage("#/definitions/name", k.Property)
 		d.errorf(kat, hint, "%s", msg)
 	case *kind.Minimum:
 		d.errorf(at, "", "must be at least %s, got %s", ratString(k.Want), ratString(k.Got))
@@ -186,11 +186,11 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 	}
 }
 
-// patternMessage explains a pattern failure by the $defs entry the pattern belongs to.
+// patternMessage explains a pattern failure by the definition the pattern belongs to.
 func patternMessage(schemaURL, got string) (msg, hint string) {
 	_, frag, _ := strings.Cut(schemaURL, "#")
 	def := ""
-	if toks := strings.Split(frag, "/"); len(toks) >= 3 && toks[1] == "$defs" {
+	if toks := strings.Split(frag, "/"); len(toks) >= 3 && toks[1] == "definitions" {
 		def = toks[2]
 	}
 	switch def {
