@@ -1,0 +1,80 @@
+package schema
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// lspServer finds yaml-language-server as .ci/run installs it (or as
+// AGENTRUN_YAML_LSP names it). It skips the test when the server is missing, except
+// in CI, where a missing server is a failure.
+func lspServer(t *testing.T) string {
+	t.Helper()
+	server := os.Getenv("AGENTRUN_YAML_LSP")
+	if server == "" {
+		server, _ = filepath.Abs("../.ci/lsp/node_modules/yaml-language-server/bin/yaml-language-server")
+	}
+	_, err := os.Stat(server)
+	_, nodeErr := exec.LookPath("node")
+	if err != nil || nodeErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("yaml-language-server not installed (%v, %v): .ci/run installs it", err, nodeErr)
+		}
+		t.Skip("yaml-language-server not installed; run: npm install --prefix .ci/lsp yaml-language-server@2.0.0")
+	}
+	return server
+}
+
+type lspDiagnostic struct {
+	Line, Col int
+	Message   string
+}
+
+// TestYAMLLanguageServer opens the examples and a broken spec in a real
+// yaml-language-server: the examples' modelines find the schema and raise nothing, and
+// the broken spec's mistakes are flagged on their lines, so editors really get the
+// schema's completion and checks.
+func TestYAMLLanguageServer(t *testing.T) {
+	server := lspServer(t)
+	dir := t.TempDir()
+	schemaPath, _ := filepath.Abs("agent.schema.json")
+	rel, err := filepath.Rel(dir, schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(dir, "broken.yaml")
+	src := "# yaml-language-server: $schema=" + rel + "\n" +
+		"version: 1\nname: broken\ninstrucions: hi\nguards:\n  duplicate_calls: stpo\n  max_turns: ten\n"
+	if err := os.WriteFile(broken, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	examples, _ := filepath.Glob("../examples/agents/*.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no examples")
+	}
+	out, err := exec.Command("node", append([]string{"testdata/lsp-check.mjs", server, broken}, examples...)...).Output()
+	if err != nil {
+		t.Fatalf("lsp-check: %v\n%s", err, out)
+	}
+	var got map[string][]lspDiagnostic
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, ex := range examples {
+		if d := got[ex]; len(d) > 0 {
+			t.Errorf("%s: yaml-language-server reports %+v", ex, d)
+		}
+	}
+	var lines []int
+	for _, d := range got[broken] {
+		lines = append(lines, d.Line)
+	}
+	slices.Sort(lines)
+	if !slices.Equal(lines, []int{4, 6, 7}) {
+		t.Errorf("broken spec: diagnostics on lines %v, want 4 (unknown key), 6 (enum), 7 (type): %+v", lines, got[broken])
+	}
+}
