@@ -9,8 +9,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/expr-lang/expr/types"
+	"go.yaml.in/yaml/v3"
 )
 
 // checker runs the semantic checks that a JSON schema cannot express: names are
@@ -45,6 +47,7 @@ func (c *checker) check() {
 	c.checkGuards()
 	c.checkJudge()
 	c.checkFilters()
+	c.checkDurations()
 	c.compileTemplate(&s.Instructions, exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}, c.at("instructions"))
 	c.checkUnused()
 }
@@ -669,6 +672,28 @@ func (c *checker) checkUnused() {
 	for i, t := range c.spec.Tools {
 		if t.Name != "" && !used[t.Name] {
 			c.warnf(c.nameAt(i), "list it under a domain or an intent, or remove it", "tool %q is not offered by any intent", t.Name)
+		}
+	}
+}
+
+// checkDurations parses every duration again: the schema's pattern admits values
+// such as 9999999999h that overflow, which would otherwise silently become zero.
+func (c *checker) checkDurations() {
+	paths := [][]string{{"model", "timeout"}, {"routing", "model", "timeout"}, {"judge", "model", "timeout"},
+		{"memory", "ttl"}, {"guards", "tool_timeout"}}
+	for i := range c.spec.Tools {
+		paths = append(paths, []string{"tools", strconv.Itoa(i), "timeout"})
+	}
+	for i := range c.spec.MCPServers {
+		paths = append(paths, []string{"mcp_servers", strconv.Itoa(i), "connect_timeout"})
+	}
+	for _, p := range paths {
+		at := c.at(p...)
+		if at.node == nil || c.failed[at.path] || at.node.Kind != yaml.ScalarNode {
+			continue
+		}
+		if _, err := time.ParseDuration(at.node.Value); err != nil {
+			c.errorf(at, "use a number with a unit: 500ms, 30s, 2m, 1h30m", "invalid duration %q: out of range", at.node.Value)
 		}
 	}
 }
