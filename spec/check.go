@@ -37,6 +37,9 @@ func (c *checker) check() {
 	c.user = userType(s.Context.User)
 	c.setSources()
 	c.checkContext()
+	if m := s.Model; m.Script != "" && m.Provider != "script" {
+		c.warnf(c.at("model", "script").keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
+	}
 	c.checkSkills()
 	c.checkMCPServers()
 	c.checkTools()
@@ -157,6 +160,11 @@ func (c *checker) checkMCPServers() {
 		case len(srv.Headers) > 0:
 			c.errorf(c.at("mcp_servers", idx, "headers").keyPos(c.file), "", "headers apply to url servers, not to command")
 		}
+		for _, k := range sortedKeys(srv.Env) {
+			if strings.Contains(srv.Env[k], "{{") {
+				c.errorf(c.at("mcp_servers", idx, "env", k), "the environment is fixed when the server starts; use ${VAR} for values from agentrun's environment", "MCP server env is not a template")
+			}
+		}
 		for _, k := range sortedKeys(srv.Headers) {
 			c.compileTemplate(srv.Headers[k], exprEnv{"user": c.user, "conversation": conversationType}, c.at("mcp_servers", idx, "headers", k))
 		}
@@ -171,6 +179,22 @@ func (c *checker) checkMCPServers() {
 			c.mcpTools[name] = srv.Name
 		}
 	}
+}
+
+// shellCommand finds a shell asked to interpret a string (sh -c, env bash -c,
+// cmd /c), at any position of the argv.
+func shellCommand(run []string) (int, bool) {
+	for i, arg := range run {
+		if !slices.Contains(shells, filepath.Base(arg)) {
+			continue
+		}
+		for _, rest := range run[i+1:] {
+			if rest == "-c" || strings.EqualFold(rest, "/c") || (strings.HasPrefix(rest, "-") && strings.Contains(rest, "c") && !strings.HasPrefix(rest, "--")) {
+				return i, true
+			}
+		}
+	}
+	return 0, false
 }
 
 var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh"}
@@ -212,7 +236,7 @@ func (c *checker) checkTools() {
 		}
 		c.checkParameters(t, idx)
 		c.checkBind(t, idx)
-		env := exprEnv{"args": argsType(t.Parameters, t.Bind), "user": c.user, "conversation": conversationType}
+		env := exprEnv{"args": toolArgsType(t), "user": c.user, "conversation": conversationType}
 		c.checkToolKind(t, idx, env)
 		if t.Accept != nil {
 			accept := withVars(env, exprEnv{"seen": types.TypeOf(func(string) []string { return nil })})
@@ -233,6 +257,15 @@ func (c *checker) nameAt(i int) location {
 		at = c.at("tools", strconv.Itoa(i), "builtin")
 	}
 	return at
+}
+
+// toolArgsType is the type of `args` in a tool's expressions. Builtin and MCP tools
+// bring their parameters at run time, so their arguments are an open map there.
+func toolArgsType(t *Tool) types.Type {
+	if t.Builtin != "" || t.MCP != nil {
+		return types.TypeOf(map[string]any{})
+	}
+	return argsType(t.Parameters, t.Bind)
 }
 
 func withVars(base, extra exprEnv) exprEnv {
@@ -282,6 +315,11 @@ func (c *checker) checkBind(t *Tool, idx string) {
 		keys = append(keys, "user."+a)
 	}
 	props, _ := t.Parameters["properties"].(map[string]any)
+	required, _ := t.Parameters["required"].([]any)
+	if t.Builtin != "" && len(t.Bind) > 0 {
+		c.errorf(c.at("tools", idx, "bind").keyPos(c.file), "bind fills parameters of command, http and mcp tools", "builtin tools take no bound parameters")
+		return
+	}
 	for _, param := range sortedKeys(t.Bind) {
 		from := t.Bind[param]
 		at := c.at("tools", idx, "bind", param)
@@ -297,6 +335,8 @@ func (c *checker) checkBind(t *Tool, idx string) {
 		}
 		if _, exposed := props[param]; exposed {
 			c.errorf(at.keyPos(c.file), fmt.Sprintf("remove %q from parameters.properties: bind fills it and the model must not see or set it", param), "bound parameter %q is also a model-visible parameter", param)
+		} else if slices.Contains(required, any(param)) {
+			c.errorf(at.keyPos(c.file), fmt.Sprintf("remove %q from parameters.required: bind fills it", param), "bound parameter %q is listed as required from the model", param)
 		}
 	}
 }
@@ -304,9 +344,9 @@ func (c *checker) checkBind(t *Tool, idx string) {
 func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 	switch {
 	case t.Command != nil:
-		run := t.Command.Run
-		if len(run) > 1 && slices.Contains(shells, filepath.Base(run[0])) && slices.ContainsFunc(run[1:], func(a string) bool { return a == "-c" || strings.EqualFold(a, "/c") }) {
-			c.errorf(c.at("tools", idx, "command", "run", "0"), "list the program and its arguments directly; the arguments arrive as JSON on stdin", "command tools run without a shell: %s %s would interpret a command string", run[0], "-c")
+		if i, ok := shellCommand(t.Command.Run); ok {
+			c.errorf(c.at("tools", idx, "command", "run", strconv.Itoa(i)), "list the program and its arguments directly; the arguments arrive as JSON on stdin",
+				"command tools run without a shell: %s -c would interpret a command string", t.Command.Run[i])
 		}
 		for _, k := range sortedKeys(t.Command.Env) {
 			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
@@ -526,10 +566,14 @@ func (c *checker) checkRouting() {
 	if r.Fallback == "" && r.Recognizer != "off" {
 		c.warnf(c.at("routing").keyPos(c.file), "name the intent unrecognised requests get, e.g. fallback: other", "routing.fallback is not set")
 	}
-	if r.Recognizer == "rules" {
-		if r.MinConfidence != nil {
-			c.warnf(c.at("routing", "min_confidence").keyPos(c.file), "", "min_confidence applies to the llm recognizer only")
+	if r.Recognizer == "rules" || r.Recognizer == "off" {
+		for _, key := range []string{"min_confidence", "history", "model"} {
+			if at := c.at("routing", key); at.node != nil {
+				c.warnf(at.keyPos(c.file), "", "%s applies to the llm recognizer only", key)
+			}
 		}
+	}
+	if r.Recognizer == "rules" {
 		for _, in := range c.spec.Intents {
 			if len(in.Keywords) == 0 && len(in.Patterns) == 0 && in.Name != r.Fallback {
 				c.warnf(c.at("intents", in.Name).keyPos(c.file), "add keywords or patterns", "intent %q has no rules the rules recognizer could match", in.Name)
@@ -552,11 +596,11 @@ func (c *checker) checkMemory() {
 		tokens := []string{"memory", "facts", "from_tools", idx}
 		var args types.Type = types.Any // an unknown tool is reported once, on `on`
 		if t, ok := c.tools[rule.On]; ok {
-			args = argsType(c.spec.Tools[t].Parameters, c.spec.Tools[t].Bind)
+			args = toolArgsType(&c.spec.Tools[t])
 		} else if rule.On != "" {
 			c.toolRef(rule.On, append(tokens, "on")...)
 		}
-		env := exprEnv{"args": args, "result": types.Any, "ok": types.Bool, "user": c.user, "conversation": conversationType}
+		env := exprEnv{"args": args, "result": types.Any, "user": c.user, "conversation": conversationType}
 		c.compileExpr(rule.When, env, true, c.at(append(tokens, "when")...))
 		for _, op := range []struct {
 			key string
@@ -631,7 +675,28 @@ func (c *checker) checkFilters() {
 		}
 		c.toolList(f.Tools, "filters", idx, "tools")
 		c.compileRegex(f.Redact, c.at("filters", idx, "redact"))
-		c.compileExpr(f.When, c.filterEnv(f.On), true, c.at("filters", idx, "when"))
+		if known {
+			c.compileExpr(f.When, c.filterEnv(f.On), true, c.at("filters", idx, "when"))
+		}
+		c.unusedFilterKeys(f, idx)
+	}
+}
+
+// unusedFilterKeys warns about keys that the filter's action ignores.
+func (c *checker) unusedFilterKeys(f *Filter, idx string) {
+	usedBy := []struct {
+		key     string
+		set     bool
+		actions []string
+	}{
+		{"replacement", f.Replacement != "", []string{"redact"}},
+		{"max_chars", f.MaxChars != 0, []string{"truncate"}},
+		{"message", f.Message != "", []string{"block", "error"}},
+	}
+	for _, u := range usedBy {
+		if u.set && f.Action != "" && !slices.Contains(u.actions, f.Action) {
+			c.warnf(c.at("filters", idx, u.key).keyPos(c.file), "", "%s has no effect with action %s (only with %s)", u.key, f.Action, strings.Join(u.actions, " or "))
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loader, err := newLoader()
+			loader, err := spec.NewLoader()
 			if err != nil {
 				return err
 			}
@@ -56,11 +56,6 @@ func newValidateCommand() *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (GitHub Actions annotations)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	return cmd
-}
-
-// newLoader builds the spec loader with the names of the bundled skills.
-func newLoader() (*spec.Loader, error) {
-	return spec.NewLoader()
 }
 
 var diagnosticWriters = map[string]func(io.Writer, int, spec.Diagnostics) error{
