@@ -2,7 +2,7 @@ package schema
 
 import _ "embed"
 
-// JSON is the agent spec schema (draft 2020-12).
+// JSON is the agent spec schema (JSON Schema draft-07, the draft editors support).
 //
 //go:embed agent.schema.json
 var JSON []byte

@@ -37,8 +37,13 @@ func (c *checker) check() {
 	c.user = userType(s.Context.User)
 	c.setSources()
 	c.checkContext()
-	if m := s.Model; m.Script != "" && m.Provider != "script" {
-		c.warnf(c.at("model", "script").keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
+	for _, m := range []struct {
+		model *Model
+		at    []string
+	}{{&s.Model, []string{"model"}}, {s.Routing.Model, []string{"routing", "model"}}, {jmodel(s.Judge), []string{"judge", "model"}}} {
+		if m.model != nil && m.model.Script != "" && m.model.Provider != "script" {
+			c.warnf(c.at(append(m.at, "script")...).keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
+		}
 	}
 	c.checkSkills()
 	c.checkMCPServers()
@@ -53,6 +58,13 @@ func (c *checker) check() {
 	c.checkDurations()
 	c.compileTemplate(&s.Instructions, exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}, c.at("instructions"))
 	c.checkUnused()
+}
+
+func jmodel(j *Judge) *Model {
+	if j == nil {
+		return nil
+	}
+	return j.Model
 }
 
 func (c *checker) setSources() {
@@ -181,23 +193,37 @@ func (c *checker) checkMCPServers() {
 	}
 }
 
-// shellCommand finds a shell asked to interpret a string (sh -c, env bash -c,
-// cmd /c), at any position of the argv.
-func shellCommand(run []string) (int, bool) {
-	for i, arg := range run {
-		if !slices.Contains(shells, filepath.Base(arg)) {
-			continue
-		}
-		for _, rest := range run[i+1:] {
-			if rest == "-c" || strings.EqualFold(rest, "/c") || (strings.HasPrefix(rest, "-") && strings.Contains(rest, "c") && !strings.HasPrefix(rest, "--")) {
-				return i, true
-			}
+// shellCommand finds a shell asked to interpret a command string: the program (or
+// the program that env starts) is a shell, and an option before its script is -c,
+// a combined -ec, /c, /k or -Command. It returns the shell's index and that option.
+func shellCommand(run []string) (int, string, bool) {
+	i := 0
+	if len(run) > 0 && filepath.Base(run[0]) == "env" {
+		for i = 1; i < len(run) && (strings.HasPrefix(run[i], "-") || strings.Contains(run[i], "=")); i++ {
 		}
 	}
-	return 0, false
+	if i >= len(run) || !slices.Contains(shells, strings.ToLower(filepath.Base(run[i]))) {
+		return 0, "", false
+	}
+	for _, opt := range run[i+1:] {
+		lower := strings.ToLower(opt)
+		switch {
+		case lower == "/c" || lower == "/k" || strings.HasPrefix(lower, "-command") || strings.HasPrefix(lower, "-encodedcommand"):
+			return i, opt, true
+		case strings.HasPrefix(lower, "--"):
+			continue
+		case strings.HasPrefix(lower, "-"):
+			if strings.Contains(lower[1:], "c") {
+				return i, opt, true
+			}
+		default:
+			return 0, "", false // the script the shell runs: its arguments are its own
+		}
+	}
+	return 0, "", false
 }
 
-var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh"}
+var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "cmd", "cmd.exe", "powershell", "powershell.exe", "pwsh", "pwsh.exe"}
 
 func (c *checker) checkTools() {
 	s := c.spec
@@ -344,9 +370,9 @@ func (c *checker) checkBind(t *Tool, idx string) {
 func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 	switch {
 	case t.Command != nil:
-		if i, ok := shellCommand(t.Command.Run); ok {
+		if i, opt, ok := shellCommand(t.Command.Run); ok {
 			c.errorf(c.at("tools", idx, "command", "run", strconv.Itoa(i)), "list the program and its arguments directly; the arguments arrive as JSON on stdin",
-				"command tools run without a shell: %s -c would interpret a command string", t.Command.Run[i])
+				"command tools run without a shell: %s %s would interpret a command string", t.Command.Run[i], opt)
 		}
 		for _, k := range sortedKeys(t.Command.Env) {
 			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
@@ -367,6 +393,7 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 		if body := c.at("tools", idx, "http", "body"); body.node != nil {
 			h.BodyTemplates = map[string]*Template{}
 			v, _ := c.toJSON(body.node, body.path)
+			h.Body = v // JSON values, as the schema saw them (no YAML timestamps)
 			c.walkBody(h, v, []string{"tools", idx, "http", "body"}, "", env)
 		}
 	case t.MCP != nil:
@@ -557,6 +584,13 @@ func (c *checker) checkRouting() {
 			c.errorf(c.at("routing", "fallback"), suggest(r.Fallback, names), "fallback intent %q is not declared", r.Fallback)
 		}
 	}
+	if r.Recognizer == "rules" || r.Recognizer == "off" {
+		for _, key := range []string{"min_confidence", "history", "model"} {
+			if at := c.at("routing", key); at.node != nil {
+				c.warnf(at.keyPos(c.file), "", "%s applies to the llm recognizer only", key)
+			}
+		}
+	}
 	if len(names) == 0 {
 		if r.Recognizer == "llm" || r.Recognizer == "rules" {
 			c.errorf(c.at("routing", "recognizer"), "declare intents, or set recognizer: off", "recognizer %s needs intents", r.Recognizer)
@@ -565,13 +599,6 @@ func (c *checker) checkRouting() {
 	}
 	if r.Fallback == "" && r.Recognizer != "off" {
 		c.warnf(c.at("routing").keyPos(c.file), "name the intent unrecognised requests get, e.g. fallback: other", "routing.fallback is not set")
-	}
-	if r.Recognizer == "rules" || r.Recognizer == "off" {
-		for _, key := range []string{"min_confidence", "history", "model"} {
-			if at := c.at("routing", key); at.node != nil {
-				c.warnf(at.keyPos(c.file), "", "%s applies to the llm recognizer only", key)
-			}
-		}
 	}
 	if r.Recognizer == "rules" {
 		for _, in := range c.spec.Intents {

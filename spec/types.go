@@ -1,9 +1,13 @@
 package spec
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 	"go.yaml.in/yaml/v3"
 )
@@ -369,4 +373,64 @@ func namedMapping[T any](n *yaml.Node, setName func(*T, string)) ([]T, error) {
 		out = append(out, v)
 	}
 	return out, firstErr
+}
+
+// Render evaluates the template's expressions in env and joins the parts. A nil
+// result renders as nothing.
+func (t *Template) Render(env map[string]any) (string, error) {
+	if len(t.Parts) == 1 && t.Parts[0].Program == nil {
+		return t.Parts[0].Text, nil
+	}
+	var b strings.Builder
+	for _, p := range t.Parts {
+		if p.Program == nil {
+			b.WriteString(p.Text)
+			continue
+		}
+		v, err := expr.Run(p.Program, env)
+		if err != nil {
+			return "", fmt.Errorf("template %q: %w", t.Source, err)
+		}
+		if v != nil {
+			fmt.Fprint(&b, v)
+		}
+	}
+	return b.String(), nil
+}
+
+// RenderBody returns Body with every string leaf rendered as the template compiled
+// for it at load.
+func (h *HTTPTool) RenderBody(env map[string]any) (any, error) {
+	return h.renderBody(h.Body, "", env)
+}
+
+func (h *HTTPTool) renderBody(v any, path string, env map[string]any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		if t := h.BodyTemplates[path]; t != nil {
+			return t.Render(env)
+		}
+		return x, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			r, err := h.renderBody(e, joinKey(path, k), env)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := h.renderBody(e, path+"["+strconv.Itoa(i)+"]", env)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
 }

@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/spec"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Defaults for guards the spec leaves unset.
+const (
+	DefaultMaxTurns         = 10
+	DefaultMaxToolRounds    = 8
+	DefaultMaxParallelTools = 4
+	DefaultToolTimeout      = 30 * time.Second
+	DefaultMaxToolOutput    = 16000
+	DefaultFallback         = "I could not complete this request automatically. Please rephrase it or add details."
+)
+
+// Options are what Compile needs besides the spec.
+type Options struct {
+	// Tools builds the spec's tools; a kind missing from it is a diagnostic.
+	Tools Registry
+	// Model answers the agent's requests. It may be nil for validation; Run then fails.
+	Model Model
+}
+
+// Agent is a compiled spec: immutable and safe for concurrent runs. Per-run state
+// lives in a run value.
+type Agent struct {
+	spec         *spec.Spec
+	model        Model
+	tools        []*agentTool
+	byName       map[string]*agentTool
+	offered      []ToolDef // every tool, in spec order
+	instructions *spec.Template
+	guards       guards
+}
+
+type guards struct {
+	maxTurns, maxToolRounds, maxParallel int
+	duplicates                          string
+	fallback                            string
+}
+
+// agentTool is a tool resolved for running: its model-facing definition, compiled
+// argument schema, bound parameters and limits.
+type agentTool struct {
+	def       ToolDef
+	schema    *jsonschema.Schema
+	bind      map[string]string // parameter → context key
+	timeout   time.Duration
+	maxOutput int
+	impl      Tool
+}
+
+// Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
+// spec's positions, like the loader's; an Agent is returned only when there are no
+// errors.
+func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
+	var diags spec.Diagnostics
+	report := func(src spec.Source, format string, args ...any) {
+		diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: src.Pos, Path: src.Path, Message: fmt.Sprintf(format, args...)})
+	}
+	g := s.Guards
+	a := &Agent{
+		spec:   s,
+		model:  opts.Model,
+		byName: map[string]*agentTool{},
+		guards: guards{
+			maxTurns:      or(g.MaxTurns, DefaultMaxTurns),
+			maxToolRounds: or(g.MaxToolRounds, min(DefaultMaxToolRounds, or(g.MaxTurns, DefaultMaxTurns))),
+			maxParallel:   or(g.MaxParallelTools, DefaultMaxParallelTools),
+			duplicates:    cmpOr(g.DuplicateCalls, "stop"),
+			fallback:      cmpOr(g.Fallback, DefaultFallback),
+		},
+	}
+	if s.Instructions.Source != "" {
+		a.instructions = &s.Instructions
+	}
+	dir := filepath.Dir(s.Pos.File)
+	schemas := jsonschema.NewCompiler()
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		factory, ok := opts.Tools[Key(t)]
+		if !ok {
+			report(t.Source, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
+			continue
+		}
+		impl, err := factory(t, dir)
+		if err != nil {
+			report(t.Source, "tool %q: %v", t.Name, err)
+			continue
+		}
+		at := &agentTool{
+			def:       ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
+			bind:      t.Bind,
+			timeout:   orDuration(t.Timeout.Duration, g.ToolTimeout.Duration, DefaultToolTimeout),
+			maxOutput: or(t.MaxOutput, or(g.MaxToolOutput, DefaultMaxToolOutput)),
+			impl:      impl,
+		}
+		if d, ok := impl.(Describer); ok {
+			info := d.Describe()
+			at.def.Description = cmpOr(t.Description, info.Description)
+			if info.Parameters != nil {
+				at.def.Parameters = info.Parameters
+			}
+		}
+		if at.def.Parameters == nil {
+			at.def.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
+		}
+		url := fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name)
+		if err := schemas.AddResource(url, at.def.Parameters); err != nil {
+			report(t.Source, "tool %q: parameters: %v", t.Name, err)
+			continue
+		}
+		if at.schema, err = schemas.Compile(url); err != nil {
+			report(t.Source, "tool %q: parameters: %v", t.Name, err)
+			continue
+		}
+		a.tools = append(a.tools, at)
+		a.byName[t.Name] = at
+		a.offered = append(a.offered, at.def)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return a, diags
+}
+
+// Name is the agent's name.
+func (a *Agent) Name() string { return a.spec.Name }
+
+// Spec is the spec the agent was compiled from. Callers must not modify it.
+func (a *Agent) Spec() *spec.Spec { return a.spec }
+
+// Tools lists the tools as offered to the model.
+func (a *Agent) Tools() []ToolDef { return a.offered }
+
+func or(v, def int) int {
+	if v != 0 {
+		return v
+	}
+	return def
+}
+
+func cmpOr(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}
+
+func orDuration(ds ...time.Duration) time.Duration {
+	for _, d := range ds {
+		if d != 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+var printer = message.NewPrinter(language.English)

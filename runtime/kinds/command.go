@@ -1,0 +1,114 @@
+package kinds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// Output caps of a command's streams; the runtime cuts what reaches the model further.
+const (
+	maxCommandStdout = 1 << 20
+	maxCommandStderr = 8 << 10
+)
+
+// inheritedEnv are the only variables of agentrun's own environment a command gets:
+// enough to find programs and write temporary files, never a secret such as the
+// model's API key.
+var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ"}
+
+// Command runs a program without a shell. The arguments (bound parameters included)
+// arrive as a JSON object on stdin; stdout is the result; a non-zero exit is an error.
+type Command struct {
+	run []string
+	dir string
+	env map[string]*spec.Template
+}
+
+var _ runtime.Tool = (*Command)(nil)
+
+// NewCommand builds a command tool; relative paths resolve against the spec's dir.
+func NewCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
+	cfg := t.Command
+	if cfg == nil || len(cfg.Run) == 0 {
+		return nil, errors.New("command.run is empty")
+	}
+	run := append([]string(nil), cfg.Run...)
+	if strings.ContainsRune(run[0], filepath.Separator) && !filepath.IsAbs(run[0]) {
+		run[0] = filepath.Join(dir, run[0])
+	}
+	workDir := dir
+	if cfg.Dir != "" {
+		workDir = cfg.Dir
+		if !filepath.IsAbs(workDir) {
+			workDir = filepath.Join(dir, workDir)
+		}
+	}
+	return &Command{run: run, dir: workDir, env: cfg.Env}, nil
+}
+
+func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+	stdin, err := json.Marshal(in.Args)
+	if err != nil {
+		return "", err
+	}
+	env := make([]string, 0, len(inheritedEnv)+len(c.env)+2)
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "AGENTRUN_USER_ID="+in.User.ID, "AGENTRUN_CONVERSATION_ID="+in.Conversation)
+	if len(c.env) > 0 {
+		vars := in.Env()
+		for k, t := range c.env {
+			v, err := t.Render(vars)
+			if err != nil {
+				return "", fmt.Errorf("env %s: %v", k, err)
+			}
+			env = append(env, k+"="+v)
+		}
+	}
+	cmd := exec.CommandContext(ctx, c.run[0], c.run[1:]...)
+	cmd.Dir = c.dir
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(stdin)
+	stdout := &limitedBuffer{max: maxCommandStdout}
+	stderr := &limitedBuffer{max: maxCommandStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	killGroupOnCancel(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if err != nil {
+		var exit *exec.ExitError
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		if errors.As(err, &exit) {
+			return "", fmt.Errorf("%s exited with status %d: %s", filepath.Base(c.run[0]), exit.ExitCode(), tail(msg, 2000))
+		}
+		return "", fmt.Errorf("cannot run %s: %v", filepath.Base(c.run[0]), err)
+	}
+	return stdout.String(), nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package kinds
+
+import "os/exec"
+
+func killGroupOnCancel(cmd *exec.Cmd) {}

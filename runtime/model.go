@@ -1,0 +1,101 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+)
+
+// Role is the author of a message in the function-calling protocol.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one message of a conversation. An assistant message may carry tool
+// calls; a tool message answers exactly one of them by ToolCallID.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool. Arguments is the raw JSON text the
+// model produced: untrusted until checked.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolDef is a tool as offered to the model.
+type ToolDef struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// Add accumulates u into the receiver.
+func (u *Usage) Add(o Usage) {
+	u.PromptTokens += o.PromptTokens
+	u.CompletionTokens += o.CompletionTokens
+	u.TotalTokens += o.TotalTokens
+}
+
+// ModelRequest is one chat completion request.
+type ModelRequest struct {
+	Messages []Message
+	Tools    []ToolDef
+	// OnDelta, when set, asks for a streamed response and receives the text as it
+	// arrives. Tool calls are only returned once complete.
+	OnDelta func(text string)
+	// JSONSchema, when set, asks for a JSON answer matching the schema (the judge
+	// and the intent classifier use it).
+	JSONSchema *JSONSchemaFormat
+}
+
+// JSONSchemaFormat names a schema for structured output.
+type JSONSchemaFormat struct {
+	Name   string
+	Schema map[string]any
+}
+
+// ModelResponse is the model's answer: text, tool calls or both.
+type ModelResponse struct {
+	Message      Message
+	FinishReason string
+	Usage        Usage
+	Model        string // the model name the server reported
+}
+
+// Model is a chat model that supports function calling. Implementations retry
+// transient failures themselves; an error returned here ends the run.
+type Model interface {
+	Complete(ctx context.Context, req *ModelRequest) (*ModelResponse, error)
+}
+
+// ModelError is a failure of the model service after retries.
+type ModelError struct {
+	Status int // HTTP status, 0 when none (a connection or stream failure)
+	Err    error
+}
+
+func (e *ModelError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("model error (HTTP %d): %v", e.Status, e.Err)
+	}
+	return fmt.Sprintf("model error: %v", e.Err)
+}
+
+func (e *ModelError) Unwrap() error { return e.Err }

@@ -1,0 +1,113 @@
+package offline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/agentrun/agentrun/runtime"
+	"go.yaml.in/yaml/v3"
+)
+
+// Script plays scripted model turns, one per model call, in order:
+//
+//	turns:
+//	  - tool_calls:
+//	      - {name: read_file, arguments: {path: main.go}}
+//	      - {name: calculator, arguments: '{"expression": '}   # a string is sent as is
+//	  - text: The file has 42 lines.
+//
+// A call beyond the last turn is an error, so a run that loops fails clearly instead
+// of hanging. A Script is used by one run at a time.
+type Script struct {
+	name  string
+	turns []ScriptTurn
+	mu    sync.Mutex
+	next  int
+}
+
+// ScriptTurn is one scripted model response.
+type ScriptTurn struct {
+	Text      string           `yaml:"text" json:"text,omitempty"`
+	ToolCalls []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
+}
+
+// ScriptToolCall is a scripted tool call. Arguments is a mapping (sent as JSON) or a
+// string (sent verbatim, e.g. to test malformed JSON).
+type ScriptToolCall struct {
+	ID        string `yaml:"id" json:"id,omitempty"`
+	Name      string `yaml:"name" json:"name"`
+	Arguments any    `yaml:"arguments" json:"arguments,omitempty"`
+}
+
+var _ runtime.Model = (*Script)(nil)
+
+// LoadScript reads a script file.
+func LoadScript(path string) (*Script, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Turns []ScriptTurn `yaml:"turns"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("script %s: %v", path, err)
+	}
+	if len(doc.Turns) == 0 {
+		return nil, fmt.Errorf("script %s: no turns", path)
+	}
+	return NewScript(path, doc.Turns), nil
+}
+
+// NewScript makes a script from turns; name appears in its errors.
+func NewScript(name string, turns []ScriptTurn) *Script {
+	return &Script{name: name, turns: turns}
+}
+
+func (s *Script) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	i := s.next
+	s.next++
+	s.mu.Unlock()
+	if i >= len(s.turns) {
+		return nil, fmt.Errorf("script %s: the model was called %d times, but the script has only %d turns", s.name, i+1, len(s.turns))
+	}
+	turn := s.turns[i]
+	msg := runtime.Message{Role: runtime.RoleAssistant, Content: turn.Text}
+	for j, tc := range turn.ToolCalls {
+		args, err := scriptArguments(tc.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("script %s: turn %d, call %d: %v", s.name, i+1, j+1, err)
+		}
+		id := tc.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", i+1, j+1)
+		}
+		msg.ToolCalls = append(msg.ToolCalls, runtime.ToolCall{ID: id, Name: tc.Name, Arguments: args})
+	}
+	if req.OnDelta != nil && msg.Content != "" {
+		req.OnDelta(msg.Content)
+	}
+	return respond(msg, req), nil
+}
+
+func scriptArguments(v any) (string, error) {
+	switch a := v.(type) {
+	case nil:
+		return "{}", nil
+	case string:
+		return a, nil
+	default:
+		b, err := json.Marshal(a)
+		return string(b), err
+	}
+}

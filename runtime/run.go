@@ -1,0 +1,442 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// run is the state of one Run: the messages of this exchange, counters and the
+// signatures of the calls made so far. The Agent itself is never modified.
+type run struct {
+	agent    *Agent
+	req      *Request
+	ctx      context.Context
+	state    State
+	result   *Result
+	messages []Message // this run's exchange: user input, assistant turns, tool results
+	// signatures maps each executed call's name+canonical arguments to its result,
+	// across the whole run, for duplicate-call detection.
+	signatures map[string]string
+	exprEnv    map[string]any
+	started    time.Time
+}
+
+// Run answers one request. It returns an error only for a misuse (no model); every
+// expected failure — limits, loops, model faults, cancellation — ends the run with a
+// typed stop reason and the spec's fallback message as the answer.
+func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
+	if a.model == nil {
+		return nil, errors.New("agent has no model")
+	}
+	r := &run{
+		agent:      a,
+		req:        &req,
+		ctx:        ctx,
+		state:      StateThinking,
+		result:     &Result{Intent: req.Intent},
+		signatures: map[string]string{},
+		started:    time.Now(),
+	}
+	r.exprEnv = map[string]any{
+		"user":         userValue(a.spec.Context.User, req.User),
+		"conversation": map[string]any{"id": req.Conversation},
+		"intent":       req.Intent,
+	}
+	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
+	r.loop()
+	r.result.Messages = r.messages
+	r.result.Duration = time.Since(r.started)
+	return r.result, nil
+}
+
+// userValue is `user` in expressions: the id and every declared attribute, so a
+// missing attribute reads as "" rather than failing the expression.
+func userValue(declared []string, u User) map[string]any {
+	m := make(map[string]any, len(declared)+1)
+	m["id"] = u.ID
+	for _, a := range declared {
+		m[a] = u.Attributes[a]
+	}
+	return m
+}
+
+func (r *run) emit(e Event) {
+	if r.req.Observer == nil {
+		return
+	}
+	e.Time = time.Now()
+	if e.Turn == 0 {
+		e.Turn = r.result.Turns
+	}
+	r.req.Observer.Observe(e)
+}
+
+func (r *run) transition(to State) {
+	if !canTransition(r.state, to) {
+		panic(errBadTransition{r.state, to}) // a runtime bug: fail loudly in tests
+	}
+	r.emit(Event{Kind: EventState, From: r.state, State: to})
+	r.state = to
+}
+
+// stop ends the run with a reason; the answer is the spec's fallback message.
+func (r *run) stop(reason StopReason, detail string) {
+	r.result.Stop = reason
+	r.result.Detail = detail
+	r.result.Answer = r.agent.guards.fallback
+	r.transition(StateStopped)
+	r.emit(Event{Kind: EventStop, Stop: reason, Message: detail, Usage: &r.result.Usage})
+}
+
+func (r *run) loop() {
+	var draft *Message
+	for {
+		switch r.state {
+		case StateThinking:
+			draft = r.think()
+		case StateToolExecuting:
+			r.executeTools()
+		case StateValidating:
+			r.validate(draft)
+		default: // FINISHED or STOPPED
+			return
+		}
+	}
+}
+
+// think asks the model for the next step. It returns the draft answer when the
+// model answered without tool calls.
+func (r *run) think() *Message {
+	g := r.agent.guards
+	if r.result.Turns >= g.maxTurns {
+		r.emit(Event{Kind: EventGuard, Guard: string(StopMaxTurns), Message: fmt.Sprintf("%d model calls", g.maxTurns)})
+		r.stop(StopMaxTurns, fmt.Sprintf("the model was called %d times without finishing", g.maxTurns))
+		return nil
+	}
+	if err := r.ctx.Err(); err != nil {
+		r.stopForContext(err)
+		return nil
+	}
+	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.agent.offered, OnDelta: r.req.OnDelta}
+	r.result.Turns++
+	r.emit(Event{Kind: EventModelRequest, Messages: len(req.Messages), Tools: len(req.Tools)})
+	start := time.Now()
+	resp, err := r.agent.model.Complete(r.ctx, req)
+	if err != nil {
+		if ctxErr := r.ctx.Err(); ctxErr != nil {
+			r.stopForContext(ctxErr)
+		} else {
+			r.stop(StopModelError, err.Error())
+		}
+		return nil
+	}
+	r.result.Usage.Add(resp.Usage)
+	usage := resp.Usage
+	r.emit(Event{Kind: EventModelResponse, Calls: len(resp.Message.ToolCalls), Usage: &usage, Duration: time.Since(start)})
+	msg := resp.Message
+	msg.Role = RoleAssistant
+	if len(msg.ToolCalls) == 0 {
+		r.transition(StateValidating)
+		return &msg
+	}
+	if r.result.ToolRounds >= g.maxToolRounds {
+		r.emit(Event{Kind: EventGuard, Guard: string(StopMaxToolRounds), Message: fmt.Sprintf("%d tool rounds", g.maxToolRounds)})
+		r.stop(StopMaxToolRounds, fmt.Sprintf("the model asked for tools after %d rounds", g.maxToolRounds))
+		return nil
+	}
+	r.messages = append(r.messages, msg)
+	r.transition(StateToolExecuting)
+	return nil
+}
+
+func (r *run) stopForContext(err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.stop(StopTimeout, "the run's deadline passed")
+		return
+	}
+	r.stop(StopCanceled, "the run was canceled")
+}
+
+// requestMessages is what the model sees: the system prompt (rebuilt every turn and
+// never stored), the conversation's history, then this run's exchange.
+func (r *run) requestMessages() []Message {
+	msgs := make([]Message, 0, 1+len(r.req.History)+len(r.messages))
+	if sys := r.systemPrompt(); sys != "" {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: sys})
+	}
+	msgs = append(msgs, r.req.History...)
+	return append(msgs, r.messages...)
+}
+
+func (r *run) systemPrompt() string {
+	t := r.agent.instructions
+	if t == nil {
+		return ""
+	}
+	s, err := t.Render(r.exprEnv)
+	if err != nil {
+		// The template compiled against its types at load; a failure here is a
+		// value problem (say, nil in arithmetic). Show the template rather than fail.
+		r.emit(Event{Kind: EventGuard, Guard: "instructions", Error: err.Error()})
+		return t.Source
+	}
+	return s
+}
+
+// validate gates a draft answer. The judge (guardrails) plugs in here; without one a
+// draft with text is accepted.
+func (r *run) validate(draft *Message) {
+	r.messages = append(r.messages, *draft)
+	r.result.Answer = draft.Content
+	r.result.Stop = StopCompleted
+	r.transition(StateFinished)
+	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage})
+}
+
+// call is one tool call of a response on its way to a tool message.
+type call struct {
+	tc        ToolCall
+	tool      *agentTool
+	args      map[string]any
+	signature string
+	result    string
+	outcome   string // ok, error, refused, duplicate
+	duration  time.Duration
+}
+
+// executeTools runs every tool call of the last response — in parallel, bounded —
+// and appends one tool message per call, in the order of the calls.
+func (r *run) executeTools() {
+	g := r.agent.guards
+	last := r.messages[len(r.messages)-1]
+	r.result.ToolRounds++
+	calls := make([]call, len(last.ToolCalls))
+	var runnable []int
+	for i, tc := range last.ToolCalls {
+		c := &calls[i]
+		c.tc = tc
+		if !r.prepare(c) {
+			continue
+		}
+		if prev, seen := r.signatures[c.signature]; seen && g.duplicates != "allow" {
+			r.emit(Event{Kind: EventGuard, Guard: "duplicate_call", Tool: tc.Name, CallID: tc.ID, Args: tc.Arguments, Message: g.duplicates})
+			if g.duplicates == "stop" {
+				r.stop(StopDuplicateCall, fmt.Sprintf("%s was called again with the same arguments", tc.Name))
+				r.messages = r.messages[:len(r.messages)-1] // never keep a tool call without its results
+				return
+			}
+			c.outcome = "duplicate"
+			c.result = fmt.Sprintf("Not run: %s was already called with these arguments in this conversation turn. Use the result you already have instead of calling it again. It was:\n%s", tc.Name, prev)
+			continue
+		}
+		r.signatures[c.signature] = "" // reserve: a second identical call in this response is a duplicate too
+		runnable = append(runnable, i)
+	}
+	r.runParallel(calls, runnable, g.maxParallel)
+	for i := range calls {
+		c := &calls[i]
+		if c.outcome == "ok" {
+			r.signatures[c.signature] = c.result
+		}
+		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
+		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments, Outcome: c.outcome, Result: c.result, Duration: c.duration})
+	}
+	if err := r.ctx.Err(); err != nil {
+		r.stopForContext(err)
+		return
+	}
+	r.transition(StateThinking)
+}
+
+// prepare checks a call the model made — a known tool, JSON arguments that fit the
+// schema — and fills in bound parameters. A call that fails gets its error as the
+// result, so the model can correct itself.
+func (r *run) prepare(c *call) bool {
+	refuse := func(format string, args ...any) bool {
+		c.outcome = "refused"
+		c.result = "Error: " + fmt.Sprintf(format, args...)
+		r.emit(Event{Kind: EventToolRefused, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: c.result})
+		return false
+	}
+	t, ok := r.agent.byName[c.tc.Name]
+	if !ok {
+		return refuse("there is no tool %q. Available tools: %s.", c.tc.Name, r.agent.toolNames())
+	}
+	c.tool = t
+	raw := strings.TrimSpace(c.tc.Arguments)
+	if raw == "" {
+		raw = "{}"
+	}
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return refuse("the arguments for %s are not valid JSON (%v). Send a JSON object matching the tool's parameters.", c.tc.Name, err)
+	}
+	args, ok := v.(map[string]any)
+	if !ok {
+		return refuse("the arguments for %s must be a JSON object, not %s.", c.tc.Name, jsonKind(v))
+	}
+	for param := range t.bind {
+		if _, sent := args[param]; sent {
+			delete(args, param) // the model may not choose a bound value; the run context does
+			r.emit(Event{Kind: EventBindDiscarded, Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("discarded the model's value for bound parameter %q", param)})
+		}
+	}
+	if err := t.schema.Validate(args); err != nil {
+		return refuse("invalid arguments for %s: %s", c.tc.Name, schemaProblems(err))
+	}
+	canonical, _ := json.Marshal(args) // map keys come out sorted: a canonical form
+	c.signature = c.tc.Name + "\x00" + string(canonical)
+	for param, key := range t.bind {
+		args[param] = r.contextValue(key)
+	}
+	c.args = args
+	return true
+}
+
+func (r *run) contextValue(key string) string {
+	switch {
+	case key == "user.id":
+		return r.req.User.ID
+	case key == "conversation.id":
+		return r.req.Conversation
+	case strings.HasPrefix(key, "user."):
+		return r.req.User.Attributes[strings.TrimPrefix(key, "user.")]
+	}
+	return ""
+}
+
+func (a *Agent) toolNames() string {
+	names := make([]string, len(a.offered))
+	for i, d := range a.offered {
+		names[i] = d.Name
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// schemaProblems lists a validation error's leaves as "at /path: problem".
+func schemaProblems(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := "/" + strings.Join(e.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(out, "; ")
+}
+
+// runParallel runs the runnable calls with at most limit at a time.
+func (r *run) runParallel(calls []call, runnable []int, limit int) {
+	if len(runnable) == 1 {
+		r.execute(&calls[runnable[0]])
+		return
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, i := range runnable {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.execute(&calls[i])
+		})
+	}
+	wg.Wait()
+}
+
+// execute runs one prepared call with its timeout and output cap.
+func (r *run) execute(c *call) {
+	t := c.tool
+	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments})
+	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
+	defer cancel()
+	start := time.Now()
+	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation})
+	c.duration = time.Since(start)
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil:
+		c.outcome, c.result = "error", fmt.Sprintf("Error: %s timed out after %s.", c.tc.Name, t.timeout)
+		r.emit(Event{Kind: EventGuard, Guard: "tool_timeout", Tool: c.tc.Name, CallID: c.tc.ID, Message: t.timeout.String()})
+	case err != nil:
+		c.outcome, c.result = "error", "Error: "+err.Error()
+	default:
+		c.outcome, c.result = "ok", out
+	}
+	if len(c.result) > t.maxOutput {
+		c.result = truncate(c.result, t.maxOutput)
+		r.emit(Event{Kind: EventGuard, Guard: "max_tool_output", Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})
+	}
+	e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
+	if c.outcome == "error" {
+		e.Error = c.result
+	}
+	r.emit(e)
+}
+
+// callTool runs a tool and turns a panic inside it into an error: one broken tool
+// must not take the run, or a server's other runs, down with it.
+func callTool(ctx context.Context, t Tool, in ToolInput) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the tool failed unexpectedly: %v", p)
+		}
+	}()
+	return t.Call(ctx, in)
+}
+
+// truncate cuts s to at most max bytes on a UTF-8 boundary and says so.
+func truncate(s string, max int) string {
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", cut, len(s))
+}
+
+func preview(s string) string {
+	const n = 200
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
