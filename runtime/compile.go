@@ -44,8 +44,8 @@ type Agent struct {
 
 type guards struct {
 	maxTurns, maxToolRounds, maxParallel int
-	duplicates                          string
-	fallback                            string
+	duplicates                           string
+	fallback                             string
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled

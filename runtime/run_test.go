@@ -79,7 +79,7 @@ func script(turns ...offline.ScriptTurn) *recorder {
 }
 
 func calls(cs ...offline.ScriptToolCall) offline.ScriptTurn { return offline.ScriptTurn{ToolCalls: cs} }
-func say(text string) offline.ScriptTurn                      { return offline.ScriptTurn{Text: text} }
+func say(text string) offline.ScriptTurn                    { return offline.ScriptTurn{Text: text} }
 func tc(name string, args any) offline.ScriptToolCall {
 	return offline.ScriptToolCall{Name: name, Arguments: args}
 }
