@@ -13,16 +13,25 @@ const (
 	StateStopped       State = "STOPPED"        // a guard or a fault ended the run
 )
 
-// Transitions is the state machine as data: from each state, where a run may go.
+// transitions is the state machine as data: from each state, where a run may go.
 // FINISHED and STOPPED are final.
-var Transitions = map[State][]State{
+var transitions = map[State][]State{
 	StateThinking:      {StateToolExecuting, StateValidating, StateStopped},
 	StateToolExecuting: {StateThinking, StateStopped},
 	StateValidating:    {StateFinished, StateThinking, StateStopped},
 }
 
+// Transitions returns the state machine's edges, for diagrams and docs.
+func Transitions() map[State][]State {
+	out := make(map[State][]State, len(transitions))
+	for from, tos := range transitions {
+		out[from] = append([]State(nil), tos...)
+	}
+	return out
+}
+
 func canTransition(from, to State) bool {
-	for _, s := range Transitions[from] {
+	for _, s := range transitions[from] {
 		if s == to {
 			return true
 		}

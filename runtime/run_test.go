@@ -43,7 +43,7 @@ func (f *funcTool) Call(ctx context.Context, in runtime.ToolInput) (string, erro
 	return f.fn(ctx, in)
 }
 
-func loadSpec(t *testing.T, src string) *spec.Spec {
+func loadSpec(t testing.TB, src string) *spec.Spec {
 	t.Helper()
 	l, err := spec.NewLoader()
 	if err != nil {
@@ -58,7 +58,7 @@ func loadSpec(t *testing.T, src string) *spec.Spec {
 }
 
 // compile builds an agent whose http tools are the given funcTools, by name.
-func compile(t *testing.T, src string, model runtime.Model, tools map[string]*funcTool) *runtime.Agent {
+func compile(t testing.TB, src string, model runtime.Model, tools map[string]*funcTool) *runtime.Agent {
 	t.Helper()
 	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) {
 		ft, ok := tools[st.Name]

@@ -1,0 +1,113 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	oai "github.com/openai/openai-go/v3"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// fail turns an SDK error into what Complete returns: the context's error when the
+// caller gave up, else a *runtime.ModelError whose text never holds the API key.
+// res is the last HTTP response, if any.
+func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	var apiErr *oai.Error
+	status := 0
+	switch {
+	case errors.As(err, &apiErr):
+		status = apiErr.StatusCode
+	case res != nil && res.StatusCode >= 400:
+		// An error body the SDK cannot decode (Ollama's {"error":"…"}) comes back
+		// as a JSON error without the status.
+		status = res.StatusCode
+	}
+	if status == 0 {
+		return &runtime.ModelError{Err: &redactedError{msg: m.redact(err.Error()), cause: err}}
+	}
+	text := http.StatusText(status)
+	if text == "" {
+		text = "error"
+	}
+	detail := ""
+	if apiErr != nil {
+		detail = apiErr.Message
+	}
+	if detail == "" && res != nil {
+		detail = errorDetail(res)
+	}
+	if detail != "" {
+		text += ": " + detail
+	}
+	// *openai.Error is not kept as the cause: it holds the request, whose
+	// Authorization header carries the key.
+	return &runtime.ModelError{Status: status, Err: &redactedError{msg: m.redact(text)}}
+}
+
+func (m *Model) redact(s string) string {
+	if m.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, m.key, "[redacted]")
+}
+
+// redactedError is an error whose text was cleaned of the API key.
+type redactedError struct {
+	msg   string
+	cause error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.cause }
+
+// errorDetail finds the message in an error body, whichever of the common shapes
+// the server uses ({"error":{"message"}}, {"error":"…"}, {"message"}, {"detail"}),
+// or else quotes the start of the body.
+func errorDetail(res *http.Response) string {
+	if res.Body == nil {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 8<<10))
+	var shapes struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  any             `json:"detail"`
+	}
+	if json.Unmarshal(body, &shapes) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		var flat string
+		switch {
+		case json.Unmarshal(shapes.Error, &nested) == nil && nested.Message != "":
+			return nested.Message
+		case json.Unmarshal(shapes.Error, &flat) == nil && flat != "":
+			return flat
+		case shapes.Message != "":
+			return shapes.Message
+		case shapes.Detail != nil:
+			if s, ok := shapes.Detail.(string); ok {
+				return s
+			}
+			b, _ := json.Marshal(shapes.Detail)
+			return clip(string(b))
+		}
+	}
+	return clip(strings.Join(strings.Fields(string(body)), " "))
+}
+
+func clip(s string) string {
+	const limit = 200
+	if len(s) <= limit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:limit], "") + "…"
+}
