@@ -20,8 +20,8 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 		p.Temperature = oai.Float(*m.temperature)
 	}
 	if m.maxTokens > 0 {
-		// max_tokens rather than max_completion_tokens: every OpenAI-compatible
-		// server understands it.
+		// max_tokens rather than max_completion_tokens: every compatible server
+		// takes it, though OpenAI's reasoning models only take the latter.
 		p.MaxTokens = oai.Int(int64(m.maxTokens))
 	}
 	for _, t := range req.Tools {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -31,7 +33,12 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 		status = res.StatusCode
 	}
 	if status == 0 {
-		return &runtime.ModelError{Err: &redactedError{msg: m.redact(err.Error()), cause: err}}
+		msg := err.Error()
+		var netErr net.Error
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+			msg = fmt.Sprintf("no answer within the %s timeout: %s", m.timeout, msg)
+		}
+		return &runtime.ModelError{Err: &redactedError{msg: m.redact(msg), cause: err}}
 	}
 	text := http.StatusText(status)
 	if text == "" {

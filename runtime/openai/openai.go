@@ -34,10 +34,10 @@ type Model struct {
 	timeout     time.Duration
 
 	chat oai.ChatCompletionService
-	// plain bounds a whole non-streamed attempt; stream bounds only the wait for
-	// the response headers, because a long answer may stream for minutes (an idle
-	// timer guards the body instead).
-	plain, stream *http.Client
+	// stream replaces the service's client for streamed requests: it bounds only
+	// the wait for the response headers, because a long answer may stream for
+	// minutes (an idle timer guards the body instead).
+	stream *http.Client
 }
 
 var _ runtime.Model = (*Model)(nil)
@@ -47,6 +47,11 @@ var _ runtime.Model = (*Model)(nil)
 // environment: the SDK's own reading of OPENAI_* variables is bypassed. A missing
 // API key is not an error here; a server that needs one answers 401.
 func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
+	return build(m, env)
+}
+
+// build is New with extra SDK options, which tests use to shorten the backoff.
+func build(m spec.Model, env func(string) (string, bool), extra ...option.RequestOption) (*Model, error) {
 	if m.Provider != "" && m.Provider != "openai" {
 		return nil, fmt.Errorf("openai: provider %q is not openai", m.Provider)
 	}
@@ -97,7 +102,12 @@ func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
 		return nil, fmt.Errorf("openai: negative max_tokens %d", m.MaxTokens)
 	}
 
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// A timeout of the http.Client, unlike option.WithRequestTimeout, is an
+	// attempt failure the SDK retries.
+	transport := &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	if t, ok := http.DefaultTransport.(*http.Transport); ok { // not when a tracer wrapped it
+		transport = t.Clone()
+	}
 	transport.ResponseHeaderTimeout = timeout
 	plain := &http.Client{Transport: transport, Timeout: timeout}
 	stream := &http.Client{Transport: transport}
@@ -105,12 +115,12 @@ func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
 	// openai.NewClient would first read OPENAI_API_KEY, OPENAI_BASE_URL,
 	// OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the process;
 	// building the service directly takes only the options given here.
-	chat := oai.NewChatCompletionService(
+	chat := oai.NewChatCompletionService(append([]option.RequestOption{
 		option.WithBaseURL(baseURL),
 		option.WithAPIKey(key),
 		option.WithHTTPClient(plain),
 		option.WithMaxRetries(retries),
-	)
+	}, extra...)...)
 	return &Model{
 		name:        name,
 		baseURL:     baseURL,
@@ -119,7 +129,6 @@ func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
 		maxTokens:   m.MaxTokens,
 		timeout:     timeout,
 		chat:        chat,
-		plain:       plain,
 		stream:      stream,
 	}, nil
 }

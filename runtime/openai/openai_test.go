@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -432,7 +434,12 @@ func TestStreamFailures(t *testing.T) {
 			want:    "overloaded",
 		},
 		{
-			name: "tool call cut off at max_tokens",
+			name:    "a JSON answer to a stream request",
+			handler: completion("stop", `{"role":"assistant","content":"hi"}`),
+			want:    `did not stream (Content-Type "application/json")`,
+		},
+		{
+			name:    "tool call cut off at max_tokens",
 			handler: sse(append(start, chunk(`{}`, "length"), "[DONE]")...),
 			want:    "cut off at max_tokens",
 		},
@@ -794,14 +801,19 @@ func TestTimeouts(t *testing.T) {
 		requests int
 		want     string // "" for success
 	}{
-		{"an attempt that times out is retried", hang, false, 2, "Timeout"},
-		{"a stream without headers is retried", hang, true, 2, "timeout awaiting response headers"},
+		{"an attempt that times out is retried", hang, false, 3, "no answer within the 80ms timeout"},
+		{"a stream without headers is retried", hang, true, 3, "no answer within the 80ms timeout"},
 		{"an idle stream fails", stall, true, 1, "no data from the stream for 80ms"},
 		{"a stream longer than the timeout is fine", slow, true, 1, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t, tt.handler)
-			m := newModel(t, s, func(sm *spec.Model) { sm.Timeout.Duration = 80 * time.Millisecond })
+			// The SDK backs off 0.5s after a connection failure; cap it.
+			m, err := build(spec.Model{Name: "m", BaseURL: s.URL, Timeout: spec.Duration{Duration: 80 * time.Millisecond}},
+				nil, option.WithMaxRetryDelay(5*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
 			req := userAsks("q")
 			if tt.stream {
 				req.OnDelta = func(string) {}

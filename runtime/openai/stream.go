@@ -48,6 +48,11 @@ func (m *Model) completeStream(ctx context.Context, params oai.ChatCompletionNew
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if acc.chunks == 0 && httpRes != nil {
+			if ct := httpRes.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+				return nil, &runtime.ModelError{Err: fmt.Errorf("the server did not stream (Content-Type %q)", ct)}
+			}
+		}
 		return nil, &runtime.ModelError{Err: errors.New("the stream ended before the response was complete (no finish_reason)")}
 	}
 	out := acc.response()
@@ -61,6 +66,7 @@ func (m *Model) completeStream(ctx context.Context, params oai.ChatCompletionNew
 // than taken from openai.ChatCompletionAccumulator so that tool calls without a
 // "type" or an "index" survive and nothing depends on JustFinishedToolCall timing.
 type accumulator struct {
+	chunks       int
 	model        string
 	content      strings.Builder
 	refusal      strings.Builder
@@ -76,6 +82,7 @@ type partialCall struct {
 }
 
 func (a *accumulator) add(ch oai.ChatCompletionChunk, onDelta func(string)) {
+	a.chunks++
 	if ch.Model != "" {
 		a.model = ch.Model
 	}
