@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -108,7 +111,12 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			info := d.Describe()
 			at.def.Description = cmpOr(t.Description, info.Description)
 			if info.Parameters != nil {
-				at.def.Parameters = info.Parameters
+				params, err := normalizeJSON(info.Parameters)
+				if err != nil {
+					report(t.Source, "tool %q: parameters: %v", t.Name, err)
+					continue
+				}
+				at.def.Parameters = params
 			}
 		}
 		if at.def.Parameters == nil {
@@ -131,6 +139,24 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		return nil, diags
 	}
 	return a, diags
+}
+
+// normalizeJSON turns Go values (say []string) into the JSON values a schema
+// validator and a JSON encoder agree on, by a round trip through JSON.
+func normalizeJSON(v map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	m, ok := out.(map[string]any)
+	if !ok {
+		return nil, errors.New("parameters must be a JSON object")
+	}
+	return m, nil
 }
 
 // Name is the agent's name.

@@ -81,6 +81,16 @@ func plural(n int, word string) string {
 
 func writeText(w io.Writer, files int, ds spec.Diagnostics) error {
 	var b strings.Builder
+	b.WriteString(formatDiagnostics(ds))
+	b.WriteString(summary(files, ds))
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// formatDiagnostics is one line a diagnostic, with its hint indented below.
+func formatDiagnostics(ds spec.Diagnostics) string {
+	var b strings.Builder
 	for _, d := range ds {
 		b.WriteString(d.String())
 		b.WriteByte('\n')
@@ -88,10 +98,7 @@ func writeText(w io.Writer, files int, ds spec.Diagnostics) error {
 			fmt.Fprintf(&b, "    hint: %s\n", d.Hint)
 		}
 	}
-	b.WriteString(summary(files, ds))
-	b.WriteByte('\n')
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/builtin"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/kinds"
+	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of exec: a run stopped by a guard or a fault still printed an answer
+// (the fallback), but scripts need to tell it from a completed one.
+const (
+	exitStopped = 3
+)
+
+type execOptions struct {
+	quiet, asJSON, stream bool
+	trace                 string
+	user, conversation    string
+	intent                string
+	set                   []string
+	model                 string
+}
+
+func newExecCommand() *cobra.Command {
+	var o execOptions
+	cmd := &cobra.Command{
+		Use:   "exec SPEC QUESTION",
+		Short: "Run an agent once",
+		Long: "Run an agent on one question (\"-\" reads it from stdin). Progress goes to stderr, the\n" +
+			"answer to stdout. Exit status: 0 completed, 3 stopped by a guard or a fault (the\n" +
+			"spec's fallback message is printed), 1 error, 2 usage error.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExec(cmd, args[0], args[1], o)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
+	f.BoolVar(&o.stream, "stream", false, "stream the model's text as it arrives (also set by model.stream)")
+	f.StringVar(&o.trace, "trace", "", "write every event as JSON lines to `FILE`")
+	f.StringVar(&o.user, "user", "cli-user", "the user's id (bound into tools, never shown to the model)")
+	f.StringVar(&o.conversation, "conversation", "", "the conversation's id")
+	f.StringVar(&o.intent, "intent", "", "a pre-recognised intent")
+	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
+	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	return cmd
+}
+
+func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error {
+	errOut := cmd.ErrOrStderr()
+	if question == "-" {
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		question = strings.TrimSpace(string(b))
+	}
+	if strings.TrimSpace(question) == "" {
+		return errors.New("the question is empty")
+	}
+	loader, err := spec.NewLoader()
+	if err != nil {
+		return err
+	}
+	res := loader.LoadFile(specPath)
+	if res.ReadErr != nil {
+		return res.ReadErr
+	}
+	if res.Diagnostics.HasErrors() {
+		fmt.Fprint(errOut, formatDiagnostics(onlyErrors(res.Diagnostics)))
+		return exitError{1}
+	}
+	s := res.Spec
+	if err := overrideModel(&s.Model, o.model); err != nil {
+		return err
+	}
+	user, err := userFromFlags(o.user, o.set, s.Context.User)
+	if err != nil {
+		return err
+	}
+	model, err := newModel(s.Model, filepath.Dir(specPath))
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	agent, diags := runtime.Compile(s, runtime.Options{Tools: newRegistry(), Model: model})
+	if diags.HasErrors() {
+		fmt.Fprint(errOut, formatDiagnostics(diags))
+		return exitError{1}
+	}
+
+	var observers multiObserver
+	if !o.quiet {
+		observers = append(observers, &progress{w: errOut, start: time.Now()})
+		fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(s.Model), len(agent.Tools()))
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		observers = append(observers, &traceWriter{enc: json.NewEncoder(f)})
+	}
+	req := runtime.Request{Input: question, User: user, Conversation: o.conversation, Intent: o.intent}
+	if len(observers) > 0 {
+		req.Observer = observers
+	}
+	if (o.stream || boolValue(s.Model.Stream)) && !o.quiet {
+		req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
+	}
+	result, err := agent.Run(cmd.Context(), req)
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(result); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out, result.Answer)
+	}
+	if !result.Completed() {
+		return exitError{exitStopped}
+	}
+	return nil
+}
+
+// newRegistry is every tool kind this build of agentrun knows.
+func newRegistry() runtime.Registry {
+	r := runtime.Registry{}
+	builtin.Register(r)
+	kinds.Register(r)
+	return r
+}
+
+// newModel builds the provider a spec's model names. A script path in the spec is
+// relative to the spec's directory.
+func newModel(m spec.Model, specDir string) (runtime.Model, error) {
+	switch m.Provider {
+	case "", "openai":
+		return openai.New(m, os.LookupEnv)
+	case "test":
+		return offline.Test{}, nil
+	case "script":
+		if m.Script == "" {
+			return nil, errors.New("the script provider needs a script: set model.script or use --model script:FILE")
+		}
+		path := m.Script
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(specDir, path)
+		}
+		return offline.LoadScript(path)
+	}
+	return nil, fmt.Errorf("unknown model provider %q", m.Provider)
+}
+
+// overrideModel applies --model: test, script:FILE (relative to the working
+// directory) or openai[:NAME].
+func overrideModel(m *spec.Model, flag string) error {
+	if flag == "" {
+		return nil
+	}
+	provider, arg, _ := strings.Cut(flag, ":")
+	switch provider {
+	case "test":
+		m.Provider = "test"
+	case "script":
+		if arg == "" {
+			return errors.New("--model script needs a file: --model script:turns.yaml")
+		}
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			return err
+		}
+		m.Provider, m.Script = "script", abs
+	case "openai":
+		m.Provider = "openai"
+		if arg != "" {
+			m.Name = arg
+		}
+	default:
+		return fmt.Errorf("unknown --model %q: use test, script:FILE or openai[:NAME]", flag)
+	}
+	return nil
+}
+
+func userFromFlags(id string, set []string, declared []string) (runtime.User, error) {
+	u := runtime.User{ID: id, Attributes: map[string]string{}}
+	for _, kv := range set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return u, fmt.Errorf("--set %q: want key=value", kv)
+		}
+		if !slices.Contains(declared, k) {
+			return u, fmt.Errorf("--set %s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
+		}
+		u.Attributes[k] = v
+	}
+	return u, nil
+}
+
+func onlyErrors(ds spec.Diagnostics) spec.Diagnostics {
+	var out spec.Diagnostics
+	for _, d := range ds {
+		if d.Severity == spec.Error {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func modelLabel(m spec.Model) string {
+	switch m.Provider {
+	case "test":
+		return "test model (offline)"
+	case "script":
+		return "script " + filepath.Base(m.Script)
+	}
+	name := m.Name
+	if name == "" {
+		name, _ = os.LookupEnv("LLM_MODEL_NAME")
+	}
+	return "model " + name
+}
+
+func boolValue(b *bool) bool { return b != nil && *b }
+
+// multiObserver sends each event to several observers.
+type multiObserver []runtime.Observer
+
+func (m multiObserver) Observe(e runtime.Event) {
+	for _, o := range m {
+		o.Observe(e)
+	}
+}
+
+// traceWriter writes events as JSON lines. Events carry no secrets by construction.
+type traceWriter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (t *traceWriter) Observe(e runtime.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_ = t.enc.Encode(e)
+}
+
+// progress prints a run's steps for a person watching the terminal.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func (p *progress) Observe(e runtime.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch e.Kind {
+	case runtime.EventModelRequest:
+		fmt.Fprintf(p.w, "[%d] → model: %d messages, %d tools\n", e.Turn, e.Messages, e.Tools)
+	case runtime.EventModelResponse:
+		what := "answer"
+		if e.Calls > 0 {
+			what = fmt.Sprintf("%d tool call(s)", e.Calls)
+		}
+		fmt.Fprintf(p.w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
+	case runtime.EventToolCall:
+		fmt.Fprintf(p.w, "[%d]   ⚙ %s %s\n", e.Turn, e.Tool, clip(e.Args, 120))
+	case runtime.EventToolResult:
+		mark := "✓"
+		if e.Error != "" {
+			mark = "✗"
+		}
+		fmt.Fprintf(p.w, "[%d]   %s %s · %s · %s\n", e.Turn, mark, e.Tool, round(e.Duration), clip(e.Result, 100))
+	case runtime.EventToolRefused:
+		fmt.Fprintf(p.w, "[%d]   ✗ %s refused: %s\n", e.Turn, e.Tool, clip(e.Error, 160))
+	case runtime.EventBindDiscarded:
+		fmt.Fprintf(p.w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
+	case runtime.EventGuard:
+		fmt.Fprintf(p.w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+	case runtime.EventStop:
+		tokens := int64(0)
+		if e.Usage != nil {
+			tokens = e.Usage.TotalTokens
+		}
+		fmt.Fprintf(p.w, "■ %s · %d model calls · %d tokens · %s", e.Stop, e.Turn, tokens, round(time.Since(p.start)))
+		if e.Message != "" {
+			fmt.Fprintf(p.w, " · %s", e.Message)
+		}
+		fmt.Fprintln(p.w)
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
