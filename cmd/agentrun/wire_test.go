@@ -468,4 +468,3 @@ func TestWireLimits(t *testing.T) {
 		}
 	})
 }
-
