@@ -27,11 +27,11 @@ func resolveRoot(root, dir string) (string, error) {
 	st, err := os.Stat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("with.root: directory %s does not exist", p)
+		return "", fmt.Errorf("with.root: directory %q does not exist (relative paths start at the spec file's directory)", root)
 	case err != nil:
-		return "", fmt.Errorf("with.root: %v", err)
+		return "", fmt.Errorf("with.root %q: %v", root, errors.Unwrap(err))
 	case !st.IsDir():
-		return "", fmt.Errorf("with.root: %s is not a directory", p)
+		return "", fmt.Errorf("with.root: %q is not a directory", root)
 	}
 	r, err := os.OpenRoot(p)
 	if err != nil {

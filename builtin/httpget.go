@@ -64,11 +64,11 @@ func newHTTPGet(t *spec.Tool, _ string) (runtime.Tool, error) {
 	if err := decodeWith("http_get", t.With, &cfg); err != nil {
 		return nil, err
 	}
+	var problems []string
 	if len(cfg.AllowHosts) == 0 {
-		return nil, errors.New("http_get needs with.allow_hosts, the hosts it may fetch from " +
+		problems = append(problems, "http_get needs with.allow_hosts, the hosts it may fetch from "+
 			"(like api.example.com or *.example.com); there is no default")
 	}
-	var problems []string
 	h := &httpGet{name: toolName(t, "http_get"), maxBytes: cfg.MaxBytes}
 	for i, entry := range cfg.AllowHosts {
 		rule, err := parseHostRule(entry)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/fixture"
 	"github.com/agentrun/agentrun/schema"
 )
 
@@ -155,5 +156,40 @@ func TestExamplesHaveSchemaModeline(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(f), rel)); err != nil {
 			t.Errorf("%s: modeline points at %s: %v", f, rel, err)
 		}
+	}
+}
+
+// TestCompileFixtures validates specs whose problems only Compile finds (builtin
+// tool configurations): validate must report them like the loader's, at the tool.
+func TestCompileFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/invalid/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no fixtures")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runCLI(t, "validate", "--format", "json", file)
+			if code != 1 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			var out struct {
+				Diagnostics []struct {
+					File, Severity, Path, Message, Hint string
+					Line, Col                           int
+				}
+			}
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatal(err)
+			}
+			var got []fixture.Diagnostic
+			for _, d := range out.Diagnostics {
+				got = append(got, fixture.Diagnostic{Line: d.Line, Col: d.Col, Severity: d.Severity, Summary: d.Path + ": " + d.Message, Hint: d.Hint})
+			}
+			fixture.Compare(t, fixture.Expected(string(src)), got)
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -34,11 +35,18 @@ func newValidateCommand() *cobra.Command {
 				return err
 			}
 			results := loader.LoadFiles(files)
+			registry := newRegistry()
 			var all spec.Diagnostics
 			readFailed := false
 			for _, r := range results {
 				all = append(all, r.Diagnostics...)
 				readFailed = readFailed || r.ReadErr != nil
+				if r.Spec != nil && !r.Diagnostics.HasErrors() {
+					// Compiling without a model checks what only the runtime knows,
+					// such as builtin tools' configurations, and runs nothing.
+					_, diags := runtime.Compile(r.Spec, runtime.Options{Tools: registry})
+					all = append(all, diags...)
+				}
 			}
 			if err := write(cmd.OutOrStdout(), len(files), all); err != nil {
 				return err

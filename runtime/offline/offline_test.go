@@ -1,0 +1,143 @@
+package offline
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Generated values must satisfy the schema they were generated from.
+func TestGenerateSatisfiesSchema(t *testing.T) {
+	tests := []struct {
+		name   string
+		schema string
+		want   any
+	}{
+		{"example wins", `{"type":"string","examples":["README.md"]}`, "README.md"},
+		{"default wins", `{"type":"integer","default":3,"examples":[9]}`, float64(3)},
+		{"enum", `{"type":"string","enum":["unpaid","done"]}`, "unpaid"},
+		{"min length", `{"type":"string","minLength":5}`, "aaaaa"},
+		{"minimum", `{"type":"integer","minimum":2,"maximum":9}`, float64(2)},
+		{"exclusive minimum", `{"type":"number","exclusiveMinimum":0}`, float64(1)},
+		{"array", `{"type":"array","minItems":2,"items":{"type":"boolean"}}`, []any{true, true}},
+		{"object with required", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, map[string]any{"b": float64(0)}},
+		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"const":"k"}},"required":["x"]}},"required":["o"]}`, map[string]any{"o": map[string]any{"x": "k"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var schema map[string]any
+			if err := json.Unmarshal([]byte(tt.schema), &schema); err != nil {
+				t.Fatal(err)
+			}
+			got := Generate(schema)
+			// Compare as JSON: the generator's numbers are float64 like decoded JSON.
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(tt.want)
+			if string(gotJSON) != string(wantJSON) {
+				t.Errorf("Generate = %s, want %s", gotJSON, wantJSON)
+			}
+			c := jsonschema.NewCompiler()
+			if err := c.AddResource("mem://s.json", schema); err != nil {
+				t.Fatal(err)
+			}
+			sch, err := c.Compile("mem://s.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			_ = json.Unmarshal(gotJSON, &v)
+			if err := sch.Validate(v); err != nil {
+				t.Errorf("generated value does not satisfy its schema: %v", err)
+			}
+		})
+	}
+}
+
+func TestTestModel(t *testing.T) {
+	tools := []runtime.ToolDef{
+		{Name: "a", Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []any{"q"}}},
+		{Name: "b", Parameters: map[string]any{"type": "object"}},
+	}
+	ctx := context.Background()
+	first, err := Test{}.Complete(ctx, &runtime.ModelRequest{Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "hi"}}, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := first.Message.ToolCalls
+	if len(calls) != 2 || calls[0].Name != "a" || calls[0].Arguments != `{"q":"a"}` || calls[1].Arguments != `{}` || first.FinishReason != "tool_calls" {
+		t.Fatalf("first turn %+v", first)
+	}
+	msgs := []runtime.Message{
+		{Role: runtime.RoleUser, Content: "hi"},
+		{Role: runtime.RoleAssistant, ToolCalls: calls},
+		{Role: runtime.RoleTool, ToolCallID: calls[0].ID, Content: "result A"},
+		{Role: runtime.RoleTool, ToolCallID: calls[1].ID, Content: "result\nB"},
+	}
+	var streamed strings.Builder
+	second, err := Test{}.Complete(ctx, &runtime.ModelRequest{Messages: msgs, Tools: tools, OnDelta: func(s string) { streamed.WriteString(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "test model: called a → result A; b → result B"
+	if second.Message.Content != want || streamed.String() != want || len(second.Message.ToolCalls) != 0 {
+		t.Errorf("second turn %q (streamed %q)", second.Message.Content, streamed.String())
+	}
+	// A new user message starts over: tools are called again.
+	third, _ := Test{}.Complete(ctx, &runtime.ModelRequest{Messages: append(msgs, runtime.Message{Role: runtime.RoleAssistant, Content: want}, runtime.Message{Role: runtime.RoleUser, Content: "again"}), Tools: tools})
+	if len(third.Message.ToolCalls) != 2 {
+		t.Errorf("next user turn: %+v", third.Message)
+	}
+	js, _ := Test{}.Complete(ctx, &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: "verdict", Schema: map[string]any{
+		"type": "object", "properties": map[string]any{"passed": map[string]any{"type": "boolean"}}, "required": []any{"passed"}}}})
+	if js.Message.Content != `{"passed":true}` {
+		t.Errorf("structured answer %q", js.Message.Content)
+	}
+}
+
+func TestScript(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "turns.yaml")
+	os.WriteFile(file, []byte(`
+turns:
+  - tool_calls:
+      - {name: read_file, arguments: {path: a.txt}}
+      - {id: my-id, name: calculator, arguments: '{"expression": '}
+  - text: done
+`), 0o644)
+	s, err := LoadScript(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r1, err := s.Complete(ctx, &runtime.ModelRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []runtime.ToolCall{{ID: "call_1_1", Name: "read_file", Arguments: `{"path":"a.txt"}`}, {ID: "my-id", Name: "calculator", Arguments: `{"expression": `}}
+	if !reflect.DeepEqual(r1.Message.ToolCalls, want) {
+		t.Errorf("turn 1: %+v", r1.Message.ToolCalls)
+	}
+	if r2, _ := s.Complete(ctx, &runtime.ModelRequest{}); r2.Message.Content != "done" {
+		t.Errorf("turn 2: %+v", r2.Message)
+	}
+	if _, err := s.Complete(ctx, &runtime.ModelRequest{}); err == nil || !strings.Contains(err.Error(), "called 3 times, but the script has only 2 turns") {
+		t.Errorf("past the end: %v", err)
+	}
+	for name, src := range map[string]string{
+		"unknown key": "turns:\n  - txt: hi\n",
+		"no turns":    "turns: []\n",
+	} {
+		bad := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		os.WriteFile(bad, []byte(src), 0o644)
+		if _, err := LoadScript(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
