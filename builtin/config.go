@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
 // decodeWith copies a builtin's `with:` mapping into dst, a pointer to a struct whose
@@ -51,7 +53,7 @@ func unknownKey(builtin, key string, allowed []string) string {
 		return fmt.Sprintf("unknown key %q in with: %s takes no configuration", key, builtin)
 	}
 	msg := fmt.Sprintf("unknown key %q in with", key)
-	if s := closest(key, allowed); s != "" {
+	if s := spec.Closest(key, allowed); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return msg + fmt.Sprintf("; %s takes %s", builtin, strings.Join(allowed, ", "))
@@ -160,42 +162,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// closest returns the candidate within typo distance of s, or "". It mirrors the
-// spec package's "did you mean", which is not exported.
-func closest(s string, candidates []string) string {
-	best, bestDist := "", max(1, len(s)/4)+1
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance with swaps of neighbours counting as one.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

@@ -438,3 +438,29 @@ func kinds(events []runtime.Event) []runtime.EventKind {
 	}
 	return out
 }
+
+// One Agent serves many runs at once; each run keeps its own state.
+func TestConcurrentRuns(t *testing.T) {
+	lookup := echo()
+	a := compile(t, baseSpec, offline.Test{}, map[string]*funcTool{"lookup": lookup, "other": echo()})
+	var wg sync.WaitGroup
+	results := make([]*runtime.Result, 16)
+	for i := range results {
+		wg.Go(func() {
+			res, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("q", i), User: runtime.User{ID: fmt.Sprint("u", i)}})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.Stop != runtime.StopCompleted || res.Messages[0].Content != fmt.Sprint("q", i) || !strings.Contains(res.Steps[0].Result, fmt.Sprintf(`"owner":"u%d"`, i)) {
+			t.Errorf("run %d: %+v", i, res)
+		}
+	}
+	if lookup.calls.Load() != 16 {
+		t.Errorf("lookup ran %d times", lookup.calls.Load())
+	}
+}

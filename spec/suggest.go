@@ -8,6 +8,15 @@ import (
 // suggest returns `did you mean "x"?` for the candidate closest to s, or "" when none
 // is close enough to be a likely typo.
 func suggest(s string, candidates []string) string {
+	if best := Closest(s, candidates); best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return ""
+}
+
+// Closest returns the candidate most likely meant by the typo s, or "" when none is
+// close enough. Other packages use it for their own "did you mean".
+func Closest(s string, candidates []string) string {
 	best, bestDist := "", maxTypoDistance(s)+1
 	for _, c := range candidates {
 		if c == s {
@@ -17,10 +26,7 @@ func suggest(s string, candidates []string) string {
 			best, bestDist = c, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("did you mean %q?", best)
+	return best
 }
 
 // maxTypoDistance grows with the word: one slip in a short word, more in a long one.

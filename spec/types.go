@@ -378,6 +378,13 @@ func namedMapping[T any](n *yaml.Node, setName func(*T, string)) ([]T, error) {
 // Render evaluates the template's expressions in env and joins the parts. A nil
 // result renders as nothing.
 func (t *Template) Render(env map[string]any) (string, error) {
+	return t.RenderEscaped(env, nil)
+}
+
+// RenderEscaped is Render with every expression's value passed through escape, which
+// also sees the text rendered before it (an http tool escapes values that land in a
+// URL's path, but not a base URL at its start).
+func (t *Template) RenderEscaped(env map[string]any, escape func(before, value string) string) (string, error) {
 	if len(t.Parts) == 1 && t.Parts[0].Program == nil {
 		return t.Parts[0].Text, nil
 	}
@@ -391,9 +398,14 @@ func (t *Template) Render(env map[string]any) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("template %q: %w", t.Source, err)
 		}
+		s := ""
 		if v != nil {
-			fmt.Fprint(&b, v)
+			s = fmt.Sprint(v)
 		}
+		if escape != nil {
+			s = escape(b.String(), s)
+		}
+		b.WriteString(s)
 	}
 	return b.String(), nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
-	"github.com/expr-lang/expr"
 )
 
 const maxHTTPResponse = 1 << 20
@@ -126,26 +125,16 @@ func (h *HTTP) body(env map[string]any, args map[string]any) ([]byte, bool, erro
 // renderURL renders a URL template, path-escaping every value that lands after the
 // host. A value that forms the scheme and host (a base URL from a template) is kept.
 func renderURL(t *spec.Template, env map[string]any) (string, error) {
-	var b strings.Builder
-	for _, p := range t.Parts {
-		if p.Program == nil {
-			b.WriteString(p.Text)
-			continue
+	u, err := t.RenderEscaped(env, func(before, value string) string {
+		if pastHost(before) {
+			return url.PathEscape(value)
 		}
-		v, err := expr.Run(p.Program, env)
-		if err != nil {
-			return "", fmt.Errorf("url: %v", err)
-		}
-		s := ""
-		if v != nil {
-			s = fmt.Sprint(v)
-		}
-		if pastHost(b.String()) {
-			s = url.PathEscape(s)
-		}
-		b.WriteString(s)
+		return value
+	})
+	if err != nil {
+		return "", fmt.Errorf("url: %v", err)
 	}
-	return b.String(), nil
+	return u, nil
 }
 
 func pastHost(prefix string) bool {
