@@ -23,6 +23,7 @@ const (
 	DefaultToolTimeout      = 30 * time.Second
 	DefaultMaxToolOutput    = 16000
 	DefaultFallback         = "I could not complete this request automatically. Please rephrase it or add details."
+	DefaultJudgeRetries     = 2
 )
 
 // Options are what Compile needs besides the spec.
@@ -31,6 +32,8 @@ type Options struct {
 	Tools Registry
 	// Model answers the agent's requests. It may be nil for validation; Run then fails.
 	Model Model
+	// JudgeModel answers the judge's requests; nil means Model.
+	JudgeModel Model
 }
 
 // Agent is a compiled spec: immutable and safe for concurrent runs. Per-run state
@@ -43,6 +46,18 @@ type Agent struct {
 	offered      []ToolDef // every tool, in spec order
 	instructions *spec.Template
 	guards       guards
+	judge        *judge
+	filters      map[string][]*spec.Filter // by stage: input, tool_result, answer
+}
+
+// judge is the spec's judge with its defaults resolved.
+type judge struct {
+	criteria    []string
+	maxRetries  int
+	minChars    int
+	onError     string // pass | fail
+	onExhausted string // accept | fallback
+	model       Model
 }
 
 type guards struct {
@@ -60,6 +75,7 @@ type agentTool struct {
 	timeout   time.Duration
 	maxOutput int
 	impl      Tool
+	spec      *spec.Tool // accept, accept_message and collect rules
 }
 
 // Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
@@ -86,6 +102,27 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	if s.Instructions.Source != "" {
 		a.instructions = &s.Instructions
 	}
+	if j := s.Judge; j != nil {
+		a.judge = &judge{
+			criteria:    j.Criteria,
+			maxRetries:  DefaultJudgeRetries,
+			minChars:    j.MinChars,
+			onError:     cmpOr(j.OnError, "pass"),
+			onExhausted: cmpOr(j.OnExhausted, "fallback"),
+			model:       opts.JudgeModel,
+		}
+		if j.MaxRetries != nil {
+			a.judge.maxRetries = *j.MaxRetries
+		}
+		if a.judge.model == nil {
+			a.judge.model = opts.Model
+		}
+	}
+	a.filters = map[string][]*spec.Filter{}
+	for i := range s.Filters {
+		f := &s.Filters[i]
+		a.filters[f.On] = append(a.filters[f.On], f)
+	}
 	dir := filepath.Dir(s.Pos.File)
 	schemas := jsonschema.NewCompiler()
 	for i := range s.Tools {
@@ -106,6 +143,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			timeout:   orDuration(t.Timeout.Duration, g.ToolTimeout.Duration, DefaultToolTimeout),
 			maxOutput: or(t.MaxOutput, or(g.MaxToolOutput, DefaultMaxToolOutput)),
 			impl:      impl,
+			spec:      t,
 		}
 		if d, ok := impl.(Describer); ok {
 			info := d.Describe()

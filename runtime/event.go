@@ -14,6 +14,9 @@ const (
 	EventToolRefused   EventKind = "tool_refused"   // a call was not run: bad arguments, unknown tool…
 	EventBindDiscarded EventKind = "bind_discarded" // the model sent a value for a bound parameter
 	EventGuard         EventKind = "guard"          // a guard tripped (duplicate call, truncation, limit)
+	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Message = what is missing)
+	EventFilter        EventKind = "filter"         // a filter acted (Guard = the filter's name or stage, Message = action)
+	EventCollect       EventKind = "collect"        // a tool result revealed entities (Message = kind, Calls = how many)
 	EventStop          EventKind = "stop"           // the run ended
 )
 
@@ -36,6 +39,7 @@ type Event struct {
 	Tools    int           `json:"tools,omitempty"`    // tools offered in a model request
 	Messages int           `json:"messages,omitempty"` // messages in a model request
 	Calls    int           `json:"calls,omitempty"`    // tool calls in a model response
+	Passed   *bool         `json:"passed,omitempty"`
 	Usage    *Usage        `json:"usage,omitempty"`
 	Duration time.Duration `json:"duration_ns,omitempty"`
 }

@@ -63,6 +63,9 @@ type ModelRequest struct {
 	// JSONSchema, when set, asks for a JSON answer matching the schema (the judge
 	// and the intent classifier use it).
 	JSONSchema *JSONSchemaFormat
+	// JSONObject asks only for some JSON object, for servers that reject a schema;
+	// JSONSchema then still describes the expected shape to offline models.
+	JSONObject bool
 }
 
 // JSONSchemaFormat names a schema for structured output.

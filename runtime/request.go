@@ -22,6 +22,9 @@ type Request struct {
 	Observer Observer
 	// OnDelta receives answer text as the model streams it; nil for no streaming.
 	OnDelta func(text string)
+	// Seen holds the entities revealed to this user earlier in the conversation, by
+	// kind (the tools' collect rules): what accept rules' seen(kind) starts from.
+	Seen map[string][]string
 }
 
 // StopReason says why a run ended.
@@ -35,6 +38,8 @@ const (
 	StopModelError    StopReason = "model_error"
 	StopCanceled      StopReason = "canceled"
 	StopTimeout       StopReason = "timeout"
+	StopJudgeRejected StopReason = "judge_rejected" // the judge kept failing drafts (on_exhausted: fallback)
+	StopBlocked       StopReason = "blocked"        // an input or answer filter blocked the run
 )
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
@@ -51,8 +56,20 @@ type Result struct {
 	Duration   time.Duration `json:"duration_ns"`
 	// Messages is the exchange to keep in the conversation's history: the user's
 	// input, every assistant message with its tool results, and the final answer.
-	// No system message and no rejected draft is ever part of it.
+	// No system message, no rejected draft and no judge feedback is ever part of it.
 	Messages []Message `json:"messages"`
+	// Seen is Request.Seen plus what this run's tool results revealed.
+	Seen map[string][]string `json:"seen,omitempty"`
+	// Verdicts are the judge's decisions on this run's drafts, in order.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+}
+
+// Verdict is the judge's decision on one draft answer.
+type Verdict struct {
+	Passed  bool   `json:"passed"`
+	Missing string `json:"missing,omitempty"`
+	// How says how the verdict came about: judge, min_chars, judge_error.
+	How string `json:"how"`
 }
 
 // Completed reports whether the run ended with an accepted answer.
@@ -64,7 +81,7 @@ type Step struct {
 	Tool      string        `json:"tool"`
 	CallID    string        `json:"call_id"`
 	Arguments string        `json:"arguments"`
-	Outcome   string        `json:"outcome"` // ok, error, refused, duplicate
+	Outcome   string        `json:"outcome"` // ok, error, refused, duplicate, filtered
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
 }

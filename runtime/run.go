@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type run struct {
 	signatures map[string]string
 	exprEnv    map[string]any
 	started    time.Time
+	seen       map[string][]string // entities revealed to the user, by kind
+	rejections int                 // drafts the judge failed
+	feedback   []int               // indexes in messages of judge feedback, never stored
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -44,6 +48,10 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		result:     &Result{Intent: req.Intent},
 		signatures: map[string]string{},
 		started:    time.Now(),
+		seen:       make(map[string][]string, len(req.Seen)),
+	}
+	for kind, ids := range req.Seen {
+		r.seen[kind] = slices.Clone(ids)
 	}
 	r.exprEnv = map[string]any{
 		"user":         userValue(a.spec.Context.User, req.User),
@@ -51,10 +59,28 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		"intent":       req.Intent,
 	}
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
-	r.loop()
-	r.result.Messages = r.messages
+	if r.filterInput() {
+		r.loop()
+	}
+	r.result.Messages = r.storedMessages()
+	r.result.Seen = r.seen
 	r.result.Duration = time.Since(r.started)
 	return r.result, nil
+}
+
+// storedMessages is the exchange without the judge's feedback, which only made
+// sense next to a draft that is not kept either.
+func (r *run) storedMessages() []Message {
+	if len(r.feedback) == 0 {
+		return r.messages
+	}
+	out := make([]Message, 0, len(r.messages)-len(r.feedback))
+	for i, m := range r.messages {
+		if !slices.Contains(r.feedback, i) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // userValue is `user` in expressions: the id and every declared attribute, so a
@@ -89,9 +115,13 @@ func (r *run) transition(to State) {
 
 // stop ends the run with a reason; the answer is the spec's fallback message.
 func (r *run) stop(reason StopReason, detail string) {
+	r.stopWith(reason, detail, r.agent.guards.fallback)
+}
+
+func (r *run) stopWith(reason StopReason, detail, answer string) {
 	r.result.Stop = reason
 	r.result.Detail = detail
-	r.result.Answer = r.agent.guards.fallback
+	r.result.Answer = answer
 	r.transition(StateStopped)
 	r.emit(Event{Kind: EventStop, Stop: reason, Message: detail, Usage: &r.result.Usage})
 }
@@ -191,9 +221,34 @@ func (r *run) systemPrompt() string {
 	return s
 }
 
-// validate gates a draft answer. The judge (guardrails) plugs in here; without one a
-// draft with text is accepted.
+// validate gates a draft answer. A draft the judge fails is not kept: the model gets
+// the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
 func (r *run) validate(draft *Message) {
+	if j := r.agent.judge; j != nil {
+		v := r.judgeDraft(draft.Content)
+		r.result.Verdicts = append(r.result.Verdicts, v)
+		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Message: v.Missing, Guard: v.How})
+		if !v.Passed {
+			r.rejections++
+			switch {
+			case r.rejections <= j.maxRetries:
+				r.feedback = append(r.feedback, len(r.messages))
+				r.messages = append(r.messages, Message{Role: RoleUser, Content: JudgeFeedbackPrefix +
+					" Your draft answer was not accepted and the user has not seen it. What is missing: " + v.Missing +
+					" Write the complete answer again; use tools if you need more information."})
+				r.transition(StateThinking)
+				return
+			case j.onExhausted != "accept":
+				r.emit(Event{Kind: EventGuard, Guard: "judge_exhausted", Message: "on_exhausted: fallback"})
+				r.stop(StopJudgeRejected, fmt.Sprintf("the judge rejected %d drafts: %s", r.rejections, v.Missing))
+				return
+			}
+			r.emit(Event{Kind: EventGuard, Guard: "judge_exhausted", Message: "on_exhausted: accept"})
+		}
+	}
+	if !r.filterAnswer(draft) {
+		return
+	}
 	r.messages = append(r.messages, *draft)
 	r.result.Answer = draft.Content
 	r.result.Stop = StopCompleted
@@ -243,8 +298,12 @@ func (r *run) executeTools() {
 	r.runParallel(calls, runnable, g.maxParallel)
 	for i := range calls {
 		c := &calls[i]
-		if c.outcome == "ok" {
+		switch c.outcome {
+		case "ok":
 			r.signatures[c.signature] = c.result
+			r.collect(c)
+		case "error", "filtered":
+			r.signatures[c.signature] = c.result // retrying the same failing call is a loop too
 		}
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments, Outcome: c.outcome, Result: c.result, Duration: c.duration})
@@ -296,6 +355,12 @@ func (r *run) prepare(c *call) bool {
 	c.signature = c.tc.Name + "\x00" + string(canonical)
 	for param, key := range t.bind {
 		args[param] = r.contextValue(key)
+	}
+	if ok, msg := r.acceptCall(t, args); !ok {
+		c.outcome = "refused"
+		c.result = "Refused: " + msg
+		r.emit(Event{Kind: EventToolRefused, Guard: "accept", Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: msg})
+		return false
 	}
 	c.args = args
 	return true
@@ -398,6 +463,7 @@ func (r *run) execute(c *call) {
 	default:
 		c.outcome, c.result = "ok", out
 	}
+	r.filterToolResult(c)
 	if len(c.result) > t.maxOutput {
 		c.result = truncate(c.result, t.maxOutput)
 		r.emit(Event{Kind: EventGuard, Guard: "max_tool_output", Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})

@@ -99,7 +99,14 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
 	}
-	agent, diags := runtime.Compile(s, runtime.Options{Tools: newRegistry(), Model: model})
+	opts := runtime.Options{Tools: newRegistry(), Model: model}
+	if s.Judge != nil && s.Judge.Model != nil {
+		if opts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), filepath.Dir(specPath)); err != nil {
+			fmt.Fprintf(errOut, "agentrun: judge model: %v\n", err)
+			return exitError{1}
+		}
+	}
+	agent, diags := runtime.Compile(s, opts)
 	if diags.HasErrors() {
 		fmt.Fprint(errOut, formatDiagnostics(diags))
 		return exitError{1}
@@ -173,6 +180,41 @@ func newModel(m spec.Model, specDir string) (runtime.Model, error) {
 		return offline.LoadScript(path)
 	}
 	return nil, fmt.Errorf("unknown model provider %q", m.Provider)
+}
+
+// mergeModel is the agent's model with what an override (judge.model,
+// routing.model) sets on top: a cheaper model usually differs only by name.
+func mergeModel(base, over spec.Model) spec.Model {
+	m := base
+	if over.Provider != "" {
+		m.Provider = over.Provider
+	}
+	if over.Name != "" {
+		m.Name = over.Name
+	}
+	if over.BaseURL != "" {
+		m.BaseURL = over.BaseURL
+	}
+	if over.APIKeyEnv != "" {
+		m.APIKeyEnv = over.APIKeyEnv
+	}
+	if over.Temperature != nil {
+		m.Temperature = over.Temperature
+	}
+	if over.MaxTokens != 0 {
+		m.MaxTokens = over.MaxTokens
+	}
+	if over.Timeout.Duration != 0 {
+		m.Timeout = over.Timeout
+	}
+	if over.Retries != nil {
+		m.Retries = over.Retries
+	}
+	if over.Script != "" {
+		m.Script = over.Script
+	}
+	m.Stream = nil // a judge or a classifier answers in JSON: nothing to show live
+	return m
 }
 
 // overrideModel applies --model: test, script:FILE (relative to the working
@@ -295,11 +337,29 @@ func (p *progress) Observe(e runtime.Event) {
 		}
 		fmt.Fprintf(p.w, "[%d]   %s %s · %s · %s\n", e.Turn, mark, e.Tool, round(e.Duration), clip(e.Result, 100))
 	case runtime.EventToolRefused:
-		fmt.Fprintf(p.w, "[%d]   ✗ %s refused: %s\n", e.Turn, e.Tool, clip(e.Error, 160))
+		by := ""
+		if e.Guard != "" {
+			by = " by " + e.Guard
+		}
+		fmt.Fprintf(p.w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
 	case runtime.EventBindDiscarded:
 		fmt.Fprintf(p.w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
 	case runtime.EventGuard:
 		fmt.Fprintf(p.w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+	case runtime.EventVerdict:
+		if *e.Passed {
+			fmt.Fprintf(p.w, "[%d] ✓ judge passed the draft\n", e.Turn)
+		} else {
+			fmt.Fprintf(p.w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Guard, clip(e.Message, 160))
+		}
+	case runtime.EventFilter:
+		fmt.Fprintf(p.w, "[%d] ! filter %s: %s %s\n", e.Turn, e.Guard, e.Message, e.Error)
+	case runtime.EventCollect:
+		if e.Error != "" {
+			fmt.Fprintf(p.w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Message, e.Tool, e.Error)
+		} else if e.Calls > 0 {
+			fmt.Fprintf(p.w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Calls, e.Message, e.Tool)
+		}
 	case runtime.EventStop:
 		tokens := int64(0)
 		if e.Usage != nil {

@@ -22,6 +22,10 @@ type fakeOpenAI struct {
 	replies  []reply
 	requests []map[string]any
 	srv      *httptest.Server
+	// Judge requests (those asking for a response_format) are answered from
+	// verdicts, or passed when it runs out, and recorded apart from the agent's.
+	verdicts      []reply
+	judgeRequests []map[string]any
 }
 
 // reply is one HTTP answer: a completion (JSON or, for stream requests, SSE), raw SSE
@@ -52,15 +56,26 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("Authorization %q", got)
 	}
 	f.mu.Lock()
-	f.requests = append(f.requests, body)
-	n := len(f.requests)
-	if n > len(f.replies) {
-		f.mu.Unlock()
-		f.t.Errorf("request %d: no reply prepared", n)
-		http.Error(w, `{"error":{"message":"no more replies"}}`, 500)
-		return
+	var rep reply
+	n := 0
+	if _, judge := body["response_format"]; judge {
+		f.judgeRequests = append(f.judgeRequests, body)
+		n = len(f.judgeRequests)
+		rep = verdict(true, "")
+		if n <= len(f.verdicts) {
+			rep = f.verdicts[n-1]
+		}
+	} else {
+		f.requests = append(f.requests, body)
+		n = len(f.requests)
+		if n > len(f.replies) {
+			f.mu.Unlock()
+			f.t.Errorf("request %d: no reply prepared", n)
+			http.Error(w, `{"error":{"message":"no more replies"}}`, 500)
+			return
+		}
+		rep = f.replies[n-1]
 	}
-	rep := f.replies[n-1]
 	f.mu.Unlock()
 	for k, v := range rep.header {
 		w.Header().Set(k, v)
@@ -115,6 +130,11 @@ func calls(tcs ...map[string]any) reply {
 }
 
 func answer(text string) reply { return reply{message: map[string]any{"content": text}} }
+
+func verdict(passed bool, missing string) reply {
+	b, _ := json.Marshal(map[string]any{"passed": passed, "missing": missing})
+	return answer(string(b))
+}
 
 // checkRequests asserts the protocol on every request the server saw: the system
 // prompt exactly once and first; every tool message answers a tool call of the
@@ -263,7 +283,7 @@ func TestWireParallelCallsAndMissingType(t *testing.T) {
 	delete(untyped, "type") // some compatible servers leave it out
 	f := newFakeOpenAI(t,
 		calls(toolCall("call_1", "read_file", `{"path":"go.mod","limit":1}`), untyped),
-		answer("done"),
+		answer("Both results are in: 4."),
 	)
 	code, _, stderr := runCLI(t, "exec", codeAssistant, "two things")
 	if code != 0 {
@@ -297,16 +317,16 @@ func TestWireStreaming(t *testing.T) {
 	}}
 	streamedText := reply{sse: []string{
 		sseChunk(`{"role":"assistant","content":"The answer "}`, ""),
-		sseChunk(`{"content":"is 42."}`, ""),
+		sseChunk(`{"content":"is 42, by calculator."}`, ""),
 		sseChunk(`{}`, "stop"),
 		"[DONE]",
 	}}
 	f := newFakeOpenAI(t, streamedCall, streamedText)
 	code, stdout, stderr := runCLI(t, "exec", "--stream", codeAssistant, "6*7?")
-	if code != 0 || stdout != "The answer is 42.\n" {
+	if code != 0 || stdout != "The answer is 42, by calculator.\n" {
 		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "The answer is 42.") {
+	if !strings.Contains(stderr, "The answer is 42, by calculator.") {
 		t.Errorf("the streamed text was not shown live:\n%s", stderr)
 	}
 	if f.requests[0]["stream"] != true {
@@ -340,9 +360,9 @@ func TestWireStreamCutOff(t *testing.T) {
 
 func TestWireRetries(t *testing.T) {
 	t.Run("429 with Retry-After, then success", func(t *testing.T) {
-		f := newFakeOpenAI(t, reply{status: 429, header: map[string]string{"Retry-After": "0"}}, answer("fine"))
+		f := newFakeOpenAI(t, reply{status: 429, header: map[string]string{"Retry-After": "0"}}, answer("Hello! How can I help?"))
 		code, stdout, stderr := runCLI(t, "exec", codeAssistant, "hi")
-		if code != 0 || stdout != "fine\n" || len(f.requests) != 2 {
+		if code != 0 || stdout != "Hello! How can I help?\n" || len(f.requests) != 2 {
 			t.Fatalf("exit %d, stdout %q, %d requests\n%s", code, stdout, len(f.requests), stderr)
 		}
 	})
@@ -369,7 +389,7 @@ func TestWireMalformedArguments(t *testing.T) {
 	f := newFakeOpenAI(t,
 		calls(toolCall("call_1", "calculator", `{"expression": "1+`)),
 		calls(toolCall("call_2", "read_file", `{"path": 42}`)),
-		answer("sorry"),
+		answer("Sorry, I could not read it."),
 	)
 	code, _, stderr := runCLI(t, "exec", codeAssistant, "x")
 	if code != 0 {
@@ -389,7 +409,7 @@ func TestWireDuplicateCalls(t *testing.T) {
 		return []reply{
 			calls(toolCall("call_1", "calculator", `{"expression":"1+1"}`)),
 			calls(toolCall("call_2", "calculator", `{"expression": "1+1"}`)),
-			answer("2"),
+			answer("1 + 1 is 2, by the calculator."),
 		}
 	}
 	for _, tt := range []struct {

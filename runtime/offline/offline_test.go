@@ -94,10 +94,14 @@ func TestTestModel(t *testing.T) {
 	if len(third.Message.ToolCalls) != 2 {
 		t.Errorf("next user turn: %+v", third.Message)
 	}
-	js, _ := Test{}.Complete(ctx, &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: "verdict", Schema: map[string]any{
+	js, _ := Test{}.Complete(ctx, &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: "answer", Schema: map[string]any{
 		"type": "object", "properties": map[string]any{"passed": map[string]any{"type": "boolean"}}, "required": []any{"passed"}}}})
 	if js.Message.Content != `{"passed":true}` {
 		t.Errorf("structured answer %q", js.Message.Content)
+	}
+	v, _ := Test{}.Complete(ctx, &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: "verdict", Schema: map[string]any{"type": "object"}}})
+	if v.Message.Content != `{"missing":"","passed":true}` {
+		t.Errorf("the test model's judge should pass: %q", v.Message.Content)
 	}
 }
 
@@ -116,6 +120,14 @@ turns:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	verdict := &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: "verdict", Schema: map[string]any{"type": "object"}}}
+	s.WithVerdicts(map[string]any{"passed": false, "missing": "numbers"})
+	if r, _ := s.Complete(ctx, verdict); r.Message.Content != `{"missing":"numbers","passed":false}` {
+		t.Errorf("first verdict %q", r.Message.Content)
+	}
+	if r, _ := s.Complete(ctx, verdict); r.Message.Content != `{"missing":"","passed":true}` {
+		t.Errorf("verdicts past the list should pass: %q", r.Message.Content)
+	}
 	r1, err := s.Complete(ctx, &runtime.ModelRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -21,12 +21,16 @@ import (
 //	  - text: The file has 42 lines.
 //
 // A call beyond the last turn is an error, so a run that loops fails clearly instead
-// of hanging. A Script is used by one run at a time.
+// of hanging. The judge's requests are answered from a list of their own, `judge:`
+// (verdicts such as {passed: false, missing: …}); past its end, or without one, the
+// judge passes. A Script is used by one run at a time.
 type Script struct {
-	name  string
-	turns []ScriptTurn
-	mu    sync.Mutex
-	next  int
+	name      string
+	turns     []ScriptTurn
+	verdicts  []map[string]any
+	mu        sync.Mutex
+	next      int
+	nextJudge int
 }
 
 // ScriptTurn is one scripted model response.
@@ -52,7 +56,8 @@ func LoadScript(path string) (*Script, error) {
 		return nil, err
 	}
 	var doc struct {
-		Turns []ScriptTurn `yaml:"turns"`
+		Turns []ScriptTurn     `yaml:"turns"`
+		Judge []map[string]any `yaml:"judge"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
@@ -62,7 +67,15 @@ func LoadScript(path string) (*Script, error) {
 	if len(doc.Turns) == 0 {
 		return nil, fmt.Errorf("script %s: no turns", path)
 	}
-	return NewScript(path, doc.Turns), nil
+	s := NewScript(path, doc.Turns)
+	s.verdicts = doc.Judge
+	return s, nil
+}
+
+// WithVerdicts sets the judge's scripted verdicts.
+func (s *Script) WithVerdicts(v ...map[string]any) *Script {
+	s.verdicts = v
+	return s
 }
 
 // NewScript makes a script from turns; name appears in its errors.
@@ -73,6 +86,9 @@ func NewScript(name string, turns []ScriptTurn) *Script {
 func (s *Script) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if req.JSONSchema != nil {
+		return s.structured(req)
 	}
 	s.mu.Lock()
 	i := s.next
@@ -110,4 +126,25 @@ func scriptArguments(v any) (string, error) {
 		b, err := json.Marshal(a)
 		return string(b), err
 	}
+}
+
+// structured answers a request for JSON: the next scripted verdict for the judge,
+// else a value generated from the schema.
+func (s *Script) structured(req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	var v any = Generate(req.JSONSchema.Schema)
+	if req.JSONSchema.Name == "verdict" {
+		s.mu.Lock()
+		if s.nextJudge < len(s.verdicts) {
+			v = s.verdicts[s.nextJudge]
+		} else {
+			v = map[string]any{"passed": true, "missing": ""}
+		}
+		s.nextJudge++
+		s.mu.Unlock()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %v", s.name, err)
+	}
+	return respond(runtime.Message{Role: runtime.RoleAssistant, Content: string(b)}, req), nil
 }

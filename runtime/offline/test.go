@@ -23,7 +23,11 @@ func (Test) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.M
 		return nil, err
 	}
 	if req.JSONSchema != nil {
-		out, _ := json.Marshal(Generate(req.JSONSchema.Schema))
+		var v any = Generate(req.JSONSchema.Schema)
+		if req.JSONSchema.Name == "verdict" {
+			v = map[string]any{"passed": true, "missing": ""} // the test model's drafts pass
+		}
+		out, _ := json.Marshal(v)
 		return respond(runtime.Message{Role: runtime.RoleAssistant, Content: string(out)}, req), nil
 	}
 	results := toolResultsSinceUser(req.Messages)

@@ -34,7 +34,10 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 		}
 		p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(def))
 	}
-	if f := req.JSONSchema; f != nil {
+	switch f := req.JSONSchema; {
+	case f != nil && req.JSONObject:
+		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &oai.ResponseFormatJSONObjectParam{}}
+	case f != nil:
 		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oai.ResponseFormatJSONSchemaParam{
 			JSONSchema: oai.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name, Schema: f.Schema, Strict: oai.Bool(true)},
 		}}
