@@ -299,4 +299,3 @@ func (r *run) filterAnswer(answer *Message) bool {
 	}
 	return true
 }
-
