@@ -90,7 +90,7 @@ var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 // Load parses, validates and checks one spec. The spec is returned whenever the file
 // could be decoded, even with errors, so callers can show more than the first problem.
 func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
-	d := &document{file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{}, budget: maxJSONNodes}
+	d := &document{file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{}, budget: maxJSONNodes, expanding: map[*yaml.Node]bool{}}
 	root, ok := d.parse()
 	if !ok {
 		d.diags.Sort()

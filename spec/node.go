@@ -28,6 +28,9 @@ type document struct {
 	// checks stay quiet there rather than repeat the problem.
 	failed map[string]bool
 	budget int
+	// expanding holds the aliased nodes being converted, to catch an alias inside
+	// the value it names, which would expand forever.
+	expanding map[*yaml.Node]bool
 }
 
 func (d *document) report(sev Severity, at location, msg, hint string) {
@@ -145,11 +148,16 @@ func (d *document) toJSON(n *yaml.Node, path string) (any, bool) {
 		}
 		return nil, false
 	}
+	if n.Anchor != "" {
+		d.expanding[n] = true
+		defer delete(d.expanding, n)
+	}
 	switch n.Kind {
 	case yaml.AliasNode:
 		target := resolveAlias(n)
-		if target == nil {
-			d.errorf(location{pos: d.posOf(n), path: path}, "", "alias cycle")
+		if target == nil || d.expanding[target] {
+			d.errorf(location{pos: d.posOf(n), path: path}, "an alias cannot stand inside the value it names", "alias *%s refers to itself", n.Value)
+			d.budget = -2 // stop converting: the document has no finite value
 			return nil, false
 		}
 		return d.toJSON(target, path)
