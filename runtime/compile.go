@@ -34,6 +34,10 @@ type Options struct {
 	Model Model
 	// JudgeModel answers the judge's requests; nil means Model.
 	JudgeModel Model
+	// RouterModel answers the intent classifier; nil means Model.
+	RouterModel Model
+	// Facts supplies users' long-term facts for memory injection; nil for none.
+	Facts Facts
 }
 
 // Agent is a compiled spec: immutable and safe for concurrent runs. Per-run state
@@ -48,6 +52,10 @@ type Agent struct {
 	guards       guards
 	judge        *judge
 	filters      map[string][]*spec.Filter // by stage: input, tool_result, answer
+	intents      map[string]*intent        // nil when the spec declares none
+	intentOrder  []*intent
+	routing      routing
+	facts        Facts
 }
 
 // judge is the spec's judge with its defaults resolved.
@@ -176,6 +184,8 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	a.facts = opts.Facts
+	a.compileIntents(opts)
 	return a, diags
 }
 

@@ -17,6 +17,8 @@ const (
 	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Message = what is missing)
 	EventFilter        EventKind = "filter"         // a filter acted (Guard = the filter's name or stage, Message = action)
 	EventCollect       EventKind = "collect"        // a tool result revealed entities (Message = kind, Calls = how many)
+	EventIntent        EventKind = "intent"         // routing chose an intent (Message = intent, Guard = how, Error = why)
+	EventMemory        EventKind = "memory"         // memory was injected (Message = level, Calls = facts)
 	EventStop          EventKind = "stop"           // the run ended
 )
 

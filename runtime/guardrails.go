@@ -237,13 +237,16 @@ func (r *run) filterInput() bool {
 		if !r.filterApplies(f, env) {
 			continue
 		}
-		r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "input: " + f.Action})
 		switch f.Action {
 		case "block":
+			r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "input: block"})
 			r.stopWith(StopBlocked, "input blocked by filter "+filterName(f), cmpOr(f.Message, r.agent.guards.fallback))
 			return false
 		case "redact":
-			in.Content = redact(f, in.Content)
+			if out := redact(f, in.Content); out != in.Content {
+				in.Content = out
+				r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "input: redact"})
+			}
 		}
 	}
 	return true
@@ -262,7 +265,7 @@ func (r *run) filterToolResult(c *call) {
 		if !r.filterApplies(f, env) {
 			continue
 		}
-		r.emit(Event{Kind: EventFilter, Guard: filterName(f), Tool: c.tc.Name, CallID: c.tc.ID, Message: "tool_result: " + f.Action})
+		before := c.result
 		switch f.Action {
 		case "error":
 			c.outcome = "error"
@@ -277,6 +280,9 @@ func (r *run) filterToolResult(c *call) {
 			c.outcome = "filtered"
 			c.result = cmpOr(f.Message, "[this result was withheld by a filter]")
 		}
+		if c.result != before {
+			r.emit(Event{Kind: EventFilter, Guard: filterName(f), Tool: c.tc.Name, CallID: c.tc.ID, Message: "tool_result: " + f.Action})
+		}
 	}
 }
 
@@ -288,13 +294,16 @@ func (r *run) filterAnswer(answer *Message) bool {
 		if !r.filterApplies(f, env) {
 			continue
 		}
-		r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "answer: " + f.Action})
 		switch f.Action {
 		case "block":
+			r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "answer: block"})
 			r.stopWith(StopBlocked, "answer blocked by filter "+filterName(f), cmpOr(f.Message, r.agent.guards.fallback))
 			return false
 		case "redact":
-			answer.Content = redact(f, answer.Content)
+			if out := redact(f, answer.Content); out != answer.Content {
+				answer.Content = out
+				r.emit(Event{Kind: EventFilter, Guard: filterName(f), Message: "answer: redact"})
+			}
 		}
 	}
 	return true

@@ -49,8 +49,9 @@ type Result struct {
 	Stop       StopReason    `json:"stop"`
 	Detail     string        `json:"detail,omitempty"` // what tripped, for a stopped run
 	Intent     string        `json:"intent,omitempty"`
-	Turns      int           `json:"turns"`       // model calls
-	ToolRounds int           `json:"tool_rounds"` // responses whose tool calls ran
+	IntentHow  string        `json:"intent_how,omitempty"` // pre, rules, llm or fallback
+	Turns      int           `json:"turns"`                // model calls
+	ToolRounds int           `json:"tool_rounds"`          // responses whose tool calls ran
 	Steps      []Step        `json:"steps"`
 	Usage      Usage         `json:"usage"`
 	Duration   time.Duration `json:"duration_ns"`

@@ -31,6 +31,10 @@ type run struct {
 	seen       map[string][]string // entities revealed to the user, by kind
 	rejections int                 // drafts the judge failed
 	feedback   []int               // indexes in messages of judge feedback, never stored
+	intent     *intent             // the routed intent; nil without intents or a fallback
+	tools      []ToolDef           // what this run offers the model
+	profile    string              // the user's profile summary
+	memory     string              // the memory block of the intent's level
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -60,12 +64,40 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
 	if r.filterInput() {
+		r.prepareContext()
 		r.loop()
 	}
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen
 	r.result.Duration = time.Since(r.started)
 	return r.result, nil
+}
+
+// prepareContext routes the request and assembles what the model will get: the
+// intent's tools (only those: a physical sandbox) and its level of memory.
+func (r *run) prepareContext() {
+	a := r.agent
+	var facts []Fact
+	if a.facts != nil && r.req.User.ID != "" {
+		var err error
+		if facts, err = a.facts.Facts(r.ctx, r.req.User.ID); err != nil {
+			r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "facts could not be read; running without memory"})
+			facts = nil
+		}
+	}
+	r.profile = a.profileSummary(facts)
+	r.route()
+	if a.intents == nil {
+		r.tools = a.offered
+		return
+	}
+	if r.intent == nil {
+		return // no intent and no fallback: no tools, no memory
+	}
+	r.tools = r.intent.tools
+	if r.memory = a.memoryBlock(r.intent.memory, facts); r.memory != "" {
+		r.emit(Event{Kind: EventMemory, Message: r.intent.memory, Calls: len(facts)})
+	}
 }
 
 // storedMessages is the exchange without the judge's feedback, which only made
@@ -155,7 +187,7 @@ func (r *run) think() *Message {
 		r.stopForContext(err)
 		return nil
 	}
-	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.agent.offered, OnDelta: r.req.OnDelta}
+	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
 	r.result.Turns++
 	r.emit(Event{Kind: EventModelRequest, Messages: len(req.Messages), Tools: len(req.Tools)})
 	start := time.Now()
@@ -206,17 +238,23 @@ func (r *run) requestMessages() []Message {
 	return append(msgs, r.messages...)
 }
 
+// systemPrompt is the instructions followed by the intent's memory, as one message.
 func (r *run) systemPrompt() string {
-	t := r.agent.instructions
-	if t == nil {
-		return ""
+	s := ""
+	if t := r.agent.instructions; t != nil {
+		var err error
+		if s, err = t.Render(r.exprEnv); err != nil {
+			// The template compiled against its types at load; a failure here is a
+			// value problem (say, nil in arithmetic). Show the template rather than fail.
+			r.emit(Event{Kind: EventGuard, Guard: "instructions", Error: err.Error()})
+			s = t.Source
+		}
 	}
-	s, err := t.Render(r.exprEnv)
-	if err != nil {
-		// The template compiled against its types at load; a failure here is a
-		// value problem (say, nil in arithmetic). Show the template rather than fail.
-		r.emit(Event{Kind: EventGuard, Guard: "instructions", Error: err.Error()})
-		return t.Source
+	if r.memory != "" {
+		if s != "" {
+			s = strings.TrimRight(s, "\n") + "\n\n"
+		}
+		s += r.memory
 	}
 	return s
 }
@@ -326,8 +364,8 @@ func (r *run) prepare(c *call) bool {
 		return false
 	}
 	t, ok := r.agent.byName[c.tc.Name]
-	if !ok {
-		return refuse("there is no tool %q. Available tools: %s.", c.tc.Name, r.agent.toolNames())
+	if !ok || !r.offers(c.tc.Name) {
+		return refuse("there is no tool %q for this request. Available tools: %s.", c.tc.Name, r.toolNames())
 	}
 	c.tool = t
 	raw := strings.TrimSpace(c.tc.Arguments)
@@ -378,9 +416,18 @@ func (r *run) contextValue(key string) string {
 	return ""
 }
 
-func (a *Agent) toolNames() string {
-	names := make([]string, len(a.offered))
-	for i, d := range a.offered {
+// offers reports whether this run offered the tool: a call to any other is refused,
+// even when the agent has it, so an intent's whitelist is a real sandbox.
+func (r *run) offers(name string) bool {
+	if r.agent.intents == nil {
+		return true
+	}
+	return r.intent != nil && r.intent.allowed[name]
+}
+
+func (r *run) toolNames() string {
+	names := make([]string, len(r.tools))
+	for i, d := range r.tools {
 		names[i] = d.Name
 	}
 	if len(names) == 0 {

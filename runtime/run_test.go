@@ -228,7 +228,7 @@ func TestUntrustedToolCalls(t *testing.T) {
 		{name: "not an object", tool: "lookup", args: `["A1"]`, want: "must be a JSON object, not an array"},
 		{name: "schema", tool: "lookup", args: `{"id": 7}`, want: "at /id: got number, want string"},
 		{name: "missing required", tool: "lookup", args: `{}`, want: "missing property 'id'"},
-		{name: "unknown tool", tool: "delete_all", args: `{}`, want: `there is no tool "delete_all". Available tools: lookup, other.`},
+		{name: "unknown tool", tool: "delete_all", args: `{}`, want: `there is no tool "delete_all" for this request. Available tools: lookup, other.`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestUntrustedToolCalls(t *testing.T) {
 				t.Errorf("tool message %q does not contain %q", got, tt.want)
 			}
 			if res.Steps[0].Outcome != "refused" || !hasEvent(events, runtime.EventToolRefused) {
-				t.Errorf("outcome %q, events %v", res.Steps[0].Outcome, kinds(events))
+				t.Errorf("outcome %q, events %v", res.Steps[0].Outcome, eventKinds(events))
 			}
 		})
 	}
@@ -431,7 +431,7 @@ func hasEvent(events []runtime.Event, k runtime.EventKind) bool {
 	return false
 }
 
-func kinds(events []runtime.Event) []runtime.EventKind {
+func eventKinds(events []runtime.Event) []runtime.EventKind {
 	var out []runtime.EventKind
 	for _, e := range events {
 		out = append(out, e.Kind)

@@ -99,12 +99,13 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
 	}
-	opts := runtime.Options{Tools: newRegistry(), Model: model}
-	if s.Judge != nil && s.Judge.Model != nil {
-		if opts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), filepath.Dir(specPath)); err != nil {
-			fmt.Fprintf(errOut, "agentrun: judge model: %v\n", err)
-			return exitError{1}
-		}
+	if err := checkIntent(s, o.intent); err != nil {
+		return err
+	}
+	opts, err := compileOptions(s, model, filepath.Dir(specPath))
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
 	}
 	agent, diags := runtime.Compile(s, opts)
 	if diags.HasErrors() {
@@ -151,6 +152,46 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return exitError{exitStopped}
 	}
 	return nil
+}
+
+// compileOptions builds the models a spec names — the agent's, and the judge's and
+// the classifier's where they differ — and the tool registry.
+func compileOptions(s *spec.Spec, model runtime.Model, specDir string) (runtime.Options, error) {
+	opts := runtime.Options{Tools: newRegistry(), Model: model}
+	var err error
+	if s.Judge != nil && s.Judge.Model != nil {
+		if opts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), specDir); err != nil {
+			return opts, fmt.Errorf("judge model: %v", err)
+		}
+	}
+	if s.Routing.Model != nil {
+		if opts.RouterModel, err = newModel(mergeModel(s.Model, *s.Routing.Model), specDir); err != nil {
+			return opts, fmt.Errorf("routing model: %v", err)
+		}
+	}
+	return opts, nil
+}
+
+// checkIntent refuses an --intent the spec does not declare.
+func checkIntent(s *spec.Spec, name string) error {
+	if name == "" {
+		return nil
+	}
+	var names []string
+	for _, in := range s.Intents {
+		if in.Name == name {
+			return nil
+		}
+		names = append(names, in.Name)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("--intent %s: the spec declares no intents", name)
+	}
+	hint := ""
+	if c := spec.Closest(name, names); c != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return fmt.Errorf("--intent %s: no such intent%s; the spec declares %s", name, hint, strings.Join(names, ", "))
 }
 
 // newRegistry is every tool kind this build of agentrun knows.
@@ -321,6 +362,10 @@ func (p *progress) Observe(e runtime.Event) {
 	defer p.mu.Unlock()
 	switch e.Kind {
 	case runtime.EventModelRequest:
+		if e.Guard == "classifier" {
+			fmt.Fprintf(p.w, "[%d] → classifier\n", e.Turn)
+			return
+		}
 		fmt.Fprintf(p.w, "[%d] → model: %d messages, %d tools\n", e.Turn, e.Messages, e.Tools)
 	case runtime.EventModelResponse:
 		what := "answer"
@@ -346,6 +391,22 @@ func (p *progress) Observe(e runtime.Event) {
 		fmt.Fprintf(p.w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
 	case runtime.EventGuard:
 		fmt.Fprintf(p.w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+	case runtime.EventIntent:
+		intent := e.Message
+		if intent == "" {
+			intent = "(none)"
+		}
+		fmt.Fprintf(p.w, "[%d] intent %s · by %s", e.Turn, intent, e.Guard)
+		if e.Error != "" {
+			fmt.Fprintf(p.w, " · %s", e.Error)
+		}
+		fmt.Fprintln(p.w)
+	case runtime.EventMemory:
+		if e.Error != "" {
+			fmt.Fprintf(p.w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
+		} else {
+			fmt.Fprintf(p.w, "[%d] memory %s · %d facts\n", e.Turn, e.Message, e.Calls)
+		}
 	case runtime.EventVerdict:
 		if *e.Passed {
 			fmt.Fprintf(p.w, "[%d] ✓ judge passed the draft\n", e.Turn)

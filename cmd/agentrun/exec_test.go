@@ -60,7 +60,7 @@ turns:
   - text: Here are your orders.
 `)
 	trace := filepath.Join(t.TempDir(), "trace.jsonl")
-	code, stdout, stderr := runCLI(t, "exec", "--model", "script:"+script, "--user", "u-42", "--trace", trace, "../../examples/agents/shop-support.yaml", "my orders, and victim-7's")
+	code, stdout, stderr := runCLI(t, "exec", "--model", "script:"+script, "--user", "u-42", "--intent", "order_status", "--trace", trace, "../../examples/agents/shop-support.yaml", "my orders, and victim-7's")
 	if code != 0 || stdout != "Here are your orders.\n" {
 		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
 	}

@@ -28,9 +28,11 @@ type Script struct {
 	name      string
 	turns     []ScriptTurn
 	verdicts  []map[string]any
+	intents   []map[string]any
 	mu        sync.Mutex
 	next      int
 	nextJudge int
+	nextClass int
 }
 
 // ScriptTurn is one scripted model response.
@@ -56,8 +58,9 @@ func LoadScript(path string) (*Script, error) {
 		return nil, err
 	}
 	var doc struct {
-		Turns []ScriptTurn     `yaml:"turns"`
-		Judge []map[string]any `yaml:"judge"`
+		Turns      []ScriptTurn     `yaml:"turns"`
+		Judge      []map[string]any `yaml:"judge"`
+		Classifier []map[string]any `yaml:"classifier"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
@@ -68,8 +71,14 @@ func LoadScript(path string) (*Script, error) {
 		return nil, fmt.Errorf("script %s: no turns", path)
 	}
 	s := NewScript(path, doc.Turns)
-	s.verdicts = doc.Judge
+	s.verdicts, s.intents = doc.Judge, doc.Classifier
 	return s, nil
+}
+
+// WithClassifier sets the classifier's scripted answers.
+func (s *Script) WithClassifier(v ...map[string]any) *Script {
+	s.intents = v
+	return s
 }
 
 // WithVerdicts sets the judge's scripted verdicts.
@@ -128,20 +137,25 @@ func scriptArguments(v any) (string, error) {
 	}
 }
 
-// structured answers a request for JSON: the next scripted verdict for the judge,
-// else a value generated from the schema.
+// structured answers a request for JSON: the next scripted verdict for the judge or
+// intent for the classifier; past their lists the judge passes and the classifier
+// answers like the test model.
 func (s *Script) structured(req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	var v any = Generate(req.JSONSchema.Schema)
-	if req.JSONSchema.Name == "verdict" {
-		s.mu.Lock()
+	v := offlineStructured(req.JSONSchema)
+	s.mu.Lock()
+	switch req.JSONSchema.Name {
+	case "verdict":
 		if s.nextJudge < len(s.verdicts) {
 			v = s.verdicts[s.nextJudge]
-		} else {
-			v = map[string]any{"passed": true, "missing": ""}
 		}
 		s.nextJudge++
-		s.mu.Unlock()
+	case "intent":
+		if s.nextClass < len(s.intents) {
+			v = s.intents[s.nextClass]
+		}
+		s.nextClass++
 	}
+	s.mu.Unlock()
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %v", s.name, err)

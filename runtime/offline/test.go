@@ -23,11 +23,7 @@ func (Test) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.M
 		return nil, err
 	}
 	if req.JSONSchema != nil {
-		var v any = Generate(req.JSONSchema.Schema)
-		if req.JSONSchema.Name == "verdict" {
-			v = map[string]any{"passed": true, "missing": ""} // the test model's drafts pass
-		}
-		out, _ := json.Marshal(v)
+		out, _ := json.Marshal(offlineStructured(req.JSONSchema))
 		return respond(runtime.Message{Role: runtime.RoleAssistant, Content: string(out)}, req), nil
 	}
 	results := toolResultsSinceUser(req.Messages)
@@ -56,6 +52,22 @@ func (Test) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.M
 		req.OnDelta(text)
 	}
 	return respond(runtime.Message{Role: runtime.RoleAssistant, Content: text}, req), nil
+}
+
+// offlineStructured is the offline models' JSON answer: the judge passes, the
+// classifier picks the first intent with full confidence, anything else is generated
+// from its schema.
+func offlineStructured(f *runtime.JSONSchemaFormat) any {
+	v := Generate(f.Schema)
+	switch f.Name {
+	case "verdict":
+		return map[string]any{"passed": true, "missing": ""}
+	case "intent":
+		if m, ok := v.(map[string]any); ok {
+			m["confidence"] = 1.0
+		}
+	}
+	return v
 }
 
 func respond(msg runtime.Message, req *runtime.ModelRequest) *runtime.ModelResponse {
