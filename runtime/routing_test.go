@@ -277,4 +277,3 @@ func TestWireRoutingAndWhitelist(t *testing.T) {
 		t.Errorf("first message %v", first)
 	}
 }
-
