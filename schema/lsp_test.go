@@ -7,27 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-)
 
-// lspServer finds yaml-language-server as .ci/run installs it (or as
-// AGENTRUN_YAML_LSP names it). It skips the test when the server is missing, except
-// in CI, where a missing server is a failure.
-func lspServer(t *testing.T) string {
-	t.Helper()
-	server := os.Getenv("AGENTRUN_YAML_LSP")
-	if server == "" {
-		server, _ = filepath.Abs("../.ci/lsp/node_modules/yaml-language-server/bin/yaml-language-server")
-	}
-	_, err := os.Stat(server)
-	_, nodeErr := exec.LookPath("node")
-	if err != nil || nodeErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("yaml-language-server not installed (%v, %v): .ci/run installs it", err, nodeErr)
-		}
-		t.Skip("yaml-language-server not installed; run: npm install --prefix .ci/lsp yaml-language-server@2.0.0")
-	}
-	return server
-}
+	"github.com/agentrun/agentrun/internal/nodetools"
+)
 
 type lspDiagnostic struct {
 	Line, Col int
@@ -39,7 +21,8 @@ type lspDiagnostic struct {
 // the broken spec's mistakes are flagged on their lines, so editors really get the
 // schema's completion and checks.
 func TestYAMLLanguageServer(t *testing.T) {
-	server := lspServer(t)
+	tools := nodetools.Dir(t)
+	server := filepath.Join(tools, "node_modules", "yaml-language-server", "bin", "yaml-language-server")
 	dir := t.TempDir()
 	schemaPath, _ := filepath.Abs("agent.schema.json")
 	rel, err := filepath.Rel(dir, schemaPath)
@@ -56,7 +39,7 @@ func TestYAMLLanguageServer(t *testing.T) {
 	if len(examples) == 0 {
 		t.Fatal("no examples")
 	}
-	out, err := exec.Command("node", append([]string{"testdata/lsp-check.mjs", server, broken}, examples...)...).Output()
+	out, err := exec.Command("node", append([]string{filepath.Join(tools, "lsp-check.mjs"), server, broken}, examples...)...).Output()
 	if err != nil {
 		t.Fatalf("lsp-check: %v\n%s", err, out)
 	}

@@ -26,6 +26,16 @@ func Closest(s string, candidates []string) string {
 			best, bestDist = c, d
 		}
 	}
+	if best == "" && len(s) >= 3 { // a name cut short: "cancel" for "cancel_order"
+		for _, c := range candidates {
+			if strings.HasPrefix(strings.ToLower(c), strings.ToLower(s)) {
+				if best != "" {
+					return "" // more than one: no good guess
+				}
+				best = c
+			}
+		}
+	}
 	return best
 }
 

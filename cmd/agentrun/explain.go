@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+)
+
+func newExplainCommand() *cobra.Command {
+	var intent, question, model string
+	cmd := &cobra.Command{
+		Use:   "explain SPEC",
+		Short: "Show what the model would receive, per intent, with token estimates",
+		Long: "Show what the model would receive for an intent — the system prompt, the tools\n" +
+			"offered, the memory level, guards and judge — with estimated tokens per part and the\n" +
+			"saving against offering every tool. Without --intent, a table of every intent.\n" +
+			"--question runs only the router (offline with --model test or script:FILE).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if intent != "" && question != "" {
+				return fmt.Errorf("give --intent or --question, not both")
+			}
+			agent, s, err := loadAgent(cmd, args[0], model, question != "")
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if question != "" {
+				name, how, detail := agent.Route(cmd.Context(), runtime.Request{Input: question, User: runtime.User{ID: "explain"}})
+				fmt.Fprintf(out, "router: intent %s, by %s", cmpOr(name, "(none)"), how)
+				if detail != "" {
+					fmt.Fprintf(out, " (%s)", detail)
+				}
+				fmt.Fprint(out, "\n\n")
+				intent = name
+			}
+			if intent == "" && len(s.Intents) > 0 && question == "" {
+				writeIntentTable(out, agent, s)
+				return nil
+			}
+			if err := checkIntent(s, intent); err != nil {
+				return err
+			}
+			plan, _ := agent.Explain(intent)
+			writePlan(out, plan, s)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&intent, "intent", "", "the intent to explain")
+	cmd.Flags().StringVar(&question, "question", "", "route this question, then explain its intent")
+	cmd.Flags().StringVar(&model, "model", "", "the model for --question's classifier: test, script:FILE, openai[:NAME]")
+	return cmd
+}
+
+// loadAgent loads and compiles a spec for inspection. The model is only built when
+// something will call it.
+func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*runtime.Agent, *spec.Spec, error) {
+	loader, err := spec.NewLoader()
+	if err != nil {
+		return nil, nil, err
+	}
+	res := loader.LoadFile(path)
+	if res.ReadErr != nil {
+		return nil, nil, res.ReadErr
+	}
+	if res.Diagnostics.HasErrors() {
+		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(onlyErrors(res.Diagnostics)))
+		return nil, nil, exitError{1}
+	}
+	s := res.Spec
+	if err := overrideModel(&s.Model, modelFlag); err != nil {
+		return nil, nil, err
+	}
+	opts := runtime.Options{Tools: newRegistry()}
+	if needModel {
+		model, err := newModel(s.Model, filepath.Dir(path))
+		if err != nil {
+			return nil, nil, err
+		}
+		if opts, err = compileOptions(s, model, filepath.Dir(path)); err != nil {
+			return nil, nil, err
+		}
+	}
+	agent, diags := runtime.Compile(s, opts)
+	if diags.HasErrors() {
+		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
+		return nil, nil, exitError{1}
+	}
+	return agent, s, nil
+}
+
+func toolsTokens(defs []runtime.ToolDef) int {
+	n := 0
+	for _, d := range defs {
+		n += runtime.ToolTokens(d)
+	}
+	return n
+}
+
+// saving describes what offering only these tools saves against offering all.
+func saving(plan runtime.Plan) string {
+	all, these := toolsTokens(plan.AllTools), toolsTokens(plan.Tools)
+	if all == 0 || all == these {
+		return "no saving: every tool is offered"
+	}
+	return fmt.Sprintf("saves ~%d tokens per model call (%d%%) against offering all %d tools", all-these, 100*(all-these)/all, len(plan.AllTools))
+}
+
+func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTENT\tKIND\tMEMORY\tTOOLS\tPROMPT\tTOOL TOKENS\tSAVING")
+	for _, in := range s.Intents {
+		plan, _ := agent.Explain(in.Name)
+		all, these := toolsTokens(plan.AllTools), toolsTokens(plan.Tools)
+		pct := 0
+		if all > 0 {
+			pct = 100 * (all - these) / all
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\n", plan.Intent, plan.Kind, plan.Memory,
+			len(plan.Tools), len(plan.AllTools), runtime.EstimateTokens(plan.SystemPrompt), these, all-these, pct)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nTokens are estimates (about 4 characters a token, one a token for CJK); offering every tool costs ~%d.\n", toolsTokens(agent.Tools()))
+}
+
+func writePlan(w io.Writer, plan runtime.Plan, s *spec.Spec) {
+	title := "agent " + s.Name
+	if plan.Intent != "" {
+		title += fmt.Sprintf(" · intent %s (%s, memory %s)", plan.Intent, plan.Kind, plan.Memory)
+	}
+	fmt.Fprintf(w, "%s\n\n", title)
+	prompt := runtime.EstimateTokens(plan.SystemPrompt)
+	fmt.Fprintf(w, "system prompt (~%d tokens):\n", prompt)
+	for _, line := range strings.Split(strings.TrimRight(plan.SystemPrompt, "\n"), "\n") {
+		fmt.Fprintf(w, "  │ %s\n", line)
+	}
+	tools := toolsTokens(plan.Tools)
+	fmt.Fprintf(w, "\ntools offered: %d of %d (~%d tokens)\n", len(plan.Tools), len(plan.AllTools), tools)
+	for _, d := range plan.Tools {
+		fmt.Fprintf(w, "  %-22s ~%d tokens  %s\n", d.Name, runtime.ToolTokens(d), clip(d.Description, 70))
+	}
+	fmt.Fprintf(w, "  %s\n", saving(plan))
+	g := s.Guards
+	fmt.Fprintf(w, "\nguards: max_turns %s · max_tool_rounds %s · duplicate_calls %s · max_parallel_tools %s · tool_timeout %s\n",
+		orDefault(g.MaxTurns, runtime.DefaultMaxTurns), orDefault(g.MaxToolRounds, runtime.DefaultMaxToolRounds),
+		cmpOr(g.DuplicateCalls, "stop"), orDefault(g.MaxParallelTools, runtime.DefaultMaxParallelTools), cmpOr(g.ToolTimeout.String(), runtime.DefaultToolTimeout.String()))
+	if j := s.Judge; j != nil {
+		fmt.Fprintf(w, "judge: %d criteria · max_retries %s · min_chars %d · on_error %s · on_exhausted %s\n",
+			len(j.Criteria), orDefault(deref(j.MaxRetries), runtime.DefaultJudgeRetries), j.MinChars, cmpOr(j.OnError, "pass"), cmpOr(j.OnExhausted, "fallback"))
+	} else {
+		fmt.Fprintln(w, "judge: none (every draft is accepted)")
+	}
+	fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d)\n", prompt+tools, prompt, tools)
+}
+
+func orDefault(v, def int) string {
+	if v == 0 {
+		return fmt.Sprintf("%d (default)", def)
+	}
+	return fmt.Sprint(v)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func cmpOr(v, def string) string {
+	if v != "" && v != "0s" {
+		return v
+	}
+	return def
+}

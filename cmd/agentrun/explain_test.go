@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/nodetools"
+)
+
+func TestExplain(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "explain", shopSupport)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkGolden(t, "explain-shop.txt", stdout)
+
+	code, stdout, _ = runCLI(t, "explain", shopSupport, "--intent", "cancel_order")
+	for _, want := range []string{
+		"intent cancel_order (task, memory summary)",
+		"Confirm which order before cancelling it.",
+		"[summary memory of the user, added at run time]",
+		"tools offered: 3 of 5",
+		"saves ~90 tokens per model call (33%) against offering all 5 tools",
+		"guards: max_turns 8",
+		"judge: 1 criteria",
+	} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("explain --intent lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "update_address") {
+		t.Error("a tool outside the intent is listed")
+	}
+
+	code, stdout, _ = runCLI(t, "explain", shopSupport, "--question", "帮我取消订单", "--model", "test")
+	if code != 0 || !strings.HasPrefix(stdout, "router: intent cancel_order, by rules (pattern \"(?i)cancel|取消\")") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "explain", codeAssistant)
+	if code != 0 || !strings.Contains(stdout, "tools offered: 2 of 2") || !strings.Contains(stdout, "no saving: every tool is offered") {
+		t.Errorf("an agent without intents: exit %d\n%s", code, stdout)
+	}
+	if code, _, stderr := runCLI(t, "explain", shopSupport, "--intent", "cancel"); code != 2 || !strings.Contains(stderr, `did you mean "cancel_order"?`) {
+		t.Errorf("unknown intent: exit %d, %s", code, stderr)
+	}
+}
+
+// The graph of every example parses with Mermaid's own parser.
+func TestGraphIsMermaid(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "graph", shopSupport)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkGolden(t, "graph-shop.mmd", stdout)
+	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "max_turns 8 · max_tool_rounds 4 · model_error" --> s_STOPPED`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("graph lacks %q", want)
+		}
+	}
+	tools := nodetools.Dir(t)
+	dir := t.TempDir()
+	files := []string{}
+	examples, _ := filepath.Glob("../../examples/agents/*.yaml")
+	for _, ex := range examples {
+		_, out, _ := runCLI(t, "graph", ex)
+		f := filepath.Join(dir, filepath.Base(ex)+".mmd")
+		os.WriteFile(f, []byte(out), 0o644)
+		files = append(files, f)
+	}
+	broken := filepath.Join(dir, "broken.mmd")
+	os.WriteFile(broken, []byte("flowchart LR\n  a[\"x\" --> b\n"), 0o644)
+	out, err := exec.Command("node", append([]string{filepath.Join(tools, "mermaid-check.mjs"), broken}, files...)...).Output()
+	if err != nil {
+		t.Fatalf("mermaid-check: %v\n%s", err, out)
+	}
+	var results map[string]struct {
+		OK    bool
+		Type  string
+		Error string
+	}
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatal(err)
+	}
+	if results[broken].OK {
+		t.Error("the parser accepted a broken diagram: the check checks nothing")
+	}
+	for _, f := range files {
+		if r := results[f]; !r.OK || r.Type != "flowchart-v2" {
+			t.Errorf("%s: %+v", filepath.Base(f), r)
+		}
+	}
+}

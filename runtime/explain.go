@@ -1,0 +1,79 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Plan is what the model would receive for one intent, without running anything.
+type Plan struct {
+	Intent       string    // "" when the agent has no intents
+	Kind         string    // task, knowledge or chat
+	Memory       string    // none, summary or full
+	SystemPrompt string    // the instructions, rendered for a placeholder user
+	Tools        []ToolDef // the tools offered
+	AllTools     []ToolDef // every tool of the agent
+}
+
+// Explain lays out the request the agent would make for an intent ("" for an agent
+// without intents). ok is false for an unknown intent.
+func (a *Agent) Explain(intentName string) (Plan, bool) {
+	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: MemoryNone}
+	var it *intent
+	if a.intents != nil {
+		if it = a.intents[intentName]; it == nil {
+			return p, false
+		}
+		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
+	}
+	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>"}, result: &Result{}, intent: it}
+	r.exprEnv = map[string]any{
+		"user":         userValue(a.spec.Context.User, r.req.User),
+		"conversation": map[string]any{"id": r.req.Conversation},
+		"intent":       intentName,
+	}
+	if p.Memory != MemoryNone {
+		r.memory = "## What is known about this user\n[" + p.Memory + " memory of the user, added at run time]"
+	}
+	p.SystemPrompt = r.systemPrompt()
+	return p, true
+}
+
+// Route runs only the router for a request: pre-recognised intent, rules, classifier,
+// fallback. It returns the intent, how it was chosen and why.
+func (a *Agent) Route(ctx context.Context, req Request) (name, how, detail string) {
+	var last Event
+	outer := req.Observer
+	req.Observer = ObserverFunc(func(e Event) {
+		if e.Kind == EventIntent {
+			last = e
+		}
+		if outer != nil {
+			outer.Observe(e)
+		}
+	})
+	r := &run{agent: a, req: &req, ctx: ctx, result: &Result{}, exprEnv: map[string]any{}}
+	r.prepareContext()
+	return r.result.Intent, r.result.IntentHow, last.Error
+}
+
+// EstimateTokens is a rough token count for budgeting: about four characters a
+// token for ASCII text, one a token for other scripts (CJK especially).
+func EstimateTokens(s string) int {
+	ascii, other := 0, 0
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			ascii++
+		} else {
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
+
+// ToolTokens estimates what a tool definition costs in a request.
+func ToolTokens(d ToolDef) int {
+	b, _ := json.Marshal(d)
+	return EstimateTokens(string(b))
+}
