@@ -24,6 +24,8 @@ const (
 	DefaultMaxToolOutput    = 16000
 	DefaultFallback         = "I could not complete this request automatically. Please rephrase it or add details."
 	DefaultJudgeRetries     = 2
+	DefaultWindow           = 10
+	DefaultMaxFactChars     = 500
 )
 
 // Options are what Compile needs besides the spec.
@@ -36,8 +38,8 @@ type Options struct {
 	JudgeModel Model
 	// RouterModel answers the intent classifier; nil means Model.
 	RouterModel Model
-	// Facts supplies users' long-term facts for memory injection; nil for none.
-	Facts Facts
+	// Store remembers conversations and users' facts; nil for no memory.
+	Store Store
 }
 
 // Agent is a compiled spec: immutable and safe for concurrent runs. Per-run state
@@ -55,7 +57,9 @@ type Agent struct {
 	intents      map[string]*intent        // nil when the spec declares none
 	intentOrder  []*intent
 	routing      routing
-	facts        Facts
+	store        Store
+	window       int // turns of history a run loads
+	maxFactChars int
 }
 
 // judge is the spec's judge with its defaults resolved.
@@ -184,7 +188,12 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	a.facts = opts.Facts
+	a.store = opts.Store
+	a.window = DefaultWindow
+	if w := s.Memory.Window; w != nil {
+		a.window = *w
+	}
+	a.maxFactChars = or(s.Memory.Facts.MaxChars, DefaultMaxFactChars)
 	a.compileIntents(opts)
 	return a, diags
 }

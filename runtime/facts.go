@@ -3,9 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -23,34 +21,94 @@ type Facts interface {
 	Facts(ctx context.Context, userID string) ([]Fact, error)
 }
 
-// MemoryFacts is a process-local Facts, for tests and single runs.
-type MemoryFacts struct {
-	mu    sync.Mutex
-	users map[string][]Fact
+// Store is where runs remember: conversation history (short-term) and facts about
+// users (long-term). Implementations: runtime/store/memory (process-local),
+// runtime/store/sqlite (the default) and runtime/store/redis.
+type Store interface {
+	Facts
+	// Conversation returns the last turns of a conversation — a turn is a user
+	// message and everything up to its accepted answer, so a tool call is never
+	// separated from its results — and the entities revealed in it.
+	Conversation(ctx context.Context, id string, turns int) (Conversation, error)
+	// Commit writes what one run leaves behind in one transaction: a crash loses at
+	// most the run in flight, and two runs on one conversation never interleave.
+	Commit(ctx context.Context, rec Record) error
+	// Conversations lists the user's conversation ids.
+	Conversations(ctx context.Context, userID string) ([]string, error)
+	// Forget deletes everything stored about the user: facts and conversations.
+	Forget(ctx context.Context, userID string) error
+	Close() error
 }
 
-var _ Facts = (*MemoryFacts)(nil)
-
-// Set stores a fact, replacing one with the same key.
-func (m *MemoryFacts) Set(userID string, f Fact) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.users == nil {
-		m.users = map[string][]Fact{}
-	}
-	facts := m.users[userID]
-	if i := slices.IndexFunc(facts, func(o Fact) bool { return o.Key == f.Key }); i >= 0 {
-		facts[i] = f
-	} else {
-		facts = append(facts, f)
-	}
-	m.users[userID] = facts
+// Conversation is what a store keeps of a conversation.
+type Conversation struct {
+	Messages []Message          `json:"messages"`
+	Seen     map[string][]string `json:"seen,omitempty"`
+	Turns    int                 `json:"turns"` // turns stored in all, not only those returned
 }
 
-func (m *MemoryFacts) Facts(_ context.Context, userID string) ([]Fact, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.users[userID]), nil
+// Record is what one run writes.
+type Record struct {
+	UserID       string
+	Conversation string              // "" for a run outside any conversation: no history
+	Messages     []Message           // the accepted exchange, appended as one turn; nil for none
+	Seen         map[string][]string // entities revealed; merged into the conversation's
+	Facts        []FactChange        // applied in order
+}
+
+// FactChange is one change to a user's facts.
+type FactChange struct {
+	Op       string // set, append or delete
+	Key      string
+	Value    string
+	Source   string // tool, llm or user
+	MaxChars int    // values are cut to this many characters (0: no limit)
+}
+
+// Fact operations.
+const (
+	FactSet    = "set"
+	FactAppend = "append"
+	FactDelete = "delete"
+)
+
+// ApplyFact computes a fact's new value: append joins with a line break and keeps
+// the newest text when the value outgrows maxChars.
+func ApplyFact(old string, c FactChange) string {
+	v := c.Value
+	if c.Op == FactAppend && old != "" {
+		v = old + "\n" + c.Value
+	}
+	if c.MaxChars > 0 {
+		r := []rune(v)
+		if len(r) > c.MaxChars {
+			if c.Op == FactAppend {
+				v = string(r[len(r)-c.MaxChars:])
+			} else {
+				v = string(r[:c.MaxChars])
+			}
+		}
+	}
+	return v
+}
+
+// LastTurns keeps the last n turns of messages: everything from the n-th last user
+// message on. A conversation is stored by whole turns, so this never separates a
+// tool call from its results.
+func LastTurns(msgs []Message, n int) []Message {
+	if n <= 0 {
+		return nil
+	}
+	seen := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser {
+			seen++
+			if seen == n {
+				return msgs[i:]
+			}
+		}
+	}
+	return msgs
 }
 
 // Memory levels of an intent.

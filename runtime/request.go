@@ -63,6 +63,8 @@ type Result struct {
 	Seen map[string][]string `json:"seen,omitempty"`
 	// Verdicts are the judge's decisions on this run's drafts, in order.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
+	// MemoryError says why the run could not be saved to the store, if it could not.
+	MemoryError string `json:"memory_error,omitempty"`
 }
 
 // Verdict is the judge's decision on one draft answer.

@@ -31,6 +31,7 @@ type run struct {
 	seen       map[string][]string // entities revealed to the user, by kind
 	rejections int                 // drafts the judge failed
 	feedback   []int               // indexes in messages of judge feedback, never stored
+	factChanges []FactChange       // what fact rules wrote, committed with the run
 	intent     *intent             // the routed intent; nil without intents or a fallback
 	tools      []ToolDef           // what this run offers the model
 	profile    string              // the user's profile summary
@@ -69,6 +70,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen
+	r.commit()
 	r.result.Duration = time.Since(r.started)
 	return r.result, nil
 }
@@ -77,14 +79,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 // intent's tools (only those: a physical sandbox) and its level of memory.
 func (r *run) prepareContext() {
 	a := r.agent
-	var facts []Fact
-	if a.facts != nil && r.req.User.ID != "" {
-		var err error
-		if facts, err = a.facts.Facts(r.ctx, r.req.User.ID); err != nil {
-			r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "facts could not be read; running without memory"})
-			facts = nil
-		}
-	}
+	facts := r.loadMemory()
 	r.profile = a.profileSummary(facts)
 	r.route()
 	if a.intents == nil {
@@ -340,6 +335,7 @@ func (r *run) executeTools() {
 		case "ok":
 			r.signatures[c.signature] = c.result
 			r.collect(c)
+			r.applyFactRules(c)
 		case "error", "filtered":
 			r.signatures[c.signature] = c.result // retrying the same failing call is a loop too
 		}

@@ -1,0 +1,197 @@
+package runtime_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/spec"
+)
+
+const memorySpec = `
+version: 1
+name: m
+instructions: Help.
+tools:
+  - name: update_address
+    parameters: {type: object, properties: {address: {type: string}}, required: [address]}
+    http: {url: "https://example.com/a", method: POST}
+  - name: list_orders
+    http: {url: "https://example.com/o"}
+    collect: {orders: 'map(result.orders, .number)'}
+  - name: cancel
+    parameters: {type: object, properties: {number: {type: string}}, required: [number]}
+    http: {url: "https://example.com/c", method: POST}
+    accept: args.number in seen("orders")
+intents:
+  any: {description: Anything., tools: [update_address, list_orders, cancel], memory: full}
+routing: {recognizer: off, fallback: any}
+memory:
+  window: 1
+  facts:
+    max_chars: 12
+    from_tools:
+      - on: update_address
+        when: 'args.address != ""'
+        set: {default_address: args.address}
+        append: {notes: '"moved"'}
+      - on: cancel
+        append: {notes: '"cancelled " + args.number'}
+        delete: [pending]
+`
+
+func memoryAgent(t *testing.T, model runtime.Model, store runtime.Store, tools map[string]*funcTool) *runtime.Agent {
+	t.Helper()
+	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	a, diags := runtime.Compile(loadSpec(t, memorySpec), runtime.Options{Tools: reg, Model: model, Store: store})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return a
+}
+
+func runIn(t *testing.T, a *runtime.Agent, conversation, input string) *runtime.Result {
+	t.Helper()
+	res, err := a.Run(context.Background(), runtime.Request{Input: input, User: runtime.User{ID: "u-1"}, Conversation: conversation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func memoryTools() map[string]*funcTool {
+	orders := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }}
+	return map[string]*funcTool{"update_address": echo(), "list_orders": orders, "cancel": echo()}
+}
+
+// A conversation's later runs get its earlier turns, within the window, and the
+// entities its earlier tool results revealed.
+func TestHistoryAndSeenAcrossRuns(t *testing.T) {
+	store := memory.New()
+	model := script(
+		calls(tc("list_orders", nil)), say("You have order A1."),
+		say("Sure."),
+		calls(tc("cancel", map[string]any{"number": "A1"})), say("A1 is cancelled."),
+	)
+	a := memoryAgent(t, model, store, memoryTools())
+	runIn(t, a, "c1", "what are my orders?")
+	runIn(t, a, "c1", "thanks")
+	res := runIn(t, a, "c1", "cancel A1")
+	if res.Steps[0].Outcome != "ok" {
+		t.Errorf("cancel of an order revealed two runs earlier: %+v", res.Steps[0])
+	}
+	reqs := model.agentRequests()
+	// Request 3 (the second run) carries the first run's whole exchange after the system prompt.
+	second := reqs[2].Messages
+	if len(second) != 6 || second[1].Content != "what are my orders?" || second[4].Content != "You have order A1." || second[5].Content != "thanks" {
+		t.Errorf("second run's request: %+v", second)
+	}
+	// The third run has a window of 2 turns: the first run's turn is gone from it.
+	third := reqs[3].Messages
+	if third[1].Content != "thanks" || third[len(third)-1].Content != "cancel A1" {
+		t.Errorf("third run's request: %+v", third)
+	}
+	conv, _ := store.Conversation(context.Background(), "c1", 10)
+	if conv.Turns != 3 || strings.Join(conv.Seen["orders"], ",") != "A1" {
+		t.Errorf("stored %+v", conv)
+	}
+}
+
+// Fact rules write facts from tool outcomes, no model involved; the next run of the
+// same user sees them at its intent's memory level.
+func TestFactRules(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	store.Commit(ctx, runtime.Record{UserID: "u-1", Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "pending", Value: "x"}}})
+	model := script(
+		calls(tc("update_address", map[string]any{"address": "上海市浦东新区世纪大道100号"})), say("Address updated."),
+		calls(tc("list_orders", nil)), calls(tc("cancel", map[string]any{"number": "A1"})), say("Cancelled."),
+	)
+	a := memoryAgent(t, model, store, memoryTools())
+	runIn(t, a, "", "my new address is …")
+	runIn(t, a, "", "cancel my order")
+	facts, _ := store.Facts(ctx, "u-1")
+	got := map[string]string{}
+	for _, f := range facts {
+		got[f.Key] = f.Value
+		if f.Source != "tool" {
+			t.Errorf("fact %s source %q", f.Key, f.Source)
+		}
+	}
+	if got["default_address"] != "上海市浦东新区世纪大道1" { // cut to max_chars 12
+		t.Errorf("default_address %q", got["default_address"])
+	}
+	if got["notes"] != "cancelled A1" || len(got) != 2 { // "moved\ncancelled A1" keeps its newest 12 characters; pending deleted
+		t.Errorf("facts %q", got)
+	}
+	if sys := model.agentRequests()[2].Messages[0].Content; !strings.Contains(sys, `- default_address: "上海市浦东新区世纪大道1"`) {
+		t.Errorf("the second run does not see the fact:\n%s", sys)
+	}
+}
+
+// Only an accepted answer goes into the history; a stopped run leaves no turn, but
+// the facts its successful tool calls wrote stay: those side effects happened.
+func TestStoppedRunKeepsFactsNotHistory(t *testing.T) {
+	store := memory.New()
+	model := script(
+		calls(tc("update_address", map[string]any{"address": "Road 1"})),
+		calls(tc("update_address", map[string]any{"address": "Road 1"})), // a duplicate: stop
+	)
+	a := memoryAgent(t, model, store, memoryTools())
+	res := runIn(t, a, "c1", "move me")
+	if res.Stop != runtime.StopDuplicateCall {
+		t.Fatalf("stop %s", res.Stop)
+	}
+	conv, _ := store.Conversation(context.Background(), "c1", 10)
+	facts, _ := store.Facts(context.Background(), "u-1")
+	if conv.Turns != 0 || len(conv.Messages) != 0 || len(facts) != 2 {
+		t.Errorf("conversation %+v, facts %+v", conv, facts)
+	}
+}
+
+// extractor answers the fact-extraction request and passes the rest on.
+type extractor struct {
+	runtime.Model
+	answer string
+	asked  []string
+}
+
+func (e *extractor) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	if req.JSONSchema != nil && req.JSONSchema.Name == "facts" {
+		e.asked = append(e.asked, req.Messages[1].Content)
+		return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: e.answer}}, nil
+	}
+	return e.Model.Complete(ctx, req)
+}
+
+func TestExtractFacts(t *testing.T) {
+	store := memory.New()
+	ctx := context.Background()
+	store.Commit(ctx, runtime.Record{UserID: "u-1", Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "diet", Value: "vegan"}, {Op: runtime.FactSet, Key: "city", Value: "Beijing"}}})
+	model := &extractor{Model: offline.NewScript("t", []offline.ScriptTurn{say("Noted!")}), answer: `{"facts": {"diet": "vegetarian, no spicy food", "city": null, "pet": "a cat named 小白"}}`}
+	src := strings.Replace(memorySpec, "    max_chars: 12\n", "    max_chars: 100\n    extract: llm\n", 1)
+	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return echo(), nil }}
+	a, diags := runtime.Compile(loadSpec(t, src), runtime.Options{Tools: reg, Model: model, Store: store})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	req := runtime.Request{Input: "I eat no meat and no spicy food; I moved away from Beijing; my cat 小白 says hi", User: runtime.User{ID: "u-1"}}
+	res, _ := a.Run(ctx, req)
+	if err := a.ExtractFacts(ctx, req, res); err != nil {
+		t.Fatal(err)
+	}
+	if len(model.asked) != 1 || !strings.Contains(model.asked[0], "my cat 小白") || strings.Contains(model.asked[0], "Noted!") || !strings.Contains(model.asked[0], `- diet: "vegan"`) {
+		t.Errorf("the extractor saw %q; it must see the user's messages and the known facts only", model.asked)
+	}
+	facts, _ := store.Facts(ctx, "u-1")
+	var got []string
+	for _, f := range facts {
+		got = append(got, f.Key+"="+f.Value+"/"+f.Source)
+	}
+	if strings.Join(got, ";") != "diet=vegetarian, no spicy food/llm;pet=a cat named 小白/llm" {
+		t.Errorf("facts %v", got)
+	}
+}

@@ -1,0 +1,133 @@
+// Package memory is the process-local runtime.Store: for tests, and for runs that
+// need no memory beyond the process.
+package memory
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// Store keeps everything in maps behind one lock, so a commit is atomic.
+type Store struct {
+	mu            sync.Mutex
+	facts         map[string][]runtime.Fact
+	conversations map[string]*conversation
+}
+
+type conversation struct {
+	user  string
+	turns [][]runtime.Message
+	seen  map[string][]string
+}
+
+var _ runtime.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{}}
+}
+
+func (s *Store) Facts(_ context.Context, userID string) ([]runtime.Fact, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.facts[userID])
+	slices.SortFunc(out, func(a, b runtime.Fact) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s *Store) Conversation(_ context.Context, id string, turns int) (runtime.Conversation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conversations[id]
+	if c == nil {
+		return runtime.Conversation{}, nil
+	}
+	out := runtime.Conversation{Turns: len(c.turns), Seen: map[string][]string{}}
+	for k, v := range c.seen {
+		out.Seen[k] = slices.Clone(v)
+	}
+	for _, t := range c.turns[max(0, len(c.turns)-turns):] {
+		out.Messages = append(out.Messages, t...)
+	}
+	return out, nil
+}
+
+func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	for _, ch := range rec.Facts {
+		s.facts[rec.UserID] = applyFact(s.facts[rec.UserID], ch, now)
+	}
+	if rec.Conversation == "" {
+		return nil
+	}
+	c := s.conversations[rec.Conversation]
+	if c == nil {
+		c = &conversation{user: rec.UserID, seen: map[string][]string{}}
+		s.conversations[rec.Conversation] = c
+	}
+	if len(rec.Messages) > 0 {
+		c.turns = append(c.turns, slices.Clone(rec.Messages))
+	}
+	for kind, ids := range rec.Seen {
+		for _, id := range ids {
+			if !slices.Contains(c.seen[kind], id) {
+				c.seen[kind] = append(c.seen[kind], id)
+			}
+		}
+	}
+	return nil
+}
+
+func applyFact(facts []runtime.Fact, ch runtime.FactChange, now time.Time) []runtime.Fact {
+	i := slices.IndexFunc(facts, func(f runtime.Fact) bool { return f.Key == ch.Key })
+	if ch.Op == runtime.FactDelete {
+		if i >= 0 {
+			facts = slices.Delete(facts, i, i+1)
+		}
+		return facts
+	}
+	old := ""
+	if i >= 0 {
+		old = facts[i].Value
+	}
+	f := runtime.Fact{Key: ch.Key, Value: runtime.ApplyFact(old, ch), Source: ch.Source, Updated: now}
+	if i >= 0 {
+		facts[i] = f
+		return facts
+	}
+	return append(facts, f)
+}
+
+func (s *Store) Conversations(_ context.Context, userID string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(s.conversations)) {
+		if s.conversations[id].user == userID {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) Forget(_ context.Context, userID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.facts, userID)
+	for id, c := range s.conversations {
+		if c.user == userID {
+			delete(s.conversations, id)
+		}
+	}
+	return nil
+}
+
+func (s *Store) Close() error { return nil }
