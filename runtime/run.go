@@ -25,17 +25,17 @@ type run struct {
 	messages []Message // this run's exchange: user input, assistant turns, tool results
 	// signatures maps each executed call's name+canonical arguments to its result,
 	// across the whole run, for duplicate-call detection.
-	signatures map[string]string
-	exprEnv    map[string]any
-	started    time.Time
-	seen       map[string][]string // entities revealed to the user, by kind
-	rejections int                 // drafts the judge failed
-	feedback   []int               // indexes in messages of judge feedback, never stored
-	factChanges []FactChange       // what fact rules wrote, committed with the run
-	intent     *intent             // the routed intent; nil without intents or a fallback
-	tools      []ToolDef           // what this run offers the model
-	profile    string              // the user's profile summary
-	memory     string              // the memory block of the intent's level
+	signatures  map[string]string
+	exprEnv     map[string]any
+	started     time.Time
+	seen        map[string][]string // entities revealed to the user, by kind
+	rejections  int                 // drafts the judge failed
+	feedback    []int               // indexes in messages of judge feedback, never stored
+	factChanges []FactChange        // what fact rules wrote, committed with the run
+	intent      *intent             // the routed intent; nil without intents or a fallback
+	tools       []ToolDef           // what this run offers the model
+	profile     string              // the user's profile summary
+	memory      string              // the memory block of the intent's level
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
