@@ -192,8 +192,15 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 	for _, f := range facts {
 		fmt.Fprintf(&b, "- %s: %s\n", f.Key, quote(f.Value))
 	}
+	// The conversation's stored turns already hold this run's when it was saved.
+	msgs := res.Messages
+	if req.Conversation != "" {
+		if conv, err := a.store.Conversation(ctx, req.Conversation, a.window); err == nil && len(conv.Messages) > 0 {
+			msgs = conv.Messages
+		}
+	}
 	b.WriteString("\nThe user's messages, oldest first:\n")
-	for _, m := range append(append([]Message(nil), req.History...), res.Messages...) {
+	for _, m := range msgs {
 		if m.Role == RoleUser && !strings.HasPrefix(m.Content, JudgeFeedbackPrefix) {
 			fmt.Fprintf(&b, "- %s\n", quote(m.Content))
 		}

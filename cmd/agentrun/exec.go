@@ -29,7 +29,7 @@ const (
 
 type execOptions struct {
 	quiet, asJSON, stream bool
-	trace                 string
+	trace, store          string
 	user, conversation    string
 	intent                string
 	set                   []string
@@ -59,6 +59,7 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.intent, "intent", "", "a pre-recognised intent")
 	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
 	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+DefaultStoreURL+")")
 	return cmd
 }
 
@@ -107,6 +108,17 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
 	}
+	if needsStore(s, o.conversation) {
+		url, err := storeURL(o.store, s.Memory)
+		if err != nil {
+			return err
+		}
+		if opts.Store, err = openStore(url, s.Memory.TTL.Duration); err != nil {
+			fmt.Fprintf(errOut, "agentrun: memory store: %v\n", err)
+			return exitError{1}
+		}
+		defer opts.Store.Close()
+	}
 	agent, diags := runtime.Compile(s, opts)
 	if diags.HasErrors() {
 		fmt.Fprint(errOut, formatDiagnostics(diags))
@@ -147,6 +159,10 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		}
 	} else {
 		fmt.Fprintln(out, result.Answer)
+	}
+	// After the answer is out: extraction never delays it.
+	if err := agent.ExtractFacts(cmd.Context(), req, result); err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 	}
 	if !result.Completed() {
 		return exitError{exitStopped}

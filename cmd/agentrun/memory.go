@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+)
+
+func newMemoryCommand() *cobra.Command {
+	var storeFlag, user, conversation string
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "Show or forget what agents remember about a user",
+		Long: "Show or forget what agents remember: a user's facts and conversations. The store is\n" +
+			"--store URL, else AGENTRUN_STORE, else " + DefaultStoreURL + "\n" +
+			"(URLs: sqlite:path.db, sqlite:///abs/path.db, redis://host:6379/0, memory:).",
+	}
+	open := func() (runtime.Store, error) {
+		if user == "" {
+			return nil, errors.New("--user is required")
+		}
+		url, err := storeURL(storeFlag, spec.Memory{})
+		if err != nil {
+			return nil, err
+		}
+		return openStore(url, 0)
+	}
+	show := &cobra.Command{
+		Use:   "show --user U [--conversation C]",
+		Short: "Print a user's facts and conversations, or one conversation",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ctx, out := cmd.Context(), cmd.OutOrStdout()
+			if conversation != "" {
+				conv, err := st.Conversation(ctx, conversation, 1<<20)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "conversation %s: %d turns\n", conversation, conv.Turns)
+				for _, m := range conv.Messages {
+					writeMessage(out, m)
+				}
+				for kind, ids := range conv.Seen {
+					fmt.Fprintf(out, "seen %s: %s\n", kind, strings.Join(ids, ", "))
+				}
+				return nil
+			}
+			facts, err := st.Facts(ctx, user)
+			if err != nil {
+				return err
+			}
+			ids, err := st.Conversations(ctx, user)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "user %s: %d facts, %d conversations\n", user, len(facts), len(ids))
+			if len(facts) > 0 {
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE\tUPDATED")
+				for _, f := range facts {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Key, clip(f.Value, 80), f.Source, f.Updated.Local().Format(time.DateTime))
+				}
+				tw.Flush()
+			}
+			for _, id := range ids {
+				fmt.Fprintf(out, "conversation %s\n", id)
+			}
+			return nil
+		},
+	}
+	forget := &cobra.Command{
+		Use:   "forget --user U",
+		Short: "Delete everything stored about a user: facts and conversations",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ctx := cmd.Context()
+			facts, err := st.Facts(ctx, user)
+			if err != nil {
+				return err
+			}
+			ids, err := st.Conversations(ctx, user)
+			if err != nil {
+				return err
+			}
+			if err := st.Forget(ctx, user); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "forgot user %s: %d facts, %d conversations\n", user, len(facts), len(ids))
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{show, forget} {
+		c.Flags().StringVar(&storeFlag, "store", "", "the store's URL")
+		c.Flags().StringVar(&user, "user", "", "the user's id")
+	}
+	show.Flags().StringVar(&conversation, "conversation", "", "print this conversation's messages")
+	cmd.AddCommand(show, forget)
+	return cmd
+}
+
+func writeMessage(w interface{ Write([]byte) (int, error) }, m runtime.Message) {
+	switch {
+	case len(m.ToolCalls) > 0:
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(w, "  %-9s → %s %s\n", m.Role, c.Name, clip(c.Arguments, 100))
+		}
+		if m.Content != "" {
+			fmt.Fprintf(w, "  %-9s %s\n", m.Role, clip(m.Content, 160))
+		}
+	case m.Role == runtime.RoleTool:
+		fmt.Fprintf(w, "  %-9s ← %s\n", m.Role, clip(m.Content, 160))
+	default:
+		fmt.Fprintf(w, "  %-9s %s\n", m.Role, clip(m.Content, 160))
+	}
+}

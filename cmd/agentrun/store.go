@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/store/redis"
+	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// DefaultStoreURL is where runs remember when nothing says otherwise: a SQLite file
+// in the working directory.
+const DefaultStoreURL = "sqlite:.agentrun/state.db"
+
+// storeURL picks the store: the --store flag, then AGENTRUN_STORE, then the spec's
+// memory.url, then its memory.store kind with its default place.
+func storeURL(flag string, m spec.Memory) (string, error) {
+	switch {
+	case flag != "":
+		return flag, nil
+	case os.Getenv("AGENTRUN_STORE") != "":
+		return os.Getenv("AGENTRUN_STORE"), nil
+	case m.URL != "":
+		return m.URL, nil
+	}
+	switch m.Store {
+	case "memory":
+		return "memory:", nil
+	case "redis":
+		return "", fmt.Errorf("memory.store is redis but no URL is given: set memory.url, AGENTRUN_STORE or --store")
+	}
+	return DefaultStoreURL, nil
+}
+
+// openStore opens the store a URL names.
+func openStore(url string, ttl time.Duration) (runtime.Store, error) {
+	kind, err := store.Kind(url)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "memory":
+		return memory.New(), nil
+	case "redis":
+		return redis.Open(url, redis.Options{TTL: ttl})
+	}
+	path, err := store.SQLitePath(url)
+	if err != nil {
+		return nil, err
+	}
+	return sqlite.Open(path)
+}
+
+// needsStore reports whether a run of this spec reads or writes memory: a
+// conversation to continue, facts to write, or an intent that injects memory.
+func needsStore(s *spec.Spec, conversation string) bool {
+	if conversation != "" || len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == "llm" {
+		return true
+	}
+	for _, in := range s.Intents {
+		if in.Memory == "summary" || in.Memory == "full" {
+			return true
+		}
+	}
+	return false
+}

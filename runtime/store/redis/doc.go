@@ -1,0 +1,25 @@
+// Package redis is the runtime.Store on a Redis server (github.com/redis/go-redis/v9):
+// for agents served by several processes that share their memory, with optional
+// expiry of conversations. Open takes a redis:// or rediss:// URL (see store.Kind).
+//
+// # Key layout
+//
+// Every key starts with Options.Prefix ("agentrun:" by default). Ids, user ids and
+// entity kinds are escaped ('%' → "%25", ':' → "%3A") so that ':' only ever separates
+// the parts of a key and no two ids share a key.
+//
+//	<prefix>conv:<id>:turns          LIST   one JSON array of runtime.Message per turn, oldest first
+//	<prefix>conv:<id>:meta           HASH   user (its owner), turns (count), updated (RFC 3339, UTC)
+//	<prefix>conv:<id>:seen           SET    the entity kinds revealed in the conversation
+//	<prefix>conv:<id>:seen:<kind>    SET    the entity ids of one kind
+//	<prefix>user:<user>:facts        HASH   fact key → JSON {"value", "source", "updated"}
+//	<prefix>user:<user>:conversations SET   the ids of the conversations the user owns
+//
+// A conversation belongs to the user of its first commit, as in the memory store.
+// With Options.TTL set, each commit resets the expiry of every key of the
+// conversation and of the user's conversation set; facts are long-term and never
+// expire. The keys of one commit are written in one MULTI/EXEC, so the store needs a
+// single Redis server (not Redis Cluster, where they would fall into different slots).
+//
+// redis imports runtime for its types only; it must not import cmd.
+package redis

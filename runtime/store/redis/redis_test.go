@@ -1,0 +1,363 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/redis"
+	"github.com/agentrun/agentrun/runtime/store/storetest"
+)
+
+var ctx = context.Background()
+
+// redisURL is the server under test. Locally the tests skip without one; in CI a
+// missing server is a failure, so the store cannot go untested unnoticed.
+func redisURL(tb testing.TB) string {
+	u := os.Getenv("REDIS_URL")
+	if u == "" {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("REDIS_URL is not set: CI must run the redis store tests against a server (e.g. redis://127.0.0.1:6379/0)")
+		}
+		tb.Skip("REDIS_URL is not set")
+	}
+	return u
+}
+
+// testStore opens a store under a fresh random prefix, with a plain client to look at
+// its keys, and deletes every key under the prefix when the test ends.
+func testStore(tb testing.TB, ttl time.Duration) (*redis.Store, *goredis.Client, string) {
+	u := redisURL(tb)
+	prefix := fmt.Sprintf("agentrun-test:%016x:", rand.Uint64())
+	s, err := redis.Open(u, redis.Options{Prefix: prefix, TTL: ttl})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts, err := goredis.ParseURL(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := goredis.NewClient(opts)
+	tb.Cleanup(func() {
+		s.Close()
+		if keys := scanKeys(tb, c, prefix); len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				tb.Errorf("cleanup: %v", err)
+			}
+		}
+		c.Close()
+	})
+	return s, c, prefix
+}
+
+// scanKeys lists the keys under prefix, sorted. Test prefixes hold no glob characters.
+func scanKeys(tb testing.TB, c *goredis.Client, prefix string) []string {
+	tb.Helper()
+	var keys []string
+	iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys) // SCAN may return a key twice
+}
+
+func commit(tb testing.TB, s runtime.Store, rec runtime.Record) {
+	tb.Helper()
+	if err := s.Commit(ctx, rec); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) runtime.Store {
+		s, _, _ := testStore(t, 0)
+		return s
+	})
+}
+
+func TestOpenFails(t *testing.T) {
+	// A port that was just free: nothing answers there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	tests := []struct {
+		name, url, want string
+	}{
+		{"no server", "redis://user:s3cret@" + closed + "/0", "does not answer"},
+		{"wrong scheme", "http://user:s3cret@localhost:6379", "invalid URL"},
+		{"bad database", "redis://user:s3cret@localhost:6379/x", "invalid database"},
+		{"unparsable", "redis://user:s3cret@local host:6379", "invalid URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := redis.Open(tt.url, redis.Options{})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to say %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+}
+
+// The keys a commit leaves are the ones doc.go documents, with their types and
+// contents, and ids with ':' or '%' are escaped.
+func TestKeyLayout(t *testing.T) {
+	s, c, prefix := testStore(t, 0)
+	msgs := []runtime.Message{{Role: runtime.RoleUser, Content: "where is A1?"}, {Role: runtime.RoleAssistant, Content: "on its way"}}
+	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "shop:42%", Messages: msgs,
+		Seen:  map[string][]string{"orders": {"A1"}, "a:b": {"x"}},
+		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "tier", Value: "gold", Source: "tool"}}})
+
+	conv, user := prefix+"conv:shop%3A42%25:", prefix+"user:u%3A1:"
+	want := map[string]string{
+		conv + "turns":         "list",
+		conv + "meta":          "hash",
+		conv + "seen":          "set",
+		conv + "seen:orders":   "set",
+		conv + "seen:a%3Ab":    "set",
+		user + "facts":         "hash",
+		user + "conversations": "set",
+	}
+	keys := scanKeys(t, c, prefix)
+	if !slices.Equal(keys, slices.Sorted(maps.Keys(want))) {
+		t.Fatalf("keys\n got %q\nwant %q", keys, slices.Sorted(maps.Keys(want)))
+	}
+	for key, typ := range want {
+		if got := c.Type(ctx, key).Val(); got != typ {
+			t.Errorf("%s is a %s, want a %s", key, got, typ)
+		}
+		if ttl := c.TTL(ctx, key).Val(); ttl != -1 {
+			t.Errorf("%s expires (TTL %v) without Options.TTL", key, ttl)
+		}
+	}
+
+	turns := c.LRange(ctx, conv+"turns", 0, -1).Val()
+	var stored []runtime.Message
+	if len(turns) != 1 || json.Unmarshal([]byte(turns[0]), &stored) != nil || !reflect.DeepEqual(stored, msgs) {
+		t.Errorf("turns %q", turns)
+	}
+	meta := c.HGetAll(ctx, conv+"meta").Val()
+	if meta["user"] != "u:1" || meta["turns"] != "1" {
+		t.Errorf("meta %v", meta)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, meta["updated"]); err != nil {
+		t.Errorf("meta updated: %v", err)
+	}
+	if kinds := slices.Sorted(slices.Values(c.SMembers(ctx, conv+"seen").Val())); !slices.Equal(kinds, []string{"a:b", "orders"}) {
+		t.Errorf("seen kinds %q", kinds)
+	}
+	if ids := c.SMembers(ctx, conv+"seen:orders").Val(); !slices.Equal(ids, []string{"A1"}) {
+		t.Errorf("seen orders %q", ids)
+	}
+	var fact map[string]any
+	if err := json.Unmarshal([]byte(c.HGet(ctx, user+"facts", "tier").Val()), &fact); err != nil {
+		t.Fatal(err)
+	}
+	if fact["value"] != "gold" || fact["source"] != "tool" || fact["updated"] == nil || len(fact) != 3 {
+		t.Errorf("fact %v", fact)
+	}
+	if ids := c.SMembers(ctx, user+"conversations").Val(); !slices.Equal(ids, []string{"shop:42%"}) {
+		t.Errorf("user's conversations %q", ids)
+	}
+}
+
+// Ids that would share keys without escaping stay apart.
+func TestEscapedIDs(t *testing.T) {
+	s, _, _ := testStore(t, 0)
+	ids := []string{"a:b", "a%3Ab", "a%253Ab", "a:b:seen", ""}
+	for i, id := range ids {
+		commit(t, s, runtime.Record{UserID: id, Conversation: "c" + id, Messages: []runtime.Message{{Role: runtime.RoleUser, Content: fmt.Sprint(i)}},
+			Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "i", Value: fmt.Sprint(i)}}})
+	}
+	for i, id := range ids {
+		c, err := s.Conversation(ctx, "c"+id, 10)
+		if err != nil || c.Turns != 1 || c.Messages[0].Content != fmt.Sprint(i) {
+			t.Errorf("conversation %q: %+v, %v", "c"+id, c, err)
+		}
+		facts, err := s.Facts(ctx, id)
+		if err != nil || len(facts) != 1 || facts[0].Value != fmt.Sprint(i) {
+			t.Errorf("facts of %q: %v, %v", id, facts, err)
+		}
+		convs, err := s.Conversations(ctx, id)
+		if err != nil || !slices.Equal(convs, []string{"c" + id}) {
+			t.Errorf("conversations of %q: %q, %v", id, convs, err)
+		}
+	}
+}
+
+// A conversation stays its first user's, as in the memory store: another user's
+// commit neither lists it for them nor keeps it from the owner's Forget.
+func TestConversationOwner(t *testing.T) {
+	s, c, prefix := testStore(t, 0)
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "a"}}})
+	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "b"}}})
+	if ids, _ := s.Conversations(ctx, "u2"); len(ids) != 0 {
+		t.Errorf("u2 lists %q", ids)
+	}
+	if ids, _ := s.Conversations(ctx, "u1"); !slices.Equal(ids, []string{"c"}) {
+		t.Errorf("u1 lists %q", ids)
+	}
+	if err := s.Forget(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); len(keys) != 0 {
+		t.Errorf("left after forgetting the owner: %q", keys)
+	}
+}
+
+func TestTTL(t *testing.T) {
+	const ttl = time.Hour
+	s, c, prefix := testStore(t, ttl)
+	turn := []runtime.Message{{Role: runtime.RoleUser, Content: "q"}, {Role: runtime.RoleAssistant, Content: "a"}}
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"orders": {"A1"}},
+		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+	conv := prefix + "conv:c1:"
+	// An older key of the conversation gets its expiry renewed by a later commit that
+	// does not touch it, or it would vanish before the rest.
+	if err := c.Expire(ctx, conv+"seen:orders", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"cards": {"x"}}})
+	for _, key := range []string{conv + "turns", conv + "meta", conv + "seen", conv + "seen:orders", conv + "seen:cards", prefix + "user:u1:conversations"} {
+		if got := c.PTTL(ctx, key).Val(); got < ttl-time.Minute || got > ttl {
+			t.Errorf("%s expires in %v, want about %v", key, got, ttl)
+		}
+	}
+	if got := c.TTL(ctx, prefix+"user:u1:facts").Val(); got != -1 {
+		t.Errorf("facts expire (TTL %v): they are long-term", got)
+	}
+
+	// Once a conversation has expired, its id leaves the list even though the user's
+	// set, renewed by later commits, still holds it.
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Messages: turn})
+	if err := c.Del(ctx, conv+"turns", conv+"meta", conv+"seen", conv+"seen:orders", conv+"seen:cards").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.Conversations(ctx, "u1"); err != nil || !slices.Equal(ids, []string{"c2"}) {
+		t.Errorf("conversations %q, %v", ids, err)
+	}
+}
+
+// Forget leaves no key of the user or of their conversations, and every key of
+// another user.
+func TestForgetKeys(t *testing.T) {
+	s, c, prefix := testStore(t, time.Hour)
+	for _, u := range []string{"u1", "u2"} {
+		for _, id := range []string{u + ":a", u + "-b"} {
+			commit(t, s, runtime.Record{UserID: u, Conversation: id,
+				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+				Seen:     map[string][]string{"orders": {"A1"}, "cards": {"x"}},
+				Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: u}}})
+		}
+	}
+	var others []string
+	for _, k := range scanKeys(t, c, prefix) {
+		if !strings.Contains(k, "u1") {
+			others = append(others, k)
+		}
+	}
+	if len(others) != 12 { // 2 conversations × 5 keys + facts + conversation set
+		t.Fatalf("u2 has %d keys: %q", len(others), others)
+	}
+	if err := s.Forget(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); !slices.Equal(keys, others) {
+		t.Errorf("after Forget(u1)\n got %q\nwant %q", keys, others)
+	}
+}
+
+// Forget racing with commits of the same user leaves either nothing or whole
+// conversations: never a key that no listed conversation owns.
+func TestForgetDuringCommits(t *testing.T) {
+	s, c, prefix := testStore(t, 0)
+	done := make(chan error)
+	go func() {
+		for i := range 50 {
+			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: fmt.Sprint("c", i%5),
+				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}}})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 20 {
+		if err := s.Forget(ctx, "u"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.Conversations(ctx, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); len(keys) != 0 {
+		t.Errorf("left after Forget (conversations listed before it: %q): %q", ids, keys)
+	}
+}
+
+// BenchmarkLoadSave is one run's use of the store: load the last 10 turns of a
+// 50-turn conversation, then commit a 4-message turn with a fact change.
+func BenchmarkLoadSave(b *testing.B) {
+	s, _, _ := testStore(b, 0)
+	turn := func(i int) []runtime.Message {
+		id := fmt.Sprint("call_", i)
+		return []runtime.Message{
+			{Role: runtime.RoleUser, Content: fmt.Sprintf("where is my order %d?", i)},
+			{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: id, Name: "get_order", Arguments: fmt.Sprintf(`{"order_ref":"A%d"}`, i)}}},
+			{Role: runtime.RoleTool, ToolCallID: id, Content: fmt.Sprintf(`{"ref":"A%d","status":"shipped"}`, i)},
+			{Role: runtime.RoleAssistant, Content: fmt.Sprintf("Order A%d has shipped.", i)},
+		}
+	}
+	record := func(i int) runtime.Record {
+		return runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i),
+			Seen:  map[string][]string{"orders": {fmt.Sprint("A", i%20)}}, // a conversation reveals a handful of orders
+			Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "orders", Value: fmt.Sprint("A", i), Source: "tool", MaxChars: 500}}}
+	}
+	for i := range 50 {
+		commit(b, s, record(i))
+	}
+	i := 50
+	for b.Loop() {
+		if _, err := s.Conversation(ctx, "c1", 10); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Commit(ctx, record(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migrations bring the schema from version i to i+1. They are append-only: a
+// released migration never changes, a new one is added at the end.
+var migrations = []string{
+	// 1: the initial schema. Times are RFC 3339 text in UTC, readable in the sqlite3
+	// shell. tool_calls is JSON, NULL when the message calls no tool.
+	`CREATE TABLE conversations (
+		id         TEXT PRIMARY KEY,
+		user_id    TEXT NOT NULL,
+		turns      INTEGER NOT NULL,
+		updated_at TEXT NOT NULL
+	);
+	CREATE INDEX conversations_user ON conversations(user_id, id);
+
+	CREATE TABLE messages (
+		conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+		seq             INTEGER NOT NULL,
+		turn            INTEGER NOT NULL,
+		role            TEXT NOT NULL,
+		content         TEXT NOT NULL,
+		tool_calls      TEXT,
+		tool_call_id    TEXT NOT NULL,
+		PRIMARY KEY (conversation_id, seq)
+	) WITHOUT ROWID;
+	CREATE INDEX messages_turn ON messages(conversation_id, turn);
+
+	-- A rowid table, so ORDER BY rowid gives the order entities were revealed in.
+	CREATE TABLE seen (
+		conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+		kind            TEXT NOT NULL,
+		value           TEXT NOT NULL,
+		PRIMARY KEY (conversation_id, kind, value)
+	);
+
+	CREATE TABLE facts (
+		user_id    TEXT NOT NULL,
+		key        TEXT NOT NULL,
+		value      TEXT NOT NULL,
+		source     TEXT NOT NULL,
+		updated_at TEXT NOT NULL,
+		PRIMARY KEY (user_id, key)
+	) WITHOUT ROWID;`,
+}
+
+// ErrNewerSchema reports a database written by a newer agentrun, whose schema this
+// one does not know.
+var ErrNewerSchema = errors.New("the database was written by a newer agentrun")
+
+// migrate applies the migrations the database lacks, in one write transaction, so
+// processes opening a new file at once neither both migrate nor see half a schema.
+// The version is PRAGMA user_version, which is transactional like any write.
+func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("%w: schema version %d, this agentrun knows up to %d; upgrade agentrun",
+			ErrNewerSchema, version, len(migrations))
+	}
+	if version == len(migrations) {
+		return nil
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; the version is a number we computed.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,319 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Store is a runtime.Store in one SQLite file.
+type Store struct {
+	// write has a single connection, so this process's writers queue in database/sql
+	// instead of spinning in SQLite's busy handler; other processes are held off by
+	// busy_timeout and the IMMEDIATE transactions.
+	write *sql.DB
+	// read serves readers, which WAL lets run alongside the writer.
+	read *sql.DB
+}
+
+var _ runtime.Store = (*Store)(nil)
+
+// Connection settings. busy_timeout comes first so the others wait for the lock too;
+// _txlock=immediate takes the write lock at BEGIN, so two writers never both read
+// and then deadlock upgrading to write.
+const (
+	writeParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	readParams  = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
+)
+
+// Open opens the database at path, creating the file and its parent directories
+// when missing, and brings its schema up to date.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite store: no file name")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	// Create the file ourselves so that conversations and facts about users are not
+	// world-readable; SQLite gives its -wal and -shm files the same mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	f.Close()
+
+	s := &Store{}
+	if s.write, err = sql.Open("sqlite", fileURI(abs)+"?"+writeParams); err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	s.write.SetMaxOpenConns(1)
+	if s.read, err = sql.Open("sqlite", fileURI(abs)+"?"+readParams); err != nil {
+		s.write.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	s.read.SetMaxOpenConns(4)
+	if err := migrate(context.Background(), s.write, migrations); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// fileURI turns an absolute path into a SQLite file: URI. The path is
+// percent-escaped so that '?', '#' or '%' in a name cannot end the path and smuggle
+// DSN parameters (whose _pragma values run as SQL).
+func fileURI(abs string) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive path: file:/C:/dir/x.db
+	}
+	return "file:" + (&url.URL{Path: p}).EscapedPath()
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// Facts returns the user's facts sorted by key.
+func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT key, value, source, updated_at FROM facts WHERE user_id = ? ORDER BY key`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: facts: %w", err)
+	}
+	defer rows.Close()
+	var out []runtime.Fact
+	for rows.Next() {
+		var f runtime.Fact
+		var updated string
+		if err := rows.Scan(&f.Key, &f.Value, &f.Source, &updated); err != nil {
+			return nil, fmt.Errorf("sqlite store: facts: %w", err)
+		}
+		if f.Updated, err = time.Parse(time.RFC3339Nano, updated); err != nil {
+			return nil, fmt.Errorf("sqlite store: fact %q: %w", f.Key, err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite store: facts: %w", err)
+	}
+	return out, nil
+}
+
+// Conversation returns the last turns of a conversation, its seen entities and its
+// total number of turns, all read from one snapshot.
+func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+	out, err := s.conversation(ctx, id, turns)
+	if err != nil {
+		return runtime.Conversation{}, fmt.Errorf("sqlite store: conversation %q: %w", id, err)
+	}
+	return out, nil
+}
+
+func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return runtime.Conversation{}, err
+	}
+	defer tx.Rollback()
+
+	var out runtime.Conversation
+	err = tx.QueryRowContext(ctx, `SELECT turns FROM conversations WHERE id = ?`, id).Scan(&out.Turns)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runtime.Conversation{}, nil
+	}
+	if err != nil {
+		return runtime.Conversation{}, err
+	}
+	if turns > 0 {
+		// Turns are numbered from 1, so the last n are those above Turns-n.
+		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM messages
+			WHERE conversation_id = ? AND turn > ? ORDER BY turn, seq`, id, out.Turns-turns)
+		if err != nil {
+			return runtime.Conversation{}, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m runtime.Message
+			var calls sql.NullString
+			if err := rows.Scan(&m.Role, &m.Content, &calls, &m.ToolCallID); err != nil {
+				return runtime.Conversation{}, err
+			}
+			if calls.Valid {
+				if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+					return runtime.Conversation{}, fmt.Errorf("tool calls: %w", err)
+				}
+			}
+			out.Messages = append(out.Messages, m)
+		}
+		if err := rows.Err(); err != nil {
+			return runtime.Conversation{}, err
+		}
+	}
+
+	out.Seen = map[string][]string{}
+	rows, err := tx.QueryContext(ctx, `SELECT kind, value FROM seen WHERE conversation_id = ? ORDER BY rowid`, id)
+	if err != nil {
+		return runtime.Conversation{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, value string
+		if err := rows.Scan(&kind, &value); err != nil {
+			return runtime.Conversation{}, err
+		}
+		out.Seen[kind] = append(out.Seen[kind], value)
+	}
+	return out, rows.Err()
+}
+
+// Commit writes the record in one IMMEDIATE transaction: facts in order, then the
+// conversation's new turn and seen entities.
+func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
+	if err := s.inTx(ctx, func(tx *sql.Tx) error { return commit(ctx, tx, rec, time.Now().UTC()) }); err != nil {
+		return fmt.Errorf("sqlite store: commit: %w", err)
+	}
+	return nil
+}
+
+func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) error {
+	stamp := now.Format(time.RFC3339Nano)
+	for _, ch := range rec.Facts {
+		if ch.Op == runtime.FactDelete {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ? AND key = ?`, rec.UserID, ch.Key); err != nil {
+				return err
+			}
+			continue
+		}
+		var old string
+		err := tx.QueryRowContext(ctx, `SELECT value FROM facts WHERE user_id = ? AND key = ?`, rec.UserID, ch.Key).Scan(&old)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES(?, ?, ?, ?, ?)
+			ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, source = excluded.source, updated_at = excluded.updated_at`,
+			rec.UserID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, stamp); err != nil {
+			return err
+		}
+	}
+	if rec.Conversation == "" {
+		return nil
+	}
+
+	// The conversation keeps the user who started it, as the memory store does.
+	newTurns := 0
+	if len(rec.Messages) > 0 {
+		newTurns = 1
+	}
+	var turn int
+	if err := tx.QueryRowContext(ctx, `INSERT INTO conversations(id, user_id, turns, updated_at) VALUES(?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET turns = turns + excluded.turns, updated_at = excluded.updated_at
+		RETURNING turns`, rec.Conversation, rec.UserID, newTurns, stamp).Scan(&turn); err != nil {
+		return err
+	}
+	if len(rec.Messages) > 0 {
+		var seq int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = ?`,
+			rec.Conversation).Scan(&seq); err != nil {
+			return err
+		}
+		insert, err := tx.PrepareContext(ctx, `INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id)
+			VALUES(?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insert.Close()
+		for _, m := range rec.Messages {
+			seq++
+			var calls sql.NullString
+			if len(m.ToolCalls) > 0 {
+				b, err := json.Marshal(m.ToolCalls)
+				if err != nil {
+					return err
+				}
+				calls = sql.NullString{String: string(b), Valid: true}
+			}
+			if _, err := insert.ExecContext(ctx, rec.Conversation, seq, turn, string(m.Role), m.Content, calls, m.ToolCallID); err != nil {
+				return err
+			}
+		}
+	}
+	// Sorted kinds keep the insertion order, which Conversation returns, deterministic.
+	for _, kind := range slices.Sorted(maps.Keys(rec.Seen)) {
+		for _, v := range rec.Seen[kind] {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO seen(conversation_id, kind, value) VALUES(?, ?, ?)`,
+				rec.Conversation, kind, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Conversations lists the user's conversation ids, sorted.
+func (s *Store) Conversations(ctx context.Context, userID string) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id FROM conversations WHERE user_id = ? ORDER BY id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite store: conversations: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
+	}
+	return out, nil
+}
+
+// Forget deletes the user's facts and conversations in one transaction; the foreign
+// keys cascade to the conversations' messages and seen entities.
+func (s *Store) Forget(ctx context.Context, userID string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ?`, userID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM conversations WHERE user_id = ?`, userID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite store: forget: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a write transaction and commits it unless fn fails.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
