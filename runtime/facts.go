@@ -42,6 +42,7 @@ type Store interface {
 
 // Conversation is what a store keeps of a conversation.
 type Conversation struct {
+	User     string              `json:"user,omitempty"` // who started it; "" for a new one
 	Messages []Message           `json:"messages"`
 	Seen     map[string][]string `json:"seen,omitempty"`
 	Turns    int                 `json:"turns"` // turns stored in all, not only those returned

@@ -37,6 +37,10 @@ func (r *run) loadMemory() []Fact {
 			r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "history could not be read; running without it"})
 			return facts
 		}
+		if conv.User != "" && conv.User != r.req.User.ID {
+			r.foreignConversation = true
+			return facts
+		}
 		r.req.History = conv.Messages
 		for kind, ids := range conv.Seen {
 			for _, id := range ids {
@@ -70,6 +74,9 @@ func (r *run) commit() {
 	a := r.agent
 	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" {
 		return
+	}
+	if r.foreignConversation {
+		return // checked before the run began; nothing of it may touch that conversation
 	}
 	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges, Seen: r.seen}
 	if r.result.Completed() {

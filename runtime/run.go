@@ -32,10 +32,12 @@ type run struct {
 	rejections  int                 // drafts the judge failed
 	feedback    []int               // indexes in messages of judge feedback, never stored
 	factChanges []FactChange        // what fact rules wrote, committed with the run
-	intent      *intent             // the routed intent; nil without intents or a fallback
-	tools       []ToolDef           // what this run offers the model
-	profile     string              // the user's profile summary
-	memory      string              // the memory block of the intent's level
+	// foreignConversation: the request names a conversation another user started.
+	foreignConversation bool
+	intent              *intent   // the routed intent; nil without intents or a fallback
+	tools               []ToolDef // what this run offers the model
+	profile             string    // the user's profile summary
+	memory              string    // the memory block of the intent's level
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -66,6 +68,9 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
 	if r.filterInput() {
 		r.prepareContext()
+		if r.foreignConversation {
+			return nil, fmt.Errorf("conversation %q belongs to another user", req.Conversation)
+		}
 		r.loop()
 	}
 	r.result.Messages = r.storedMessages()

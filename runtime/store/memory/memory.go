@@ -48,7 +48,7 @@ func (s *Store) Conversation(_ context.Context, id string, turns int) (runtime.C
 	if c == nil {
 		return runtime.Conversation{}, nil
 	}
-	out := runtime.Conversation{Turns: len(c.turns), Seen: map[string][]string{}}
+	out := runtime.Conversation{User: c.user, Turns: len(c.turns), Seen: map[string][]string{}}
 	for k, v := range c.seen {
 		out.Seen[k] = slices.Clone(v)
 	}

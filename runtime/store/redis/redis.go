@@ -129,7 +129,7 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 	var list, kinds *goredis.StringSliceCmd
 	// MULTI/EXEC so the turn count and the messages come from the same moment.
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		meta = p.HMGet(ctx, s.metaKey(id), "turns")
+		meta = p.HMGet(ctx, s.metaKey(id), "turns", "user")
 		if turns > 0 { // LRANGE -0 -1 would be the whole list
 			list = p.LRange(ctx, s.turnsKey(id), int64(-turns), -1)
 		}
@@ -144,6 +144,7 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 		return runtime.Conversation{}, nil
 	}
 	out := runtime.Conversation{Seen: map[string][]string{}}
+	out.User, _ = meta.Val()[1].(string)
 	if out.Turns, err = strconv.Atoi(count); err != nil {
 		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: turns: %w", id, err)
 	}

@@ -136,7 +136,7 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 	defer tx.Rollback()
 
 	var out runtime.Conversation
-	err = tx.QueryRowContext(ctx, `SELECT turns FROM conversations WHERE id = ?`, id).Scan(&out.Turns)
+	err = tx.QueryRowContext(ctx, `SELECT user_id, turns FROM conversations WHERE id = ?`, id).Scan(&out.User, &out.Turns)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runtime.Conversation{}, nil
 	}

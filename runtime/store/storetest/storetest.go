@@ -124,8 +124,8 @@ func testHistory(t *testing.T, s runtime.Store) {
 	if !reflect.DeepEqual(normalize(c.Messages), normalize(want)) {
 		t.Errorf("messages\n got %+v\nwant %+v", c.Messages, want)
 	}
-	if c.Turns != 2 {
-		t.Errorf("turns %d", c.Turns)
+	if c.Turns != 2 || c.User != "u1" {
+		t.Errorf("turns %d, user %q", c.Turns, c.User)
 	}
 }
 

@@ -1,0 +1,42 @@
+package store
+
+import "testing"
+
+func TestURLs(t *testing.T) {
+	tests := []struct {
+		url, kind, path string
+		err             bool
+	}{
+		{url: "memory:", kind: "memory"},
+		{url: "memory", kind: "memory"},
+		{url: "sqlite:.agentrun/state.db", kind: "sqlite", path: ".agentrun/state.db"},
+		{url: "sqlite:///var/lib/agentrun/state.db", kind: "sqlite", path: "/var/lib/agentrun/state.db"},
+		{url: "sqlite://host/x.db", kind: "sqlite", err: true},
+		{url: "sqlite:", kind: "sqlite", err: true},
+		{url: "state.db", kind: "sqlite", path: "state.db"},
+		{url: "redis://127.0.0.1:6379/0", kind: "redis"},
+		{url: "rediss://cache.example:6380/1", kind: "redis"},
+		{url: "postgres://x", err: true},
+		{url: "", err: true},
+	}
+	for _, tt := range tests {
+		kind, err := Kind(tt.url)
+		if tt.kind == "" {
+			if err == nil {
+				t.Errorf("Kind(%q) = %q, want an error", tt.url, kind)
+			}
+			continue
+		}
+		if err != nil || kind != tt.kind {
+			t.Errorf("Kind(%q) = %q, %v; want %q", tt.url, kind, err, tt.kind)
+			continue
+		}
+		if kind != "sqlite" {
+			continue
+		}
+		path, err := SQLitePath(tt.url)
+		if (err != nil) != tt.err || path != tt.path {
+			t.Errorf("SQLitePath(%q) = %q, %v; want %q (error %v)", tt.url, path, err, tt.path, tt.err)
+		}
+	}
+}
