@@ -611,8 +611,10 @@ func (c *checker) checkRouting() {
 
 func (c *checker) checkMemory() {
 	m := c.spec.Memory
-	if m.URL != "" && m.Store != "" && !strings.HasPrefix(m.URL, m.Store+"://") && !(m.Store == "redis" && strings.HasPrefix(m.URL, "rediss://")) {
-		c.errorf(c.at("memory", "url"), fmt.Sprintf("a %s store takes a %s:// URL", m.Store, m.Store), "URL %q does not match store %s", m.URL, m.Store)
+	if m.URL != "" && m.Store != "" && c.unset[c.at("memory", "url").node].vars == nil && !storeURLMatches(m.Store, m.URL) {
+		c.errorf(c.at("memory", "url"), map[string]string{"sqlite": "a sqlite store takes sqlite:path.db or sqlite:///abs/path.db",
+			"redis": "a redis store takes redis://host:6379/0 or rediss://…", "memory": "a memory store takes memory:"}[m.Store],
+			"URL %q does not match store %s", m.URL, m.Store)
 	}
 	if m.URL == "" && m.Store == "redis" {
 		c.warnf(c.at("memory", "store"), "set memory.url, or AGENTRUN_STORE when running", "redis store without url")
@@ -644,6 +646,16 @@ func (c *checker) checkMemory() {
 	if sum := m.Facts.Summary; sum != nil && sum.Fact != "" && len(sum.Keys) > 0 {
 		c.errorf(c.at("memory", "facts", "summary", "keys").keyPos(c.file), "the summary is either one fact or a list of keys", "summary has both fact and keys")
 	}
+}
+
+func storeURLMatches(store, url string) bool {
+	switch store {
+	case "redis":
+		return strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://")
+	case "sqlite":
+		return strings.HasPrefix(url, "sqlite:") || strings.HasSuffix(url, ".db") && !strings.Contains(url, "://")
+	}
+	return strings.HasPrefix(url, store+":")
 }
 
 func (c *checker) checkGuards() {
