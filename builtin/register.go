@@ -17,6 +17,7 @@ func Register(r runtime.Registry) {
 	r["builtin:write_file"] = newWriteFile
 	r["builtin:http_get"] = newHTTPGet
 	r["builtin:current_time"] = newCurrentTime
+	r["builtin:run_command"] = newRunCommand
 }
 
 // toolName is the name the model calls the tool by, for messages that tell it how to

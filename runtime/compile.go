@@ -144,7 +144,11 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			report(t.Source, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
 			continue
 		}
-		impl, err := factory(t, dir)
+		toolDir := dir
+		if t.Command != nil && t.SkillDir != "" {
+			toolDir = t.SkillDir // a skill's programs are its own files
+		}
+		impl, err := factory(t, toolDir)
 		if err != nil {
 			report(t.Source, "tool %q: %v", t.Name, err)
 			continue

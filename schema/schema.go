@@ -7,5 +7,16 @@ import _ "embed"
 //go:embed agent.schema.json
 var JSON []byte
 
-// ID is the schema's $id.
-const ID = "https://agentrun.dev/schema/agent.schema.json"
+// SkillJSON is the schema of a skill pack's skill.yaml. It refers to JSON's
+// definitions by the relative URL agent.schema.json, so the two files must sit
+// side by side (as they do here and for editors).
+//
+//go:embed skill.schema.json
+var SkillJSON []byte
+
+// ID is the agent schema's $id; SkillID is where the skill schema is registered, next
+// to it, so its relative reference resolves.
+const (
+	ID      = "https://agentrun.dev/schema/agent.schema.json"
+	SkillID = "https://agentrun.dev/schema/skill.schema.json"
+)

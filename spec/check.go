@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -30,6 +29,16 @@ type checker struct {
 	intents   map[string]int
 	domains   map[string]int
 	toolNames []string
+
+	// ownTools and ownFilters count the tools and filters declared in this
+	// checker's document; the rest came from skill packs, which were checked in
+	// their own files.
+	ownTools, ownFilters int
+	// extraTools and extraKinds are what a skill's checker may refer to beyond its
+	// own file: the agent's and the other skills' tools and collected kinds.
+	extraTools map[string]bool
+	extraKinds []string
+	disabled   map[string]bool
 }
 
 func (c *checker) check() {
@@ -45,7 +54,6 @@ func (c *checker) check() {
 			c.warnf(c.at(append(m.at, "script")...).keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
 		}
 	}
-	c.checkSkills()
 	c.checkMCPServers()
 	c.checkTools()
 	c.checkDomains()
@@ -73,7 +81,7 @@ func (c *checker) setSources() {
 		return Source{Pos: at.pos, Path: at.path}
 	}
 	s := c.spec
-	for i := range s.Tools {
+	for i := range s.Tools[:c.ownTools] {
 		s.Tools[i].Source = src("tools", strconv.Itoa(i))
 	}
 	for i := range s.Skills {
@@ -88,7 +96,7 @@ func (c *checker) setSources() {
 	for i := range s.Intents {
 		s.Intents[i].Source = src("intents", s.Intents[i].Name)
 	}
-	for i := range s.Filters {
+	for i := range s.Filters[:c.ownFilters] {
 		s.Filters[i].Source = src("filters", strconv.Itoa(i))
 	}
 	for i := range s.Memory.Facts.FromTools {
@@ -111,40 +119,6 @@ func (c *checker) checkContext() {
 		}
 		seen[a] = i
 	}
-}
-
-func (c *checker) checkSkills() {
-	dir := filepath.Dir(c.file)
-	for i, ref := range c.spec.Skills {
-		at := c.at("skills", strconv.Itoa(i))
-		if ref.Use == "" || c.failed[at.path] {
-			continue
-		}
-		if isSkillPath(ref.Use) {
-			p := ref.Use
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(dir, p)
-			}
-			if _, err := os.Stat(filepath.Join(p, "skill.yaml")); err != nil {
-				c.errorf(at, "a skill directory holds a skill.yaml", "skill %q not found: no %s", ref.Use, filepath.Join(p, "skill.yaml"))
-			}
-			continue
-		}
-		if !slices.Contains(c.loader.Skills, ref.Use) {
-			hint := suggest(ref.Use, c.loader.Skills)
-			if hint == "" {
-				hint = "name a bundled skill, or a directory such as ./skills/orders"
-				if len(c.loader.Skills) > 0 {
-					hint = "bundled skills: " + strings.Join(c.loader.Skills, ", ")
-				}
-			}
-			c.errorf(at, hint, "unknown skill %q", ref.Use)
-		}
-	}
-}
-
-func isSkillPath(s string) bool {
-	return strings.ContainsAny(s, `/\`) || strings.HasPrefix(s, ".")
 }
 
 func (c *checker) checkMCPServers() {
@@ -228,7 +202,7 @@ var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh",
 func (c *checker) checkTools() {
 	s := c.spec
 	c.tools = map[string]int{}
-	for i := range s.Tools {
+	for i := range s.Tools[:c.ownTools] {
 		t := &s.Tools[i]
 		idx := strconv.Itoa(i)
 		at := c.at("tools", idx)
@@ -244,6 +218,8 @@ func (c *checker) checkTools() {
 				c.errorf(c.nameAt(i), fmt.Sprintf("first declared at line %d", c.at("tools", strconv.Itoa(first)).pos.Line), "duplicate tool name %q", t.Name)
 			} else if srv, dup := c.mcpTools[t.Name]; dup && t.MCP == nil {
 				c.errorf(c.nameAt(i), "rename the tool, or give the server a prefix", "tool %q is also allowed from MCP server %q", t.Name, srv)
+			} else if t.Enabled != nil && !*t.Enabled {
+				c.disabled[t.Name] = true
 			} else {
 				c.tools[t.Name] = i
 				c.toolNames = append(c.toolNames, t.Name)
@@ -274,7 +250,36 @@ func (c *checker) checkTools() {
 			c.compileExpr(t.Collect[k], withVars(env, exprEnv{"result": types.Any}), false, c.at("tools", idx, "collect", k))
 		}
 	}
+	c.registerSkillTools()
 	c.checkSeen()
+}
+
+// registerSkillTools adds the tools skill packs brought, checked in their own files,
+// and reports a name declared twice with both places.
+func (c *checker) registerSkillTools() {
+	s := c.spec
+	for i := c.ownTools; i < len(s.Tools); i++ {
+		t := &s.Tools[i]
+		if t.Enabled != nil && !*t.Enabled {
+			c.disabled[t.Name] = true
+			continue
+		}
+		first, dup := c.tools[t.Name]
+		if !dup {
+			c.tools[t.Name] = i
+			c.toolNames = append(c.toolNames, t.Name)
+			continue
+		}
+		other := s.Tools[first]
+		where := "this agent"
+		if other.Skill != "" {
+			where = "skill " + other.Skill
+		}
+		c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: t.Pos, Path: t.Path + ".name",
+			Message: fmt.Sprintf("tool %q of skill %s is also declared by %s", t.Name, t.Skill, where),
+			Hint:    "rename one of them; tool names are shared by the agent and all its skills",
+			Notes:   []Note{{Pos: other.Pos, Message: "the other " + t.Name}}})
+	}
 }
 
 func (c *checker) nameAt(i int) location {
@@ -460,11 +465,11 @@ var seenCallRe = regexp.MustCompile(`seen\(\s*["']([^"']*)["']\s*\)`)
 // checkSeen makes sure every seen("kind") in an accept rule names a kind some tool
 // collects; otherwise the rule could never pass.
 func (c *checker) checkSeen() {
-	var kinds []string
+	kinds := slices.Clone(c.extraKinds)
 	for _, t := range c.spec.Tools {
 		kinds = append(kinds, sortedKeys(t.Collect)...)
 	}
-	for i, t := range c.spec.Tools {
+	for i, t := range c.spec.Tools[:c.ownTools] {
 		if t.Accept == nil || t.Accept.Program == nil {
 			continue
 		}
@@ -487,7 +492,7 @@ func (c *checker) checkSeen() {
 // toolRef reports a reference to a tool that is neither declared nor allowed from an
 // MCP server. With an MCP server that lists no tools it can only warn.
 func (c *checker) toolRef(name string, tokens ...string) {
-	if _, ok := c.tools[name]; ok {
+	if _, ok := c.tools[name]; ok || c.extraTools[name] {
 		return
 	}
 	if _, ok := c.mcpTools[name]; ok {
@@ -495,6 +500,10 @@ func (c *checker) toolRef(name string, tokens ...string) {
 	}
 	at := c.at(tokens...)
 	if c.failed[at.path] {
+		return
+	}
+	if c.disabled[name] {
+		c.errorf(at, "enable it, or remove this reference", "tool %q is disabled (enabled: false)", name)
 		return
 	}
 	candidates := append(slices.Clone(c.toolNames), sortedKeys(c.mcpTools)...)
@@ -682,7 +691,7 @@ var filterActions = map[string][]string{
 
 func (c *checker) checkFilters() {
 	names := map[string]bool{}
-	for i := range c.spec.Filters {
+	for i := range c.spec.Filters[:c.ownFilters] {
 		f := &c.spec.Filters[i]
 		idx := strconv.Itoa(i)
 		at := c.at("filters", idx)
@@ -774,9 +783,14 @@ func (c *checker) checkUnused() {
 		}
 	}
 	for i, t := range c.spec.Tools {
-		if t.Name != "" && !used[t.Name] {
-			c.warnf(c.nameAt(i), "list it under a domain or an intent, or remove it", "tool %q is not offered by any intent", t.Name)
+		if t.Name == "" || used[t.Name] || t.Enabled != nil && !*t.Enabled {
+			continue
 		}
+		at := location{pos: t.Pos, path: t.Path}
+		if i < c.ownTools {
+			at = c.nameAt(i)
+		}
+		c.warnf(at, "list it under a domain or an intent, or remove it", "tool %q is not offered by any intent", t.Name)
 	}
 }
 
@@ -785,7 +799,7 @@ func (c *checker) checkUnused() {
 func (c *checker) checkDurations() {
 	paths := [][]string{{"model", "timeout"}, {"routing", "model", "timeout"}, {"judge", "model", "timeout"},
 		{"memory", "ttl"}, {"guards", "tool_timeout"}}
-	for i := range c.spec.Tools {
+	for i := range c.spec.Tools[:c.ownTools] {
 		paths = append(paths, []string{"tools", strconv.Itoa(i), "timeout"})
 	}
 	for i := range c.spec.MCPServers {

@@ -46,6 +46,15 @@ type Diagnostic struct {
 	Path     string   `json:"path,omitempty"` // YAML path, e.g. tools[2].accept
 	Message  string   `json:"message"`
 	Hint     string   `json:"hint,omitempty"`
+	// Notes point at other places that explain the problem: the first declaration
+	// of a duplicate name, the agent that pulled in a skill.
+	Notes []Note `json:"notes,omitempty"`
+}
+
+// Note is a position with a word about it.
+type Note struct {
+	Pos     Pos    `json:"pos"`
+	Message string `json:"message"`
 }
 
 // Summary is the one-line form without the position: "path: message".

@@ -24,8 +24,9 @@ type Loader struct {
 	schemas *schemas
 	// LookupEnv resolves ${VAR}; os.LookupEnv when nil.
 	LookupEnv func(string) (string, bool)
-	// Skills lists the bundled skill names a spec may use.
-	Skills []string
+	// Bundled holds the bundled skill packs, one directory per skill with its
+	// skill.yaml; nil for none.
+	Bundled fs.FS
 }
 
 // NewLoader compiles the embedded schema.
@@ -90,7 +91,7 @@ var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 // Load parses, validates and checks one spec. The spec is returned whenever the file
 // could be decoded, even with errors, so callers can show more than the first problem.
 func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
-	d := &document{file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{}, budget: maxJSONNodes, expanding: map[*yaml.Node]bool{}}
+	d := newDocument(file, src, agentFile)
 	root, ok := d.parse()
 	if !ok {
 		d.diags.Sort()
@@ -129,8 +130,11 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 		}
 	}
 	slices.SortStableFunc(spec.Unset, func(a, b UnsetVar) int { return cmp.Or(comparePos(a.Pos, b.Pos), cmp.Compare(a.Name, b.Name)) })
-	c := checker{document: d, spec: spec, loader: l}
+	c := checker{document: d, spec: spec, loader: l, ownTools: len(spec.Tools), ownFilters: len(spec.Filters), disabled: map[string]bool{}}
+	packs := l.loadSkills(d, spec, lookup)
 	c.check()
+	mergeInstructions(spec, packs)
+	dropDisabled(spec)
 	d.diags.Sort()
 	return spec, d.diags
 }
@@ -142,20 +146,20 @@ func (d *document) parse() (*yaml.Node, bool) {
 	err := dec.Decode(&doc)
 	switch {
 	case errors.Is(err, io.EOF):
-		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, "start with `version: 1` and `name: …`", "empty file: expected an agent spec")
+		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, d.kind.start, "empty file: expected %s", d.kind.noun)
 		return nil, false
 	case err != nil:
 		d.syntaxError(err)
 		return nil, false
 	}
 	if len(doc.Content) == 0 {
-		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, "start with `version: 1` and `name: …`", "empty file: expected an agent spec")
+		d.errorf(location{pos: Pos{File: d.file, Line: 1, Col: 1}}, d.kind.start, "empty file: expected %s", d.kind.noun)
 		return nil, false
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		what := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value", yaml.AliasNode: "an alias"}[root.Kind]
-		d.errorf(location{pos: d.posOf(root)}, "an agent spec is a mapping of keys such as version, name and instructions", "expected a mapping at the top of the file, got %s", what)
+		d.errorf(location{pos: d.posOf(root)}, d.kind.mapping, "expected a mapping at the top of the file, got %s", what)
 		return nil, false
 	}
 	var extra yaml.Node
@@ -165,7 +169,7 @@ func (d *document) parse() (*yaml.Node, bool) {
 		if len(extra.Content) > 0 {
 			at.pos = d.posOf(extra.Content[0])
 		}
-		d.errorf(at, "put each agent in a file of its own", "more than one YAML document: a file holds one agent")
+		d.errorf(at, d.kind.one, "more than one YAML document: a file holds one %s", d.kind.short)
 	case !errors.Is(err, io.EOF):
 		d.syntaxError(err)
 		return nil, false

@@ -16,6 +16,7 @@ const maxJSONNodes = 200_000
 // document is one parsed spec file: its source, its YAML tree and the diagnostics
 // found so far. Every later stage asks it for positions.
 type document struct {
+	kind  fileKind
 	file  string
 	src   []byte
 	root  *yaml.Node // the top-level mapping
@@ -43,6 +44,23 @@ func (d *document) errorf(at location, hint, format string, args ...any) {
 
 func (d *document) warnf(at location, hint, format string, args ...any) {
 	d.report(Warning, at, fmt.Sprintf(format, args...), hint)
+}
+
+// fileKind words the messages about a file's overall shape for agents and skills.
+type fileKind struct {
+	noun, short, start, mapping, one string
+}
+
+var (
+	agentFile = fileKind{noun: "an agent spec", short: "agent", start: "start with `version: 1` and `name: …`",
+		mapping: "an agent spec is a mapping of keys such as version, name and instructions", one: "put each agent in a file of its own"}
+	skillFile = fileKind{noun: "a skill pack", short: "skill", start: "start with `name: …`",
+		mapping: "a skill.yaml is a mapping of keys such as name, instructions and tools", one: "put each skill in a directory of its own"}
+)
+
+func newDocument(file string, src []byte, kind fileKind) *document {
+	return &document{kind: kind, file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{},
+		budget: maxJSONNodes, expanding: map[*yaml.Node]bool{}}
 }
 
 type unsetRef struct {

@@ -20,6 +20,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	}
 	w := schemaWalker{t: t, defs: doc["definitions"].(map[string]any), visited: map[string]bool{}}
 	w.walk("", doc, reflect.TypeOf(Spec{}))
+	w.walk("skill", w.defs["skill_pack"].(map[string]any), reflect.TypeOf(SkillPack{}))
 	if w.checked < 100 {
 		t.Errorf("only %d properties compared; the walk is not reaching the schema", w.checked)
 	}

@@ -22,6 +22,7 @@ const metaSchemaURL = "https://json-schema.org/draft/2020-12/schema"
 // parameters), compiled once per Loader.
 type schemas struct {
 	agent *jsonschema.Schema
+	skill *jsonschema.Schema
 	meta  *jsonschema.Schema
 	doc   any // the agent schema as JSON, to list the keys a mapping may have
 }
@@ -39,11 +40,22 @@ func compileSchemas() (*schemas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent schema: %w", err)
 	}
+	skillDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.SkillJSON))
+	if err != nil {
+		return nil, fmt.Errorf("skill schema: %w", err)
+	}
+	if err := c.AddResource(schema.SkillID, skillDoc); err != nil {
+		return nil, fmt.Errorf("skill schema: %w", err)
+	}
+	skill, err := c.Compile(schema.SkillID)
+	if err != nil {
+		return nil, fmt.Errorf("skill schema: %w", err)
+	}
 	meta, err := c.Compile(metaSchemaURL)
 	if err != nil {
 		return nil, fmt.Errorf("metaschema: %w", err)
 	}
-	return &schemas{agent: agent, meta: meta, doc: doc}, nil
+	return &schemas{agent: agent, skill: skill, meta: meta, doc: doc}, nil
 }
 
 var printer = message.NewPrinter(language.English)

@@ -2,6 +2,9 @@ package spec
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -76,6 +79,9 @@ type SkillRef struct {
 	Source
 	Use  string         `yaml:"use"`
 	With map[string]any `yaml:"with"`
+
+	// Pack is the loaded skill, once the loader resolved it.
+	Pack *SkillPack `yaml:"-"`
 }
 
 // UnmarshalYAML accepts the short form `- calculator` as well as `- use: …`.
@@ -106,6 +112,13 @@ type Tool struct {
 	Collect       map[string]*Expr  `yaml:"collect"`
 	Timeout       Duration          `yaml:"timeout"`
 	MaxOutput     int               `yaml:"max_output"`
+	Enabled       *bool             `yaml:"enabled"`
+
+	// Skill names the skill pack that brought the tool in; "" for the agent's own.
+	Skill string `yaml:"-"`
+	// SkillDir is that pack's directory when it is one on disk: a command tool's
+	// program and working directory are the pack's own files.
+	SkillDir string `yaml:"-"`
 }
 
 // Kind names what runs the tool: builtin, command, http or mcp ("" if none is set).
@@ -445,4 +458,72 @@ func (h *HTTPTool) renderBody(v any, path string, env map[string]any) (any, erro
 		return out, nil
 	}
 	return v, nil
+}
+
+// SkillPack is a skill: a prompt fragment, tools and the filters that belong to them,
+// read from a skill.yaml with the agent's options applied.
+type SkillPack struct {
+	Source
+	Name             string       `yaml:"name"`
+	Version          string       `yaml:"version"`
+	Description      string       `yaml:"description"`
+	Instructions     Template     `yaml:"instructions"`
+	InstructionsFile string       `yaml:"instructions_file"`
+	Options          SkillOptions `yaml:"options"`
+	Requires         Requires     `yaml:"requires"`
+	Tools            []Tool       `yaml:"tools"`
+	Filters          []Filter     `yaml:"filters"`
+
+	// Dir is the pack's directory, or bundled:NAME for a bundled skill.
+	Dir string `yaml:"-"`
+	// Values are the options in force: the agent's with: over the defaults.
+	Values map[string]any `yaml:"-"`
+}
+
+// SkillOption declares an option an agent may set under with:.
+type SkillOption struct {
+	Name        string `yaml:"-"`
+	Type        string `yaml:"type"`
+	Default     any    `yaml:"default"`
+	Description string `yaml:"description"`
+	Required    bool   `yaml:"required"`
+}
+
+// SkillOptions decodes from a mapping of name → option, in file order.
+type SkillOptions []SkillOption
+
+func (o *SkillOptions) UnmarshalYAML(n *yaml.Node) (err error) {
+	*o, err = namedMapping(n, func(opt *SkillOption, name string) { opt.Name = name })
+	return err
+}
+
+// Requires is what a skill needs from the machine it runs on.
+type Requires struct {
+	Env      []string `yaml:"env"`
+	Commands []string `yaml:"commands"`
+}
+
+// Missing lists the requirements this machine lacks: unset environment variables
+// and programs not found (a path with a / is relative to the pack's directory).
+func (p *SkillPack) Missing(lookupEnv func(string) (string, bool)) []string {
+	var out []string
+	for _, v := range p.Requires.Env {
+		if val, ok := lookupEnv(v); !ok || val == "" {
+			out = append(out, "environment variable "+v)
+		}
+	}
+	for _, c := range p.Requires.Commands {
+		if strings.ContainsRune(c, '/') {
+			path := c
+			if !filepath.IsAbs(path) && !strings.HasPrefix(p.Dir, BundledPrefix) {
+				path = filepath.Join(p.Dir, c)
+			}
+			if _, err := os.Stat(path); err != nil {
+				out = append(out, "program "+c)
+			}
+		} else if _, err := exec.LookPath(c); err != nil {
+			out = append(out, "program "+c)
+		}
+	}
+	return out
 }

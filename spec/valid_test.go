@@ -76,8 +76,17 @@ func TestCompiledOnce(t *testing.T) {
 	if s.Intents[0].Patterns[0].Re == nil || !s.Intents[0].Patterns[0].Re.MatchString("see Record 42") {
 		t.Error("intent pattern not compiled")
 	}
-	if parts := s.Instructions.Parts; len(parts) != 9 {
-		t.Errorf("instructions have %d parts, want 9", len(parts))
+	// The notes skill's instructions follow the agent's, under its heading, with its
+	// option's default substituted; its filter defaults to its own tool.
+	if parts := s.Instructions.Parts; len(parts) != 11 || parts[9].Text != "\n\n## Skill: notes\n" || !strings.HasSuffix(parts[10].Text, "notes go to notes.") {
+		t.Errorf("instructions have %d parts: %+v", len(parts), parts)
+	}
+	note := s.Tools[len(s.Tools)-1]
+	if note.Name != "save_note" || note.Skill != "notes" || note.Command.Env["NOTES_DIR"].Source != "notes" || !strings.HasSuffix(note.Pos.File, "skills/notes/skill.yaml") {
+		t.Errorf("skill tool %+v", note)
+	}
+	if f := s.Filters[len(s.Filters)-1]; len(f.Tools) != 1 || f.Tools[0] != "save_note" || f.Action != "redact" {
+		t.Errorf("skill filter %+v", f)
 	}
 	if s.Filters[3].Action != "redact" {
 		t.Errorf("a filter with only redact: action = %q, want redact", s.Filters[3].Action)

@@ -75,7 +75,7 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if strings.TrimSpace(question) == "" {
 		return errors.New("the question is empty")
 	}
-	loader, err := spec.NewLoader()
+	loader, err := newLoader()
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,10 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return exitError{1}
 	}
 	s := res.Spec
+	if missing := missingRequirements(s); len(missing) > 0 {
+		fmt.Fprintf(errOut, "agentrun: cannot run %s: %s\n", s.Name, strings.Join(missing, "; "))
+		return exitError{1}
+	}
 	if err := overrideModel(&s.Model, o.model); err != nil {
 		return err
 	}
@@ -208,6 +212,20 @@ func checkIntent(s *spec.Spec, name string) error {
 		hint = fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return fmt.Errorf("--intent %s: no such intent%s; the spec declares %s", name, hint, strings.Join(names, ", "))
+}
+
+// missingRequirements lists what the spec's skills need and this machine lacks.
+func missingRequirements(s *spec.Spec) []string {
+	var out []string
+	for _, ref := range s.Skills {
+		if ref.Pack == nil {
+			continue
+		}
+		for _, m := range ref.Pack.Missing(os.LookupEnv) {
+			out = append(out, fmt.Sprintf("skill %s needs %s", ref.Pack.Name, m))
+		}
+	}
+	return out
 }
 
 // newRegistry is every tool kind this build of agentrun knows.

@@ -61,7 +61,7 @@ func newExplainCommand() *cobra.Command {
 // loadAgent loads and compiles a spec for inspection. The model is only built when
 // something will call it.
 func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*runtime.Agent, *spec.Spec, error) {
-	loader, err := spec.NewLoader()
+	loader, err := newLoader()
 	if err != nil {
 		return nil, nil, err
 	}

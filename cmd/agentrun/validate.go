@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -30,7 +31,7 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loader, err := spec.NewLoader()
+			loader, err := newLoader()
 			if err != nil {
 				return err
 			}
@@ -159,4 +160,14 @@ func ghData(s string) string {
 
 func ghProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// newLoader is the spec loader with the bundled skills.
+func newLoader() (*spec.Loader, error) {
+	l, err := spec.NewLoader()
+	if err != nil {
+		return nil, err
+	}
+	l.Bundled = skills.Bundled()
+	return l, nil
 }

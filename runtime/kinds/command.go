@@ -62,13 +62,7 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 	if err != nil {
 		return "", err
 	}
-	env := make([]string, 0, len(inheritedEnv)+len(c.env)+2)
-	for _, k := range inheritedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	env = append(env, "AGENTRUN_USER_ID="+in.User.ID, "AGENTRUN_CONVERSATION_ID="+in.Conversation)
+	env := append(BaseEnv(), "AGENTRUN_USER_ID="+in.User.ID, "AGENTRUN_CONVERSATION_ID="+in.Conversation)
 	if len(c.env) > 0 {
 		vars := in.Env()
 		for k, t := range c.env {
@@ -79,8 +73,15 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 			env = append(env, k+"="+v)
 		}
 	}
-	cmd := exec.CommandContext(ctx, c.run[0], c.run[1:]...)
-	cmd.Dir = c.dir
+	return RunProgram(ctx, c.run, c.dir, env, stdin)
+}
+
+// RunProgram runs argv without a shell in dir with exactly env, feeding stdin. Its
+// standard output is the result, cut at 1 MiB; a non-zero exit is an error carrying
+// the end of its standard error; on cancellation the whole process group is killed.
+func RunProgram(ctx context.Context, argv []string, dir string, env []string, stdin []byte) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &limitedBuffer{max: maxCommandStdout}
@@ -88,7 +89,7 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	killGroupOnCancel(cmd)
 	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Run()
+	err := cmd.Run()
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
@@ -99,11 +100,23 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 			msg = strings.TrimSpace(stdout.String())
 		}
 		if errors.As(err, &exit) {
-			return "", fmt.Errorf("%s exited with status %d: %s", filepath.Base(c.run[0]), exit.ExitCode(), tail(msg, 2000))
+			return "", fmt.Errorf("%s exited with status %d: %s", filepath.Base(argv[0]), exit.ExitCode(), tail(msg, 2000))
 		}
-		return "", fmt.Errorf("cannot run %s: %v", filepath.Base(c.run[0]), err)
+		return "", fmt.Errorf("cannot run %s: %v", filepath.Base(argv[0]), err)
 	}
 	return stdout.String(), nil
+}
+
+// BaseEnv is the part of agentrun's own environment a program gets: enough to find
+// programs and write temporary files, never a secret such as the model's API key.
+func BaseEnv() []string {
+	env := make([]string, 0, len(inheritedEnv))
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 func tail(s string, n int) string {
