@@ -78,7 +78,7 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 	for _, ls := range loaded {
 		pack, pd := ls.pack, ls.doc
 		sc := checker{document: pd, loader: l, extraTools: names, extraKinds: kinds, disabled: map[string]bool{},
-			spec: &Spec{Context: s.Context, MCPServers: s.MCPServers, Tools: pack.Tools, Filters: pack.Filters},
+			spec:     &Spec{Context: s.Context, MCPServers: s.MCPServers, Tools: pack.Tools, Filters: pack.Filters},
 			ownTools: len(pack.Tools), ownFilters: len(pack.Filters)}
 		sc.checkSkill(pack)
 		pack.Tools, pack.Filters = sc.spec.Tools, sc.spec.Filters
@@ -469,4 +469,3 @@ func trimParts(parts []TemplatePart) []TemplatePart {
 func dropDisabled(s *Spec) {
 	s.Tools = slices.DeleteFunc(s.Tools, func(t Tool) bool { return t.Enabled != nil && !*t.Enabled })
 }
-
