@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/fixture"
+	"github.com/agentrun/agentrun/skills"
 )
 
 func newTestLoader(t testing.TB) *Loader {
@@ -16,6 +17,7 @@ func newTestLoader(t testing.TB) *Loader {
 		t.Fatal(err)
 	}
 	l.LookupEnv = func(name string) (string, bool) { return "", false }
+	l.Bundled = skills.Bundled()
 	return l
 }
 

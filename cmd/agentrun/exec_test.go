@@ -136,7 +136,7 @@ func TestExecJSONResult(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 || res.Stop != "completed" || res.Turns != 2 || len(res.Steps) != 2 || res.Usage.TotalTokens == 0 || len(res.Messages) != 5 {
+	if code != 0 || res.Stop != "completed" || res.Turns != 2 || len(res.Steps) != 3 || res.Usage.TotalTokens == 0 || len(res.Messages) != 6 {
 		t.Errorf("exit %d, result %+v", code, res)
 	}
 }

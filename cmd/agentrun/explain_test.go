@@ -21,7 +21,7 @@ func TestExplain(t *testing.T) {
 	code, stdout, _ = runCLI(t, "explain", shopSupport, "--intent", "cancel_order")
 	for _, want := range []string{
 		"intent cancel_order (task, memory summary)",
-		"Confirm which order before cancelling it.",
+		"│ ## Skill: orders",
 		"[summary memory of the user, added at run time]",
 		"tools offered: 3 of 5",
 		"saves ~90 tokens per model call (33%) against offering all 5 tools",
@@ -41,7 +41,7 @@ func TestExplain(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "explain", codeAssistant)
-	if code != 0 || !strings.Contains(stdout, "tools offered: 2 of 2") || !strings.Contains(stdout, "no saving: every tool is offered") {
+	if code != 0 || !strings.Contains(stdout, "tools offered: 3 of 3") || !strings.Contains(stdout, "no saving: every tool is offered") {
 		t.Errorf("an agent without intents: exit %d\n%s", code, stdout)
 	}
 	if code, _, stderr := runCLI(t, "explain", shopSupport, "--intent", "cancel"); code != 2 || !strings.Contains(stderr, `did you mean "cancel_order"?`) {

@@ -253,7 +253,7 @@ func TestWireSeedScenario(t *testing.T) {
 		t.Errorf("calculator result %v", third[5])
 	}
 	tools := f.requests[0]["tools"].([]any)
-	if len(tools) != 2 {
+	if len(tools) != 3 { // calculator, and read_file and list_dir from the files skill
 		t.Errorf("tools offered: %v", tools)
 	}
 	// The trace holds every step and never the API key.
