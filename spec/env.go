@@ -30,6 +30,10 @@ func interpolate(s string, lookup func(string) (string, bool)) (out string, unse
 			b.WriteByte(c)
 			continue
 		}
+		if strings.HasPrefix(s[i:], "${options.") {
+			b.WriteByte(c) // a skill option, substituted (or reported) before
+			continue
+		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
 			return s, nil, fmt.Errorf("unterminated ${ at offset %d", i)

@@ -172,7 +172,7 @@ func (l *Loader) parseSkill(d, pd *document, src []byte, ref *SkillRef, i int, l
 		_ = opts.node.Decode(&decl) // the schema reports a malformed options section
 	}
 	values := optionValues(d, pd, decl, ref, i)
-	pd.substituteOptions(root, "", values)
+	pd.substituteOptions(root, "", values, decl)
 	pd.interpolateTree(root, "", lookup)
 	inst, _ := pd.toJSON(root, "")
 	if pd.budget < 0 {
@@ -311,7 +311,11 @@ func optionTypeProblem(typ string, v any) string {
 	if ok {
 		return ""
 	}
-	return fmt.Sprintf("must be a %s, not %s", typ, describeValue(v))
+	article := "a"
+	if strings.ContainsAny(typ[:1], "aeiou") {
+		article = "an"
+	}
+	return fmt.Sprintf("must be %s %s, not %s", article, typ, describeValue(v))
 }
 
 func describeValue(v any) string {
@@ -333,7 +337,7 @@ var optionRefRe = regexp.MustCompile(`\$\{options\.([A-Za-z0-9_-]*)\}`)
 // substituteOptions replaces ${options.NAME} in scalar values. A scalar that is
 // exactly one reference takes the option's value with its type (a list stays a
 // list); inside a longer string the value is written as text.
-func (d *document) substituteOptions(n *yaml.Node, path string, values map[string]any) {
+func (d *document) substituteOptions(n *yaml.Node, path string, values map[string]any, decl SkillOptions) {
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for i, c := range n.Content {
@@ -341,7 +345,7 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 			if n.Kind == yaml.SequenceNode {
 				p = fmt.Sprintf("%s[%d]", path, i)
 			}
-			d.substituteOptions(c, p, values)
+			d.substituteOptions(c, p, values, decl)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -349,7 +353,7 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 			if path == "" && key == "options" {
 				continue // the declarations themselves
 			}
-			d.substituteOptions(n.Content[i+1], joinKey(path, key), values)
+			d.substituteOptions(n.Content[i+1], joinKey(path, key), values, decl)
 		}
 	case yaml.ScalarNode:
 		matches := optionRefRe.FindAllStringSubmatchIndex(n.Value, -1)
@@ -358,10 +362,18 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 		}
 		for _, m := range matches {
 			name := n.Value[m[2]:m[3]]
-			if _, ok := values[name]; !ok {
-				d.errorf(location{pos: d.posInScalar(n, m[0]), path: path}, suggest(name, sortedKeys(values)), "no option %q is declared or set", name)
-				return
+			if _, ok := values[name]; ok {
+				continue
 			}
+			if !slices.ContainsFunc(decl, func(o SkillOption) bool { return o.Name == name }) {
+				var names []string
+				for _, o := range decl {
+					names = append(names, o.Name)
+				}
+				d.errorf(location{pos: d.posInScalar(n, m[0]), path: path}, suggest(name, names), "no option %q is declared", name)
+			}
+			n.Value, n.Tag = "", "!!null" // declared but unset: the agent's file already says so
+			return
 		}
 		if len(matches) == 1 && matches[0][0] == 0 && matches[0][1] == len(n.Value) {
 			var repl yaml.Node
