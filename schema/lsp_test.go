@@ -36,10 +36,19 @@ func TestYAMLLanguageServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	examples, _ := filepath.Glob("../examples/agents/*.yaml")
-	if len(examples) == 0 {
-		t.Fatal("no examples")
+	packs, _ := filepath.Glob("../examples/agents/skills/*/skill.yaml")
+	bundled, _ := filepath.Glob("../skills/bundled/*/skill.yaml")
+	if len(examples) == 0 || len(packs) == 0 || len(bundled) == 0 {
+		t.Fatal("no examples or skill packs")
 	}
-	out, err := exec.Command("node", append([]string{filepath.Join(tools, "lsp-check.mjs"), server, broken}, examples...)...).Output()
+	examples = append(append(examples, packs...), bundled...)
+	// A broken skill pack: the skill schema reaches the agent schema's definitions
+	// through a relative reference, which editors must resolve too.
+	skillSchema, _ := filepath.Abs("skill.schema.json")
+	relSkill, _ := filepath.Rel(dir, skillSchema)
+	brokenSkill := filepath.Join(dir, "skill.yaml")
+	os.WriteFile(brokenSkill, []byte("# yaml-language-server: $schema="+relSkill+"\nname: x\ntools:\n  - builtin: calculater\n"), 0o644)
+	out, err := exec.Command("node", append([]string{filepath.Join(tools, "lsp-check.mjs"), server, broken, brokenSkill}, examples...)...).Output()
 	if err != nil {
 		t.Fatalf("lsp-check: %v\n%s", err, out)
 	}
@@ -59,5 +68,8 @@ func TestYAMLLanguageServer(t *testing.T) {
 	slices.Sort(lines)
 	if !slices.Equal(lines, []int{4, 6, 7}) {
 		t.Errorf("broken spec: diagnostics on lines %v, want 4 (unknown key), 6 (enum), 7 (type): %+v", lines, got[broken])
+	}
+	if d := got[brokenSkill]; len(d) != 1 || d[0].Line != 4 {
+		t.Errorf("broken skill: %+v, want one diagnostic on line 4 (the builtin's name)", d)
 	}
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 			w.t.Errorf("%s: Go float64, schema type is %v", path, s["type"])
 		}
 	case reflect.Bool:
-		if s["type"] != "boolean" {
+		if s["type"] != "boolean" && !slices.Contains(asList(s["type"]), any("boolean")) {
 			w.t.Errorf("%s: Go bool, schema type is %v", path, s["type"])
 		}
 	case reflect.Interface:
@@ -116,6 +117,11 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 	default:
 		w.t.Errorf("%s: unexpected Go kind %s", path, typ.Kind())
 	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
 
 func (w *schemaWalker) walkStruct(path string, s map[string]any, typ reflect.Type) {

@@ -94,3 +94,30 @@ func TestGraphIsMermaid(t *testing.T) {
 		}
 	}
 }
+
+func TestSkillsCommands(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "skills", "list")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"calculator  1.0.0", "files", "read_file, list_dir, write_file", "shell", "run_command", "time", "web"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("skills list lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runCLI(t, "skills", "show", "web")
+	for _, want := range []string{"skill web 1.0.0", "allow_hosts  array    required", `timeout      string   default "10s"`, "http_get — ", `"url"`, "# web"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("skills show web lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runCLI(t, "skills", "show", "../../examples/agents/skills/orders")
+	for _, want := range []string{"skill orders 1.0.0", "api ", "cancel_order — Cancel one of the user's unpaid orders.", "filters:", "on tool_result, error for list_recent_orders, get_order_detail when text startsWith \"FAIL:\""} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("skills show PATH lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code, _, stderr := runCLI(t, "skills", "show", "calculater"); code != 2 || !strings.Contains(stderr, `did you mean "calculator"?`) {
+		t.Errorf("unknown skill: exit %d\n%s", code, stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -83,11 +84,11 @@ func loadSkill(loader *spec.Loader, use string) (*spec.Spec, *runtime.Agent, err
 			}
 		}
 	} else if diags.HasErrors() {
-		return nil, nil, fmt.Errorf("%s", diags.Error())
+		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(onlyErrors(diags))))
 	}
 	s, diags := loader.Load("skill", agentUsing(use, with))
 	if diags.HasErrors() {
-		return nil, nil, fmt.Errorf("%s", diags.Error())
+		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(onlyErrors(diags))))
 	}
 	agent, cdiags := runtime.Compile(s, runtime.Options{Tools: newRegistry()})
 	if cdiags.HasErrors() {
@@ -113,7 +114,7 @@ func placeholder(typ string) any {
 	case "object":
 		return map[string]any{}
 	}
-	return "example"
+	return "https://example.com" // a placeholder that also passes for a URL
 }
 
 func writeSkill(w io.Writer, p *spec.SkillPack, agent *runtime.Agent) {
