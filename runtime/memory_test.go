@@ -2,12 +2,16 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -193,5 +197,40 @@ func TestExtractFacts(t *testing.T) {
 	}
 	if strings.Join(got, ";") != "diet=vegetarian, no spicy food/llm;pet=a cat named 小白/llm" {
 		t.Errorf("facts %v", got)
+	}
+}
+
+// Runs on one conversation at once, through SQLite, lose nothing and never interleave.
+func TestConcurrentRunsOneConversation(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const n = 12
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			model := script(calls(tc("update_address", map[string]any{"address": fmt.Sprintf("road %d", i)})), say(fmt.Sprintf("moved to road %d", i)))
+			a := memoryAgent(t, model, store, memoryTools())
+			if _, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("move ", i), User: runtime.User{ID: "u-1"}, Conversation: "c1"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	conv, err := store.Conversation(context.Background(), "c1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Turns != n || len(conv.Messages) != 4*n {
+		t.Fatalf("%d turns, %d messages", conv.Turns, len(conv.Messages))
+	}
+	for i := 0; i < len(conv.Messages); i += 4 {
+		q, call, res, ans := conv.Messages[i], conv.Messages[i+1], conv.Messages[i+2], conv.Messages[i+3]
+		k := strings.TrimPrefix(q.Content, "move ")
+		if q.Role != runtime.RoleUser || res.ToolCallID != call.ToolCalls[0].ID || ans.Content != "moved to road "+k {
+			t.Fatalf("turn %s interleaved: %+v", k, conv.Messages[i:i+4])
+		}
 	}
 }

@@ -275,10 +275,16 @@ func (c *checker) registerSkillTools() {
 		if other.Skill != "" {
 			where = "skill " + other.Skill
 		}
+		notes := []Note{{Pos: other.Pos, Message: "the other " + t.Name}}
+		for _, ref := range s.Skills {
+			if ref.Pack != nil && ref.Pack.Name == t.Skill {
+				notes = append(notes, Note{Pos: ref.Pos, Message: "the skill as this agent uses it"})
+			}
+		}
 		c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: t.Pos, Path: t.Path + ".name",
 			Message: fmt.Sprintf("tool %q of skill %s is also declared by %s", t.Name, t.Skill, where),
 			Hint:    "rename one of them; tool names are shared by the agent and all its skills",
-			Notes:   []Note{{Pos: other.Pos, Message: "the other " + t.Name}}})
+			Notes:   notes})
 	}
 }
 

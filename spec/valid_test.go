@@ -95,3 +95,25 @@ func TestCompiledOnce(t *testing.T) {
 		t.Errorf("builtin without a name is named %q", s.Tools[0].Name)
 	}
 }
+
+// A tool declared by the agent and by a skill is one diagnostic that shows both places.
+func TestSkillCollisionShowsBothPlaces(t *testing.T) {
+	l := newTestLoader(t)
+	r := l.LoadFile("testdata/invalid/skill_collision.yaml")
+	var d *Diagnostic
+	for i := range r.Diagnostics {
+		if strings.Contains(r.Diagnostics[i].Message, "also declared") {
+			d = &r.Diagnostics[i]
+		}
+	}
+	if d == nil {
+		t.Fatalf("no collision diagnostic: %v", r.Diagnostics)
+	}
+	want := []Note{
+		{Pos: Pos{File: "testdata/invalid/skill_collision.yaml", Line: 6, Col: 5}, Message: "the other lookup"},
+		{Pos: Pos{File: "testdata/invalid/skill_collision.yaml", Line: 4, Col: 5}, Message: "the skill as this agent uses it"},
+	}
+	if d.Pos != (Pos{File: "testdata/invalid/skills/dup_tool/skill.yaml", Line: 3, Col: 5}) || len(d.Notes) != 2 || d.Notes[0] != want[0] || d.Notes[1] != want[1] {
+		t.Errorf("diagnostic %+v", d)
+	}
+}

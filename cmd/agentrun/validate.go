@@ -106,19 +106,23 @@ func formatDiagnostics(ds spec.Diagnostics) string {
 		if d.Hint != "" {
 			fmt.Fprintf(&b, "    hint: %s\n", d.Hint)
 		}
+		for _, n := range d.Notes {
+			fmt.Fprintf(&b, "    note: %s: %s\n", n.Pos, n.Message)
+		}
 	}
 	return b.String()
 }
 
 func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
 	type diagnostic struct {
-		File     string `json:"file"`
-		Line     int    `json:"line"`
-		Col      int    `json:"col"`
-		Severity string `json:"severity"`
-		Path     string `json:"path,omitempty"`
-		Message  string `json:"message"`
-		Hint     string `json:"hint,omitempty"`
+		File     string      `json:"file"`
+		Line     int         `json:"line"`
+		Col      int         `json:"col"`
+		Severity string      `json:"severity"`
+		Path     string      `json:"path,omitempty"`
+		Message  string      `json:"message"`
+		Hint     string      `json:"hint,omitempty"`
+		Notes    []spec.Note `json:"notes,omitempty"`
 	}
 	errs, warns := ds.Count()
 	out := struct {
@@ -128,7 +132,7 @@ func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
 		Diagnostics []diagnostic `json:"diagnostics"`
 	}{Files: files, Errors: errs, Warnings: warns, Diagnostics: []diagnostic{}}
 	for _, d := range ds {
-		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Severity.String(), d.Path, d.Message, d.Hint})
+		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Severity.String(), d.Path, d.Message, d.Hint, d.Notes})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -143,6 +147,9 @@ func writeGitHub(w io.Writer, files int, ds spec.Diagnostics) error {
 		msg := d.Summary()
 		if d.Hint != "" {
 			msg += "\nhint: " + d.Hint
+		}
+		for _, n := range d.Notes {
+			msg += fmt.Sprintf("\nnote: %s: %s", n.Pos, n.Message)
 		}
 		fmt.Fprintf(&b, "::%s file=%s,line=%d,col=%d,title=agentrun validate::%s\n",
 			d.Severity, ghProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, ghData(msg))
