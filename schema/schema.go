@@ -14,9 +14,15 @@ var JSON []byte
 //go:embed skill.schema.json
 var SkillJSON []byte
 
+// TestJSON is the schema of *.test.yaml scenario files.
+//
+//go:embed test.schema.json
+var TestJSON []byte
+
 // ID is the agent schema's $id; SkillID is where the skill schema is registered, next
 // to it, so its relative reference resolves.
 const (
 	ID      = "https://agentrun.dev/schema/agent.schema.json"
 	SkillID = "https://agentrun.dev/schema/skill.schema.json"
+	TestID  = "https://agentrun.dev/schema/test.schema.json"
 )

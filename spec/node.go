@@ -58,6 +58,9 @@ var (
 		mapping: "a skill.yaml is a mapping of keys such as name, instructions and tools", one: "put each skill in a directory of its own"}
 )
 
+var testFile = fileKind{noun: "scenario tests", short: "test file", start: "start with `agent: …` and `cases:`",
+	mapping: "a test file is a mapping with agent and cases", one: "put each agent's cases in one file"}
+
 func newDocument(file string, src []byte, kind fileKind) *document {
 	return &document{kind: kind, file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{},
 		budget: maxJSONNodes, expanding: map[*yaml.Node]bool{}}

@@ -23,8 +23,11 @@ const metaSchemaURL = "https://json-schema.org/draft/2020-12/schema"
 type schemas struct {
 	agent *jsonschema.Schema
 	skill *jsonschema.Schema
+	test  *jsonschema.Schema
 	meta  *jsonschema.Schema
 	doc   any // the agent schema as JSON, to list the keys a mapping may have
+	// testDoc is the test schema as JSON, for the same in test files.
+	testDoc any
 }
 
 func compileSchemas() (*schemas, error) {
@@ -51,11 +54,22 @@ func compileSchemas() (*schemas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("skill schema: %w", err)
 	}
+	testDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.TestJSON))
+	if err != nil {
+		return nil, fmt.Errorf("test schema: %w", err)
+	}
+	if err := c.AddResource(schema.TestID, testDoc); err != nil {
+		return nil, fmt.Errorf("test schema: %w", err)
+	}
+	test, err := c.Compile(schema.TestID)
+	if err != nil {
+		return nil, fmt.Errorf("test schema: %w", err)
+	}
 	meta, err := c.Compile(metaSchemaURL)
 	if err != nil {
 		return nil, fmt.Errorf("metaschema: %w", err)
 	}
-	return &schemas{agent: agent, skill: skill, meta: meta, doc: doc}, nil
+	return &schemas{agent: agent, skill: skill, test: test, meta: meta, doc: doc, testDoc: testDoc}, nil
 }
 
 var printer = message.NewPrinter(language.English)
@@ -221,8 +235,11 @@ func patternMessage(schemaURL, got string) (msg, hint string) {
 // propertiesAt lists the keys allowed by the object schema that an
 // additionalProperties keyword at schemaURL belongs to.
 func (s *schemas) propertiesAt(schemaURL string) []string {
-	_, frag, _ := strings.Cut(schemaURL, "#")
+	base, frag, _ := strings.Cut(schemaURL, "#")
 	node := s.doc
+	if base == schema.TestID {
+		node = s.testDoc
+	}
 	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
 		if tok == "additionalProperties" || tok == "" {
 			break

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -35,19 +36,12 @@ type Script struct {
 	nextClass int
 }
 
-// ScriptTurn is one scripted model response.
-type ScriptTurn struct {
-	Text      string           `yaml:"text" json:"text,omitempty"`
-	ToolCalls []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
-}
+// ScriptTurn is one scripted model response (the format scenario tests use too).
+type ScriptTurn = spec.ScriptTurn
 
-// ScriptToolCall is a scripted tool call. Arguments is a mapping (sent as JSON) or a
+// ScriptToolCall is a scripted tool call: Arguments is a mapping (sent as JSON) or a
 // string (sent verbatim, e.g. to test malformed JSON).
-type ScriptToolCall struct {
-	ID        string `yaml:"id" json:"id,omitempty"`
-	Name      string `yaml:"name" json:"name"`
-	Arguments any    `yaml:"arguments" json:"arguments,omitempty"`
-}
+type ScriptToolCall = spec.ScriptToolCall
 
 var _ runtime.Model = (*Script)(nil)
 
@@ -73,6 +67,13 @@ func LoadScript(path string) (*Script, error) {
 	s := NewScript(path, doc.Turns)
 	s.verdicts, s.intents = doc.Judge, doc.Classifier
 	return s, nil
+}
+
+// Unused counts the scripted turns no model call has taken yet.
+func (s *Script) Unused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(0, len(s.turns)-s.next)
 }
 
 // WithClassifier sets the classifier's scripted answers.

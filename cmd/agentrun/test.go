@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agentrun/agentrun/scenario"
+	"github.com/spf13/cobra"
+)
+
+func newTestCommand() *cobra.Command {
+	var format, run string
+	cmd := &cobra.Command{
+		Use:   "test [PATH...]",
+		Short: "Run agents' scenario tests (*.test.yaml) offline",
+		Long: "Run the scenario tests in *.test.yaml files (or under directories; default .):\n" +
+			"scripted models, mocked tools, no network. Exit status: 0 all passed, 1 a case\n" +
+			"failed, 2 usage or I/O errors.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				args = []string{"."}
+			}
+			var filter *regexp.Regexp
+			if run != "" {
+				var err error
+				if filter, err = regexp.Compile(run); err != nil {
+					return fmt.Errorf("--run: %v", err)
+				}
+			}
+			if format != "text" && format != "json" && format != "junit" {
+				return fmt.Errorf("unknown --format %q: use text, json or junit", format)
+			}
+			files, err := testFiles(args)
+			if err != nil {
+				return err
+			}
+			loader, err := newLoader()
+			if err != nil {
+				return err
+			}
+			opts := scenario.Options{Loader: loader, Registry: newRegistry, Run: filter}
+			var results []scenario.File
+			for _, f := range files {
+				results = append(results, scenario.RunFile(cmd.Context(), f, opts))
+			}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				err = scenario.WriteJSON(out, results)
+			case "junit":
+				err = scenario.WriteJUnit(out, results)
+			default:
+				scenario.WriteText(out, results)
+			}
+			if err != nil {
+				return err
+			}
+			if passed, failed := scenario.Counts(results); failed > 0 || passed == 0 && filter != nil {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or junit (JUnit XML)")
+	cmd.Flags().StringVar(&run, "run", "", "run only the cases whose \"file › name\" or name matches this regular expression")
+	return cmd
+}
+
+// testFiles expands files and directories into *.test.yaml files.
+func testFiles(args []string) ([]string, error) {
+	var out []string
+	for _, arg := range args {
+		info, err := os.Stat(arg)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			out = append(out, arg)
+			continue
+		}
+		found := 0
+		err = filepath.WalkDir(arg, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() && path != arg && strings.HasPrefix(e.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if !e.IsDir() && (strings.HasSuffix(path, ".test.yaml") || strings.HasSuffix(path, ".test.yml")) {
+				out = append(out, path)
+				found++
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s: no scenario tests (*.test.yaml) found", arg)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// mockTool answers the calls a case mocks and passes the others to the real tool.
+type mockTool struct {
+	mocks   []spec.Mock
+	real    runtime.Tool
+	realErr error
+}
+
+var (
+	_ runtime.Tool      = (*mockTool)(nil)
+	_ runtime.Describer = (*mockTool)(nil)
+)
+
+// withMocks wraps every factory of a registry so the case's mocks take over the
+// calls they match.
+func withMocks(reg runtime.Registry, mocks []spec.Mock) runtime.Registry {
+	if len(mocks) == 0 {
+		return reg
+	}
+	byTool := map[string][]spec.Mock{}
+	for _, m := range mocks {
+		byTool[m.Tool] = append(byTool[m.Tool], m)
+	}
+	out := runtime.Registry{}
+	for key, factory := range reg {
+		out[key] = func(t *spec.Tool, dir string) (runtime.Tool, error) {
+			real, err := factory(t, dir)
+			if len(byTool[t.Name]) == 0 {
+				return real, err
+			}
+			return &mockTool{mocks: byTool[t.Name], real: real, realErr: err}, nil
+		}
+	}
+	return out
+}
+
+func (m *mockTool) Describe() runtime.ToolInfo {
+	if d, ok := m.real.(runtime.Describer); ok {
+		return d.Describe()
+	}
+	return runtime.ToolInfo{}
+}
+
+func (m *mockTool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+	for _, mock := range m.mocks {
+		if !containsArgs(in.Args, mock.Args) {
+			continue
+		}
+		if mock.Error != "" {
+			return "", errors.New(mock.Error)
+		}
+		if s, ok := mock.Result.(string); ok {
+			return s, nil
+		}
+		b, err := json.Marshal(jsonValue(mock.Result))
+		return string(b), err
+	}
+	if m.real == nil {
+		return "", m.realErr
+	}
+	return m.real.Call(ctx, in)
+}
+
+// containsArgs reports whether args hold every key of want with an equal value,
+// comparing as JSON (YAML's 3 equals JSON's 3.0).
+func containsArgs(args, want map[string]any) bool {
+	for k, w := range want {
+		v, ok := args[k]
+		if !ok || !reflect.DeepEqual(jsonValue(v), jsonValue(w)) {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}

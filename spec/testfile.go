@@ -1,0 +1,208 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TestFile is a *.test.yaml file: scenarios for one agent, run offline.
+type TestFile struct {
+	Source
+	Agent string     `yaml:"agent"`
+	Cases []TestCase `yaml:"cases"`
+
+	doc *document
+}
+
+// TestCase is one scenario. Without Turns it is a single run described by Input,
+// Model, Expect and the rest; with Turns each turn is a run in the case's conversation.
+type TestCase struct {
+	Source
+	Name         string              `yaml:"name"`
+	User         *TestUser           `yaml:"user"`
+	Conversation string              `yaml:"conversation"`
+	Facts        map[string]string   `yaml:"facts"`
+	Seen         map[string][]string `yaml:"seen"`
+	Mocks        []Mock              `yaml:"mocks"`
+	Input        string              `yaml:"input"`
+	Intent       string              `yaml:"intent"`
+	Model        []ScriptTurn        `yaml:"model"`
+	Classifier   []map[string]any    `yaml:"classifier"`
+	Judge        []map[string]any    `yaml:"judge"`
+	Expect       Expect              `yaml:"expect"`
+	Turns        []TestTurn          `yaml:"turns"`
+}
+
+// TestTurn is one run of a multi-turn case.
+type TestTurn struct {
+	Source
+	Input      string           `yaml:"input"`
+	Intent     string           `yaml:"intent"`
+	Model      []ScriptTurn     `yaml:"model"`
+	Classifier []map[string]any `yaml:"classifier"`
+	Judge      []map[string]any `yaml:"judge"`
+	Expect     Expect           `yaml:"expect"`
+}
+
+// TestUser is who a case runs as.
+type TestUser struct {
+	ID         string            `yaml:"id"`
+	Attributes map[string]string `yaml:"attributes"`
+}
+
+// ScriptTurn is one scripted model response: text or tool calls.
+type ScriptTurn struct {
+	Text      string           `yaml:"text" json:"text,omitempty"`
+	ToolCalls []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
+}
+
+// ScriptToolCall is a scripted call; Arguments is a mapping or a verbatim string.
+type ScriptToolCall struct {
+	ID        string `yaml:"id" json:"id,omitempty"`
+	Name      string `yaml:"name" json:"name"`
+	Arguments any    `yaml:"arguments" json:"arguments,omitempty"`
+}
+
+// Mock replaces a tool's result, for calls whose arguments contain Args.
+type Mock struct {
+	Tool   string         `yaml:"tool"`
+	Args   map[string]any `yaml:"args"`
+	Result any            `yaml:"result"`
+	Error  string         `yaml:"error"`
+}
+
+// Expect is what a run must have done.
+type Expect struct {
+	Intent       string             `yaml:"intent"`
+	IntentHow    string             `yaml:"intent_how"`
+	Calls        []ExpectCall       `yaml:"calls"`
+	Order        string             `yaml:"order"`
+	NotCalled    []string           `yaml:"not_called"`
+	Refused      []string           `yaml:"refused"`
+	Guards       []string           `yaml:"guards"`
+	Verdicts     []bool             `yaml:"verdicts"`
+	Stop         string             `yaml:"stop"`
+	Answer       *AnswerMatch       `yaml:"answer"`
+	Facts        map[string]*string `yaml:"facts"`
+	HistoryTurns *int               `yaml:"history_turns"`
+}
+
+// ExpectCall is an expected tool call: its tool, a subset of its arguments, its outcome.
+type ExpectCall struct {
+	Tool    string         `yaml:"tool"`
+	Args    map[string]any `yaml:"args"`
+	Outcome string         `yaml:"outcome"`
+}
+
+// AnswerMatch checks the answer.
+type AnswerMatch struct {
+	Equals   string `yaml:"equals"`
+	Contains string `yaml:"contains"`
+	Matches  string `yaml:"matches"`
+
+	Re *regexp.Regexp `yaml:"-"`
+}
+
+// Runs are a case's runs: its turns, or the case itself as one turn.
+func (c *TestCase) Runs() []TestTurn {
+	if len(c.Turns) > 0 {
+		return c.Turns
+	}
+	return []TestTurn{{Source: c.Source, Input: c.Input, Intent: c.Intent, Model: c.Model, Classifier: c.Classifier, Judge: c.Judge, Expect: c.Expect}}
+}
+
+// AgentPath is the agent file, resolved against the test file's directory.
+func (f *TestFile) AgentPath() string {
+	if filepath.IsAbs(f.Agent) {
+		return f.Agent
+	}
+	return filepath.Join(filepath.Dir(f.Pos.File), f.Agent)
+}
+
+// At returns the position and YAML path of a place in the test file (the deepest
+// existing node along tokens).
+func (f *TestFile) At(tokens ...string) Source {
+	at := f.doc.at(tokens...)
+	return Source{Pos: at.pos, Path: at.path}
+}
+
+// LoadTestFile reads and checks a *.test.yaml file.
+func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, Diagnostics{{Severity: Error, Pos: Pos{File: file}, Message: ioMessage(err)}}
+	}
+	d := newDocument(file, src, testFile)
+	root, ok := d.parse()
+	if !ok {
+		return nil, d.diags
+	}
+	d.root = root
+	lookup := l.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	d.interpolateTree(root, "", lookup)
+	inst, _ := d.toJSON(root, "")
+	if d.budget < 0 {
+		return nil, d.diags
+	}
+	if err := l.schemas.test.Validate(inst); err != nil {
+		d.schemaErrors(err, l.schemas, nil)
+	}
+	tf := &TestFile{doc: d}
+	if err := root.Decode(tf); err != nil {
+		var typeErr *yaml.TypeError
+		if !errors.As(err, &typeErr) || !d.diags.HasErrors() {
+			d.errorf(d.at(), "", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if !errors.As(err, &typeErr) {
+			return nil, d.diags
+		}
+	}
+	tf.Source = Source{Pos: d.posOf(root)}
+	names := map[string]int{}
+	for i := range tf.Cases {
+		c := &tf.Cases[i]
+		ci := strconv.Itoa(i)
+		at := d.at("cases", ci)
+		c.Source = Source{Pos: at.pos, Path: at.path}
+		if first, dup := names[c.Name]; dup && c.Name != "" {
+			d.errorf(d.at("cases", ci, "name"), "case names identify failures and --run", "duplicate case name %q (first at cases[%d])", c.Name, first)
+		}
+		names[c.Name] = i
+		if len(c.Turns) > 0 {
+			for _, key := range []string{"input", "intent", "model", "classifier", "judge", "expect"} {
+				if k := d.at("cases", ci, key); k.node != nil {
+					d.errorf(k.keyPos(file), "put it in each turn", "%s belongs to the turns of a multi-turn case", key)
+				}
+			}
+		} else if c.Input == "" && !d.failed[at.path] {
+			d.errorf(at, "give input (one run) or turns (several)", "case %q has no input", c.Name)
+		}
+		for j := range c.Turns {
+			tat := d.at("cases", ci, "turns", strconv.Itoa(j))
+			c.Turns[j].Source = Source{Pos: tat.pos, Path: tat.path}
+			d.compileAnswer(c.Turns[j].Expect.Answer, "cases", ci, "turns", strconv.Itoa(j), "expect", "answer", "matches")
+		}
+		d.compileAnswer(c.Expect.Answer, "cases", ci, "expect", "answer", "matches")
+	}
+	d.diags.Sort()
+	return tf, d.diags
+}
+
+func (d *document) compileAnswer(a *AnswerMatch, tokens ...string) {
+	if a == nil || a.Matches == "" {
+		return
+	}
+	r := &Regex{Source: a.Matches}
+	c := checker{document: d}
+	c.compileRegex(r, d.at(tokens...))
+	a.Re = r.Re
+}
