@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -42,8 +43,8 @@ func newRunCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
 		return nil, fmt.Errorf("run_command needs with.allow, the programs it may run (like [ls, git]); there is no default")
 	}
 	for _, p := range cfg.Allow {
-		if slices.Contains(shellNames, p) {
-			return nil, fmt.Errorf("with.allow: %s is a shell; list the programs themselves", p)
+		if spec.IsShell(p) || slices.Contains(launchers, filepath.Base(p)) {
+			return nil, fmt.Errorf("with.allow: %s would run any command it is given; list the programs themselves", p)
 		}
 	}
 	timeout, err := time.ParseDuration(cfg.Timeout)
@@ -57,8 +58,9 @@ func newRunCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return &runCommand{name: toolName(t, "run_command"), allow: cfg.Allow, dir: root, timeout: timeout}, nil
 }
 
-// shellNames are refused in the allow list: a shell would run any command string.
-var shellNames = []string{"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "busybox", "env", "xargs", "cmd", "powershell", "pwsh"}
+// launchers run the program named in their arguments, so listing one would allow
+// everything, like a shell.
+var launchers = []string{"env", "xargs", "nohup", "nice", "timeout", "sudo", "doas", "exec", "watch", "strace", "time"}
 
 func (r *runCommand) Describe() runtime.ToolInfo {
 	allow := make([]any, len(r.allow))

@@ -135,7 +135,9 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		f := &s.Filters[i]
 		a.filters[f.On] = append(a.filters[f.On], f)
 	}
-	dir := filepath.Dir(s.Pos.File)
+	// Absolute, so a relative program path does not get resolved twice (once here,
+	// once against the command's working directory).
+	dir, _ := filepath.Abs(filepath.Dir(s.Pos.File))
 	schemas := jsonschema.NewCompiler()
 	for i := range s.Tools {
 		t := &s.Tools[i]
@@ -146,7 +148,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		}
 		toolDir := dir
 		if t.Command != nil && t.SkillDir != "" {
-			toolDir = t.SkillDir // a skill's programs are its own files
+			toolDir, _ = filepath.Abs(t.SkillDir) // a skill's programs are its own files
 		}
 		impl, err := factory(t, toolDir)
 		if err != nil {

@@ -152,11 +152,13 @@ func TestShellSkill(t *testing.T) {
 	// A shell may not be listed: it would run any command string.
 	l, _ := spec.NewLoader()
 	l.Bundled = skills.Bundled()
-	s, _ := l.Load(filepath.Join(t.TempDir(), "a.yaml"), []byte("version: 1\nname: a\nskills:\n  - use: shell\n    with: {commands: [bash]}\n"))
-	reg := runtime.Registry{}
-	builtin.Register(reg)
-	if _, diags := runtime.Compile(s, runtime.Options{Tools: reg}); !diags.HasErrors() || !strings.Contains(diags.Error(), "bash is a shell") {
-		t.Errorf("diags %v", diags)
+	for _, shell := range []string{"bash", "/bin/sh", "env", "/usr/bin/xargs"} {
+		s, _ := l.Load(filepath.Join(t.TempDir(), "a.yaml"), []byte("version: 1\nname: a\nskills:\n  - use: shell\n    with: {commands: ["+shell+"]}\n"))
+		reg := runtime.Registry{}
+		builtin.Register(reg)
+		if _, diags := runtime.Compile(s, runtime.Options{Tools: reg}); !diags.HasErrors() || !strings.Contains(diags.Error(), shell+" would run any command") {
+			t.Errorf("%s: diags %v", shell, diags)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // from disk, as `agentrun validate dir/` does.
 func BenchmarkValidate1000(b *testing.B) {
 	dir := b.TempDir()
-	examples, _ := filepath.Glob("../examples/agents/*.yaml")
+	examples := agentFiles("../examples/agents/*.yaml")
 	if len(examples) == 0 {
 		b.Fatal("no examples")
 	}
@@ -29,6 +29,9 @@ func BenchmarkValidate1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		files = append(files, file)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "skills"), os.DirFS("../examples/agents/skills")); err != nil {
+		b.Fatal(err) // the local skill packs the examples use
 	}
 	l := newTestLoader(b)
 	b.ResetTimer()
@@ -50,7 +53,7 @@ func BenchmarkLoadShopSupport(b *testing.B) {
 	l := newTestLoader(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, diags := l.Load("shop-support.yaml", src); diags.HasErrors() {
+		if _, diags := l.Load("../examples/agents/shop-support.yaml", src); diags.HasErrors() {
 			b.Fatal(diags)
 		}
 	}

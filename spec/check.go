@@ -197,6 +197,12 @@ func shellCommand(run []string) (int, string, bool) {
 	return 0, "", false
 }
 
+// IsShell reports whether a program (by its base name) is a shell, which would run
+// any command string it is given.
+func IsShell(program string) bool {
+	return slices.Contains(shells, strings.ToLower(filepath.Base(program)))
+}
+
 var shells = []string{"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "cmd", "cmd.exe", "powershell", "powershell.exe", "pwsh", "pwsh.exe"}
 
 func (c *checker) checkTools() {

@@ -372,8 +372,10 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 				}
 				d.errorf(location{pos: d.posInScalar(n, m[0]), path: path}, suggest(name, names), "no option %q is declared", name)
 			}
-			n.Value, n.Tag = "", "!!null" // declared but unset: the agent's file already says so
-			return
+			if len(matches) == 1 && m[0] == 0 && m[1] == len(n.Value) {
+				n.Value, n.Tag = "", "!!null" // an option that is not set is no value at all
+				return
+			}
 		}
 		if len(matches) == 1 && matches[0][0] == 0 && matches[0][1] == len(n.Value) {
 			var repl yaml.Node
@@ -385,7 +387,11 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 			return
 		}
 		n.Value = optionRefRe.ReplaceAllStringFunc(n.Value, func(ref string) string {
-			return optionText(values[optionRefRe.FindStringSubmatch(ref)[1]])
+			v, ok := values[optionRefRe.FindStringSubmatch(ref)[1]]
+			if !ok {
+				return "" // declared, not set: nothing to write
+			}
+			return optionText(v)
 		})
 		if n.Style == 0 {
 			n.Tag = ""

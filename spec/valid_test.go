@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // as JSON, with a golden file, so decoding regressions show up as a diff.
 func TestValidFixtures(t *testing.T) {
 	files, _ := filepath.Glob("testdata/valid/*.yaml")
-	examples, _ := filepath.Glob("../examples/agents/*.yaml")
+	examples := agentFiles("../examples/agents/*.yaml")
 	files = append(files, examples...)
 	if len(files) < 3 {
 		t.Fatalf("found only %v", files)
@@ -116,4 +116,16 @@ func TestSkillCollisionShowsBothPlaces(t *testing.T) {
 	if d.Pos != (Pos{File: "testdata/invalid/skills/dup_tool/skill.yaml", Line: 3, Col: 5}) || len(d.Notes) != 2 || d.Notes[0] != want[0] || d.Notes[1] != want[1] {
 		t.Errorf("diagnostic %+v", d)
 	}
+}
+
+// agentFiles globs agent specs, leaving out scenario tests (*.test.yaml).
+func agentFiles(pattern string) []string {
+	files, _ := filepath.Glob(pattern)
+	var out []string
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".test.yaml") {
+			out = append(out, f)
+		}
+	}
+	return out
 }

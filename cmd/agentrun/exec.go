@@ -29,7 +29,7 @@ const (
 
 type execOptions struct {
 	quiet, asJSON, stream bool
-	trace, store          string
+	trace, store, record  string
 	user, conversation    string
 	intent                string
 	set                   []string
@@ -59,6 +59,7 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.intent, "intent", "", "a pre-recognised intent")
 	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
 	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
 	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+DefaultStoreURL+")")
 	return cmd
 }
@@ -123,6 +124,16 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		}
 		defer opts.Store.Close()
 	}
+	var recorder *offline.Recorder
+	if o.record != "" {
+		recorder = &offline.Recorder{}
+		opts.Model = recorder.Wrap(opts.Model)
+		for _, m := range []*runtime.Model{&opts.JudgeModel, &opts.RouterModel} {
+			if *m != nil {
+				*m = recorder.Wrap(*m)
+			}
+		}
+	}
 	agent, diags := runtime.Compile(s, opts)
 	if diags.HasErrors() {
 		fmt.Fprint(errOut, formatDiagnostics(diags))
@@ -153,6 +164,12 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
+	}
+	if recorder != nil {
+		if err := recorder.Save(o.record); err != nil {
+			fmt.Fprintf(errOut, "agentrun: --record: %v\n", err)
+			return exitError{1}
+		}
 	}
 	out := cmd.OutOrStdout()
 	if o.asJSON {

@@ -140,3 +140,21 @@ func TestExecJSONResult(t *testing.T) {
 		t.Errorf("exit %d, result %+v", code, res)
 	}
 }
+
+// A command tool's relative program resolves against the spec's directory, however
+// the spec's path was given.
+func TestExecRelativeCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "hello.sh"), []byte("#!/bin/sh\necho hello from the tool\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte("version: 1\nname: rel\ntools:\n  - name: hello\n    command: {run: [./hello.sh]}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "turns.yaml"), []byte("turns:\n  - tool_calls: [{name: hello}]\n  - text: done\n"), 0o644)
+	cwd, _ := os.Getwd()
+	rel, err := filepath.Rel(cwd, filepath.Join(dir, "agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "exec", "--json", "--model", "script:"+filepath.Join(dir, "turns.yaml"), rel, "hi")
+	if code != 0 || !strings.Contains(stdout, `"result": "hello from the tool\n"`) {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

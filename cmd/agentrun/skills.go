@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -62,8 +64,15 @@ func newSkillsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			writeSkill(cmd.OutOrStdout(), s.Skills[0].Pack, agent)
-			if readme, err := fs.ReadFile(skills.Bundled(), path.Join(args[0], "README.md")); err == nil {
+			pack := s.Skills[0].Pack
+			writeSkill(cmd.OutOrStdout(), pack, agent)
+			var readme []byte
+			if bundled, ok := strings.CutPrefix(pack.Dir, spec.BundledPrefix); ok {
+				readme, _ = fs.ReadFile(skills.Bundled(), path.Join(bundled, "README.md"))
+			} else {
+				readme, _ = os.ReadFile(filepath.Join(pack.Dir, "README.md"))
+			}
+			if len(readme) > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "\n%s", readme)
 			}
 			return nil
@@ -118,7 +127,7 @@ func placeholder(typ string) any {
 }
 
 func writeSkill(w io.Writer, p *spec.SkillPack, agent *runtime.Agent) {
-	fmt.Fprintf(w, "skill %s %s — %s\n", p.Name, p.Version, p.Description)
+	fmt.Fprintf(w, "skill %s — %s\n", strings.TrimSpace(p.Name+" "+p.Version), p.Description)
 	if len(p.Options) > 0 {
 		fmt.Fprintln(w, "\noptions (under with:):")
 		for _, o := range p.Options {

@@ -1,0 +1,79 @@
+package offline
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/agentrun/agentrun/runtime"
+	"go.yaml.in/yaml/v3"
+)
+
+// Recorder keeps the answers of real models as a script: the agent's turns, the
+// judge's verdicts and the classifier's choices, so a run can be replayed offline
+// (`agentrun exec --record FILE`, then `--model script:FILE` or a test case). Only
+// model output is kept — never a request, so no key or bound value can end up in it.
+type Recorder struct {
+	mu         sync.Mutex
+	turns      []ScriptTurn
+	judge      []map[string]any
+	classifier []map[string]any
+}
+
+// Wrap returns m recording into r. The agent's model and the judge's and
+// classifier's may all be wrapped by one recorder.
+func (r *Recorder) Wrap(m runtime.Model) runtime.Model { return &recording{m: m, r: r} }
+
+type recording struct {
+	m runtime.Model
+	r *Recorder
+}
+
+func (w *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	resp, err := w.m.Complete(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	switch {
+	case req.JSONSchema == nil:
+		turn := ScriptTurn{Text: resp.Message.Content}
+		for _, tc := range resp.Message.ToolCalls {
+			// The arguments stay the model's exact text, so a replay sends the
+			// very same bytes: the same signatures, the same trajectory.
+			turn.ToolCalls = append(turn.ToolCalls, ScriptToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		}
+		w.r.turns = append(w.r.turns, turn)
+	case req.JSONSchema.Name == "verdict" || req.JSONSchema.Name == "intent":
+		var v map[string]any
+		if json.Unmarshal([]byte(strings.TrimSpace(resp.Message.Content)), &v) != nil {
+			v = map[string]any{"unparsed": resp.Message.Content}
+		}
+		if req.JSONSchema.Name == "verdict" {
+			w.r.judge = append(w.r.judge, v)
+		} else {
+			w.r.classifier = append(w.r.classifier, v)
+		}
+	}
+	return resp, nil
+}
+
+// Save writes the script file that LoadScript reads.
+func (r *Recorder) Save(path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	doc := struct {
+		Turns      []ScriptTurn     `yaml:"turns"`
+		Judge      []map[string]any `yaml:"judge,omitempty"`
+		Classifier []map[string]any `yaml:"classifier,omitempty"`
+	}{r.turns, r.judge, r.classifier}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	header := "# Recorded by agentrun exec --record: replay with --model script:" + path + "\n"
+	return os.WriteFile(path, append([]byte(header), b...), 0o644)
+}
