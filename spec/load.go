@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -92,25 +93,12 @@ var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 // could be decoded, even with errors, so callers can show more than the first problem.
 func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 	d := newDocument(file, src, agentFile)
-	root, ok := d.parse()
+	root, ok := l.prepare(d, l.schemas.agent, nil)
 	if !ok {
 		d.diags.Sort()
 		return nil, d.diags
 	}
-	d.root = root
-	lookup := l.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	d.interpolateTree(root, "", lookup)
-	inst, _ := d.toJSON(root, "")
-	if d.budget < 0 { // what was converted is truncated: checking it would mislead
-		d.diags.Sort()
-		return nil, d.diags
-	}
-	if err := l.schemas.agent.Validate(inst); err != nil {
-		d.schemaErrors(err, l.schemas, nil)
-	}
+	lookup := l.lookupEnv()
 	spec := &Spec{}
 	if err := root.Decode(spec); err != nil {
 		var typeErr *yaml.TypeError
@@ -137,6 +125,36 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 	dropDisabled(spec)
 	d.diags.Sort()
 	return spec, d.diags
+}
+
+func (l *Loader) lookupEnv() func(string) (string, bool) {
+	if l.LookupEnv != nil {
+		return l.LookupEnv
+	}
+	return os.LookupEnv
+}
+
+// prepare parses a document, lets before rewrite its tree (a skill's options),
+// expands ${VAR} and validates it against a schema. It returns false when nothing
+// more can be checked: the file does not parse, or aliases blow it up.
+func (l *Loader) prepare(d *document, sch *jsonschema.Schema, before func(root *yaml.Node)) (*yaml.Node, bool) {
+	root, ok := d.parse()
+	if !ok {
+		return nil, false
+	}
+	d.root = root
+	if before != nil {
+		before(root)
+	}
+	d.interpolateTree(root, "", l.lookupEnv())
+	inst, _ := d.toJSON(root, "")
+	if d.budget < 0 { // what was converted is truncated: checking it would mislead
+		return nil, false
+	}
+	if err := sch.Validate(inst); err != nil {
+		d.schemaErrors(err, l.schemas, nil)
+	}
+	return root, true
 }
 
 // parse reads exactly one YAML document holding a mapping.

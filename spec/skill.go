@@ -39,7 +39,7 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 		if ref.Use == "" || d.failed[at.path] {
 			continue
 		}
-		pd, src, err := l.openSkill(ref.Use, filepath.Dir(d.file))
+		pd, err := l.openSkill(ref.Use, filepath.Dir(d.file))
 		if err != nil {
 			hint := "a skill is a bundled name or a directory holding skill.yaml, such as ./skills/orders"
 			if names := l.BundledSkills(); !isSkillPath(ref.Use) && len(names) > 0 {
@@ -48,7 +48,7 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 			d.errorf(at, hint, "%v", err)
 			continue
 		}
-		pack := l.parseSkill(d, pd, src, ref, i, lookup)
+		pack := l.parseSkill(d, pd, ref, i)
 		if pack == nil {
 			d.diags = append(d.diags, withNote(pd.diags, at.pos, "the skill as this agent uses it")...)
 			continue
@@ -113,7 +113,7 @@ func withNote(ds Diagnostics, pos Pos, msg string) Diagnostics {
 
 // openSkill finds a skill's skill.yaml: a directory relative to the agent's file, or
 // a bundled skill by name.
-func (l *Loader) openSkill(use, agentDir string) (*document, []byte, error) {
+func (l *Loader) openSkill(use, agentDir string) (*document, error) {
 	if isSkillPath(use) {
 		dir := use
 		if !filepath.IsAbs(dir) {
@@ -122,21 +122,20 @@ func (l *Loader) openSkill(use, agentDir string) (*document, []byte, error) {
 		file := filepath.Join(dir, "skill.yaml")
 		src, err := os.ReadFile(file)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("skill %q not found: no %s", use, file)
+			return nil, fmt.Errorf("skill %q not found: no %s", use, file)
 		} else if err != nil {
-			return nil, nil, fmt.Errorf("skill %q: %s", use, ioMessage(err))
+			return nil, fmt.Errorf("skill %q: %s", use, ioMessage(err))
 		}
-		pd := newDocument(file, src, skillFile)
-		return pd, src, nil
+		return newDocument(file, src, skillFile), nil
 	}
 	if l.Bundled == nil {
-		return nil, nil, fmt.Errorf("unknown skill %q", use)
+		return nil, fmt.Errorf("unknown skill %q", use)
 	}
 	src, err := fs.ReadFile(l.Bundled, path.Join(use, "skill.yaml"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("unknown skill %q", use)
+		return nil, fmt.Errorf("unknown skill %q", use)
 	}
-	return newDocument(BundledPrefix+use+"/skill.yaml", src, skillFile), src, nil
+	return newDocument(BundledPrefix+use+"/skill.yaml", src, skillFile), nil
 }
 
 // BundledSkills lists the names of the bundled skills.
@@ -161,25 +160,18 @@ func isSkillPath(s string) bool {
 // parseSkill reads a skill.yaml: its options (declared in the file, set by the
 // agent), then ${options.NAME} and ${VAR} substitution, the skill schema and typed
 // decoding. It returns nil when the file cannot be decoded.
-func (l *Loader) parseSkill(d, pd *document, src []byte, ref *SkillRef, i int, lookup func(string) (string, bool)) *SkillPack {
-	root, ok := pd.parse()
+func (l *Loader) parseSkill(d, pd *document, ref *SkillRef, i int) *SkillPack {
+	var values map[string]any
+	root, ok := l.prepare(pd, l.schemas.skill, func(root *yaml.Node) {
+		var decl SkillOptions
+		if opts := pd.at("options"); opts.node != nil && opts.node.Kind == yaml.MappingNode {
+			_ = opts.node.Decode(&decl) // the schema reports a malformed options section
+		}
+		values = optionValues(d, pd, decl, ref, i)
+		pd.substituteOptions(root, "", values, decl)
+	})
 	if !ok {
 		return nil
-	}
-	pd.root = root
-	var decl SkillOptions
-	if opts := pd.at("options"); opts.node != nil && opts.node.Kind == yaml.MappingNode {
-		_ = opts.node.Decode(&decl) // the schema reports a malformed options section
-	}
-	values := optionValues(d, pd, decl, ref, i)
-	pd.substituteOptions(root, "", values, decl)
-	pd.interpolateTree(root, "", lookup)
-	inst, _ := pd.toJSON(root, "")
-	if pd.budget < 0 {
-		return nil
-	}
-	if err := l.schemas.skill.Validate(inst); err != nil {
-		pd.schemaErrors(err, l.schemas, nil)
 	}
 	pack := &SkillPack{}
 	if err := root.Decode(pack); err != nil {

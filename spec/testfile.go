@@ -139,22 +139,9 @@ func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
 		return nil, Diagnostics{{Severity: Error, Pos: Pos{File: file}, Message: ioMessage(err)}}
 	}
 	d := newDocument(file, src, testFile)
-	root, ok := d.parse()
+	root, ok := l.prepare(d, l.schemas.test, nil)
 	if !ok {
 		return nil, d.diags
-	}
-	d.root = root
-	lookup := l.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	d.interpolateTree(root, "", lookup)
-	inst, _ := d.toJSON(root, "")
-	if d.budget < 0 {
-		return nil, d.diags
-	}
-	if err := l.schemas.test.Validate(inst); err != nil {
-		d.schemaErrors(err, l.schemas, nil)
 	}
 	tf := &TestFile{doc: d}
 	if err := root.Decode(tf); err != nil {
