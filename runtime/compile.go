@@ -40,6 +40,15 @@ type Options struct {
 	RouterModel Model
 	// Store remembers conversations and users' facts; nil for no memory.
 	Store Store
+	// External are tools found at run time (an MCP server's allowed tools). One the
+	// spec declares by name itself is left out: the declaration's overrides win.
+	External []ExternalTool
+}
+
+// ExternalTool is a tool that brings its own definition.
+type ExternalTool struct {
+	Def  ToolDef
+	Impl Tool
 }
 
 // Agent is a compiled spec: immutable and safe for concurrent runs. Per-run state
@@ -189,6 +198,28 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		}
 		a.tools = append(a.tools, at)
 		a.byName[t.Name] = at
+		a.offered = append(a.offered, at.def)
+	}
+	for i, ext := range opts.External {
+		if _, declared := a.byName[ext.Def.Name]; declared {
+			continue
+		}
+		at := &agentTool{def: ext.Def, timeout: orDuration(g.ToolTimeout.Duration, DefaultToolTimeout),
+			maxOutput: or(g.MaxToolOutput, DefaultMaxToolOutput), impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}}
+		params, err := normalizeJSON(ext.Def.Parameters)
+		if err == nil {
+			at.def.Parameters = params
+			url := fmt.Sprintf("mem://external/%d/%s.json", i, ext.Def.Name)
+			if err = schemas.AddResource(url, params); err == nil {
+				at.schema, err = schemas.Compile(url)
+			}
+		}
+		if err != nil {
+			report(s.Source, "tool %q: its parameters are not a usable JSON schema: %v", ext.Def.Name, err)
+			continue
+		}
+		a.tools = append(a.tools, at)
+		a.byName[at.def.Name] = at
 		a.offered = append(a.offered, at.def)
 	}
 	if diags.HasErrors() {

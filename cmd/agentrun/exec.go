@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/kinds"
+	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/openai"
 	"github.com/agentrun/agentrun/spec"
@@ -28,8 +30,8 @@ const (
 )
 
 type execOptions struct {
-	quiet, asJSON, stream bool
-	trace, store, record  string
+	quiet, asJSON, stream       bool
+	trace, store, record, audit string
 	user, conversation    string
 	intent                string
 	set                   []string
@@ -59,6 +61,7 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.intent, "intent", "", "a pre-recognised intent")
 	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
 	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.audit, "audit", "", "write every MCP tool call (server, tool, arguments, user, outcome) as JSON lines to `FILE`")
 	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
 	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+DefaultStoreURL+")")
 	return cmd
@@ -112,6 +115,26 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
+	}
+	if len(s.MCPServers) > 0 {
+		mopts := mcp.Options{Dir: filepath.Dir(specPath)}
+		if o.audit != "" {
+			f, err := os.Create(o.audit)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			audit := &traceWriter{enc: json.NewEncoder(f)}
+			mopts.Audit = func(r mcp.AuditRecord) { audit.write(r) }
+		}
+		mgr, err := mcp.Start(cmd.Context(), s.MCPServers, mopts)
+		if err != nil {
+			fmt.Fprintf(errOut, "agentrun: %v\n", err)
+			return exitError{1}
+		}
+		defer mgr.Close() // stops every server process, also after Ctrl-C
+		mgr.Register(opts.Tools)
+		opts.External = mgr.Tools()
 	}
 	if needsStore(s, o.conversation) {
 		url, err := storeURL(o.store, s.Memory)
@@ -245,12 +268,23 @@ func missingRequirements(s *spec.Spec) []string {
 	return out
 }
 
-// newRegistry is every tool kind this build of agentrun knows.
+// newRegistry is every tool kind this build of agentrun knows. Declared mcp tools
+// resolve statically here (validate, explain); exec replaces the kind with the
+// connected servers' tools.
 func newRegistry() runtime.Registry {
 	r := runtime.Registry{}
 	builtin.Register(r)
 	kinds.Register(r)
+	r["mcp"] = func(t *spec.Tool, _ string) (runtime.Tool, error) { return unconnected{t.MCP.Server}, nil }
 	return r
+}
+
+// unconnected stands for an MCP tool whose server is not connected (validate,
+// explain, graph, tests without the server): calling it says so.
+type unconnected struct{ server string }
+
+func (u unconnected) Call(context.Context, runtime.ToolInput) (string, error) {
+	return "", fmt.Errorf("MCP server %s is not connected", u.server)
 }
 
 // newModel builds the provider a spec's model names. A script path in the spec is
@@ -395,10 +429,12 @@ type traceWriter struct {
 	enc *json.Encoder
 }
 
-func (t *traceWriter) Observe(e runtime.Event) {
+func (t *traceWriter) Observe(e runtime.Event) { t.write(e) }
+
+func (t *traceWriter) write(v any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_ = t.enc.Encode(e)
+	_ = t.enc.Encode(v)
 }
 
 // progress prints a run's steps for a person watching the terminal.
