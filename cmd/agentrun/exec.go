@@ -32,10 +32,10 @@ const (
 type execOptions struct {
 	quiet, asJSON, stream       bool
 	trace, store, record, audit string
-	user, conversation    string
-	intent                string
-	set                   []string
-	model                 string
+	user, conversation          string
+	intent                      string
+	set                         []string
+	model                       string
 }
 
 func newExecCommand() *cobra.Command {
