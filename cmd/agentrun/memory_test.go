@@ -180,3 +180,142 @@ tools:
 		t.Errorf("after the kill:\n%s\nwant\n%s", out, want)
 	}
 }
+
+// children lists the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so read after the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		var ppid int
+		if len(fields) > 1 {
+			fmt.Sscan(fields[1], &ppid)
+		}
+		if ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// No MCP server process outlives exec: not after a normal exit, not after Ctrl-C in
+// the middle of a tool call.
+func TestMCPServersStopWithExec(t *testing.T) {
+	bin := agentrunBinary(t)
+	server, _ := filepath.Abs("../../tools/node/node_modules/.bin/mcp-server-everything")
+	if _, err := os.Stat(server); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip("node tools not installed")
+	}
+	work := t.TempDir()
+	agent := filepath.Join(work, "agent.yaml")
+	os.WriteFile(agent, []byte("version: 1\nname: m\nmcp_servers:\n  - {name: ev, command: ["+server+"], tools: [echo, trigger-long-running-operation]}\n"), 0o644)
+	quick := filepath.Join(work, "quick.yaml")
+	os.WriteFile(quick, []byte("turns:\n  - tool_calls: [{name: echo, arguments: {message: hi}}]\n  - text: done\n"), 0o644)
+	slow := filepath.Join(work, "slow.yaml")
+	os.WriteFile(slow, []byte("turns:\n  - tool_calls: [{name: trigger-long-running-operation, arguments: {duration: 30, steps: 30}}]\n  - text: never\n"), 0o644)
+
+	for _, interrupt := range []bool{false, true} {
+		script := quick
+		if interrupt {
+			script = slow
+		}
+		audit := filepath.Join(work, fmt.Sprintf("audit-%v.jsonl", interrupt))
+		cmd := exec.Command(bin, "exec", "--model", "script:"+script, "--audit", audit, agent, "go")
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var kids []int
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), "⚙ ") { // a tool call is running: the server is up
+				kids = children(cmd.Process.Pid)
+				if interrupt {
+					cmd.Process.Signal(os.Interrupt)
+				}
+				break
+			}
+		}
+		go io.Copy(io.Discard, stderr)
+		err := cmd.Wait()
+		if len(kids) == 0 {
+			t.Fatalf("interrupt=%v: no server process seen", interrupt)
+		}
+		if interrupt && err == nil {
+			t.Error("an interrupted run exited 0")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for _, k := range kids {
+			for alive(k) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if alive(k) {
+				syscall.Kill(k, syscall.SIGKILL)
+				t.Errorf("interrupt=%v: server process %d outlived exec", interrupt, k)
+			}
+		}
+		if !interrupt {
+			if b, _ := os.ReadFile(audit); !strings.Contains(string(b), `"server":"ev","tool":"echo","arguments":{"message":"hi"},"user":"cli-user","outcome":"ok"`) {
+				t.Errorf("audit: %s", b)
+			}
+		}
+	}
+}
+
+// The mcp-files example runs offline with its script against the filesystem server.
+func TestMCPFilesExample(t *testing.T) {
+	if _, err := os.Stat("../../tools/node/node_modules/.bin/mcp-server-filesystem"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip("node tools not installed")
+	}
+	code, stdout, stderr := runCLI(t, "exec", "--model", "script:../../examples/agents/mcp-files.script.yaml", "../../examples/agents/mcp-files.yaml", "What docs are there?")
+	if code != 0 || !strings.Contains(stdout, "testing.md starts with") || !strings.Contains(stderr, "✓ list_directory") || !strings.Contains(stderr, "✓ read_text_file") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+func TestValidateLive(t *testing.T) {
+	server, _ := filepath.Abs("../../tools/node/node_modules/.bin/mcp-server-everything")
+	if _, err := os.Stat(server); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip("node tools not installed")
+	}
+	spec := writeFile(t, "live.yaml", "version: 1\nname: live\nmcp_servers:\n  - {name: ev, command: ["+server+"], tools: [echo]}\n"+
+		"tools:\n  - name: echo\n    mcp: {server: ev}\n    bind: {user: user.id}\n    accept: args.mesage != \"\"\n")
+	if code, stdout, _ := runCLI(t, "validate", spec); code != 0 {
+		t.Errorf("static validation needs no server: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ := runCLI(t, "validate", "--live", spec)
+	if code != 1 || !strings.Contains(stdout, `tools[0].bind: bind names "user", which ev's tool echo does not take`) || !strings.Contains(stdout, `tools[0].accept: accept names "mesage"`) {
+		t.Errorf("exit %d\n%s", code, stdout)
+	}
+	missing := writeFile(t, "missing.yaml", "version: 1\nname: live\nmcp_servers:\n  - {name: ev, command: ["+server+"], tools: [echo, launch_rockets]}\n")
+	if code, stdout, _ := runCLI(t, "validate", "--live", missing); code != 1 || !strings.Contains(stdout, `MCP server ev: the allow list names "launch_rockets", which the server does not offer`) {
+		t.Errorf("exit %d\n%s", code, stdout)
+	}
+}

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -14,7 +19,7 @@ import (
 
 func newValidateCommand() *cobra.Command {
 	var format string
-	var strict bool
+	var strict, live bool
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Check agent specs without running them",
@@ -47,6 +52,9 @@ func newValidateCommand() *cobra.Command {
 					// such as builtin tools' configurations, and runs nothing.
 					_, diags := runtime.Compile(r.Spec, runtime.Options{Tools: registry})
 					all = append(all, diags...)
+					if live && len(r.Spec.MCPServers) > 0 {
+						all = append(all, checkLive(cmd.Context(), r.Spec, r.File)...)
+					}
 				}
 			}
 			if err := write(cmd.OutOrStdout(), len(files), all); err != nil {
@@ -64,6 +72,7 @@ func newValidateCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (GitHub Actions annotations)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
+	cmd.Flags().BoolVar(&live, "live", false, "also connect to the MCP servers: allow-listed tools must exist, bind and accept must name their parameters")
 	return cmd
 }
 
@@ -177,4 +186,55 @@ func newLoader() (*spec.Loader, error) {
 	}
 	l.Bundled = skills.Bundled()
 	return l, nil
+}
+
+var argsRefRe = regexp.MustCompile(`\bargs\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// checkLive connects to a spec's MCP servers and checks what only they know: the
+// allow-listed tools exist (Start fails otherwise) and the parameters that bind and
+// accept name are the tools' real parameters.
+func checkLive(ctx context.Context, s *spec.Spec, file string) spec.Diagnostics {
+	mgr, err := mcp.Start(ctx, s.MCPServers, mcp.Options{Dir: filepath.Dir(file)})
+	if err != nil {
+		return spec.Diagnostics{{Severity: spec.Error, Pos: s.MCPServers[0].Pos, Path: "mcp_servers", Message: err.Error(),
+			Hint: "validate --live connects to every server; check its command or URL"}}
+	}
+	defer mgr.Close()
+	var diags spec.Diagnostics
+	for _, t := range s.Tools {
+		if t.MCP == nil {
+			continue
+		}
+		remote := t.MCP.Tool
+		if remote == "" {
+			remote = t.Name
+		}
+		params, ok := mgr.InputSchema(t.MCP.Server, remote)
+		if !ok {
+			diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: t.Pos, Path: t.Path, Message: fmt.Sprintf("MCP server %s has no tool %q", t.MCP.Server, remote)})
+			continue
+		}
+		props, _ := params["properties"].(map[string]any)
+		var names []string
+		for n := range props {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		check := func(param, where string) {
+			if _, ok := props[param]; !ok {
+				diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: t.Pos, Path: t.Path + "." + where,
+					Message: fmt.Sprintf("%s names %q, which %s's tool %s does not take", where, param, t.MCP.Server, remote),
+					Hint:    "its parameters: " + strings.Join(names, ", ")})
+			}
+		}
+		for param := range t.Bind {
+			check(param, "bind")
+		}
+		if t.Accept != nil {
+			for _, m := range argsRefRe.FindAllStringSubmatch(t.Accept.Source, -1) {
+				check(m[1], "accept")
+			}
+		}
+	}
+	return diags
 }

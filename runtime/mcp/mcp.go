@@ -197,6 +197,21 @@ func definition(name string, t *sdk.Tool) runtime.ToolDef {
 	return runtime.ToolDef{Name: name, Description: t.Description, Parameters: params}
 }
 
+// InputSchema returns the input schema a server gives for one of its tools.
+func (m *Manager) InputSchema(server, tool string) (map[string]any, bool) {
+	s := m.servers[server]
+	if s == nil {
+		return nil, false
+	}
+	for _, t := range s.tools {
+		if t.Name == tool {
+			params, _ := t.InputSchema.(map[string]any)
+			return params, true
+		}
+	}
+	return nil, false
+}
+
 // Register adds the mcp kind, for tools a spec declares one by one.
 func (m *Manager) Register(r runtime.Registry) {
 	r["mcp"] = func(t *spec.Tool, _ string) (runtime.Tool, error) {
