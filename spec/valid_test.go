@@ -118,12 +118,12 @@ func TestSkillCollisionShowsBothPlaces(t *testing.T) {
 	}
 }
 
-// agentFiles globs agent specs, leaving out scenario tests (*.test.yaml).
+// agentFiles globs agent specs, leaving out what SpecFiles leaves out (tests, scripts).
 func agentFiles(pattern string) []string {
 	files, _ := filepath.Glob(pattern)
 	var out []string
 	for _, f := range files {
-		if !strings.HasSuffix(f, ".test.yaml") {
+		if isSpecFile(filepath.Base(f)) {
 			out = append(out, f)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -65,8 +64,7 @@ func TestGraphIsMermaid(t *testing.T) {
 	tools := nodetools.Dir(t)
 	dir := t.TempDir()
 	files := []string{}
-	examples, _ := filepath.Glob("../../examples/agents/*.yaml")
-	examples = slices.DeleteFunc(examples, func(f string) bool { return strings.HasSuffix(f, ".test.yaml") })
+	examples := exampleAgents(t)
 	for _, ex := range examples {
 		_, out, _ := runCLI(t, "graph", ex)
 		f := filepath.Join(dir, filepath.Base(ex)+".mmd")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/fixture"
 	"github.com/agentrun/agentrun/schema"
+	"github.com/agentrun/agentrun/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -55,7 +56,7 @@ func TestValidate(t *testing.T) {
 		stdout string // or require stdout to contain this
 		stderr string // require stderr to contain this
 	}{
-		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "2 files checked: no problems\n"},
+		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "3 files checked: no problems\n"},
 		{name: "every mistake at once", args: []string{"validate", manyMistakes}, code: 1, golden: "many_mistakes.txt"},
 		{name: "json", args: []string{"validate", "--format", "json", manyMistakes}, code: 1, golden: "many_mistakes.json"},
 		{name: "github annotations", args: []string{"validate", "--format=github", manyMistakes}, code: 1, golden: "many_mistakes.github"},
@@ -141,8 +142,7 @@ func TestSchemaCommand(t *testing.T) {
 
 // Every example names the schema for yaml-language-server, by a path that exists.
 func TestExamplesHaveSchemaModeline(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/agents/*.yaml")
-	for _, f := range files {
+	for _, f := range exampleAgents(t) {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -192,4 +192,15 @@ func TestCompileFixtures(t *testing.T) {
 			fixture.Compare(t, fixture.Expected(string(src)), got)
 		})
 	}
+}
+
+// exampleAgents are the example specs, found the way validate finds specs (no tests,
+// scripts or skill packs).
+func exampleAgents(t *testing.T) []string {
+	t.Helper()
+	files, err := spec.SpecFiles([]string{"../../examples/agents"})
+	if err != nil || len(files) < 3 {
+		t.Fatalf("example agents: %v %v", files, err)
+	}
+	return files
 }
