@@ -372,8 +372,8 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 		if len(matches) == 1 && matches[0][0] == 0 && matches[0][1] == len(n.Value) {
 			var repl yaml.Node
 			if err := repl.Encode(values[n.Value[matches[0][2]:matches[0][3]]]); err == nil {
-				repl.Line, repl.Column = n.Line, n.Column
 				setPositions(&repl, n.Line, n.Column)
+				escapeDollars(&repl)
 				*n = repl
 			}
 			return
@@ -383,11 +383,24 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 			if !ok {
 				return "" // declared, not set: nothing to write
 			}
-			return optionText(v)
+			// An option's value is the agent's, already expanded in the agent's
+			// file: it must not be expanded again here.
+			return strings.ReplaceAll(optionText(v), "$", "$$")
 		})
 		if n.Style == 0 {
 			n.Tag = ""
 		}
+	}
+}
+
+// escapeDollars doubles every $ in a substituted value's scalars, so the skill
+// file's own ${VAR} expansion leaves the agent's text as it was.
+func escapeDollars(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		n.Value = strings.ReplaceAll(n.Value, "$", "$$")
+	}
+	for _, c := range n.Content {
+		escapeDollars(c)
 	}
 }
 

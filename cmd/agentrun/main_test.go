@@ -138,6 +138,14 @@ func TestSchemaCommand(t *testing.T) {
 	if doc["$id"] != schema.ID {
 		t.Errorf("$id = %v", doc["$id"])
 	}
+	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON} {
+		if code, stdout, _ := runCLI(t, "schema", which); code != 0 || stdout != string(want) {
+			t.Errorf("schema %s: exit %d", which, code)
+		}
+	}
+	if code, _, stderr := runCLI(t, "schema", "tools"); code != 2 || !strings.Contains(stderr, `unknown schema "tools"`) {
+		t.Errorf("schema tools: exit %d %s", code, stderr)
+	}
 }
 
 // Every example names the schema for yaml-language-server, by a path that exists.

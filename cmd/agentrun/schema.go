@@ -1,19 +1,31 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/agentrun/agentrun/schema"
 	"github.com/spf13/cobra"
 )
 
 func newSchemaCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "schema",
-		Short: "Print the JSON schema of agent specs",
-		Long: "Print the JSON schema of agent specs. Point your editor at it, e.g. with the modeline\n" +
-			"# yaml-language-server: $schema=path/to/agent.schema.json",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := cmd.OutOrStdout().Write(schema.JSON)
+		Use:   "schema [agent|skill|test]",
+		Short: "Print the JSON schema of agent specs, skill packs or scenario tests",
+		Long: "Print a JSON schema: agent specs (the default), skill packs (skill.yaml; it refers\n" +
+			"to agent.schema.json beside it) or scenario tests (*.test.yaml). Point your editor at\n" +
+			"it, e.g. with the modeline # yaml-language-server: $schema=path/to/agent.schema.json",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"agent", "skill", "test"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			which := "agent"
+			if len(args) > 0 {
+				which = args[0]
+			}
+			doc, ok := map[string][]byte{"agent": schema.JSON, "skill": schema.SkillJSON, "test": schema.TestJSON}[which]
+			if !ok {
+				return fmt.Errorf("unknown schema %q: use agent, skill or test", which)
+			}
+			_, err := cmd.OutOrStdout().Write(doc)
 			return err
 		},
 	}
