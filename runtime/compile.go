@@ -107,6 +107,14 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	report := func(src spec.Source, format string, args ...any) {
 		diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: src.Pos, Path: src.Path, Message: fmt.Sprintf(format, args...)})
 	}
+	reportTool := func(t *spec.Tool, format string, args ...any) {
+		report(t.Source, format, args...)
+		for _, ref := range s.Skills { // a skill's tool: say which agent entry brought it
+			if ref.Pack != nil && ref.Pack.Name == t.Skill && t.Skill != "" {
+				diags[len(diags)-1].Notes = append(diags[len(diags)-1].Notes, spec.Note{Pos: ref.Pos, Message: "the skill as this agent uses it"})
+			}
+		}
+	}
 	g := s.Guards
 	a := &Agent{
 		spec:   s,
@@ -152,7 +160,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		t := &s.Tools[i]
 		factory, ok := opts.Tools[Key(t)]
 		if !ok {
-			report(t.Source, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
+			reportTool(t, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
 			continue
 		}
 		toolDir := dir
@@ -161,7 +169,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		}
 		impl, err := factory(t, toolDir)
 		if err != nil {
-			report(t.Source, "tool %q: %v", t.Name, err)
+			reportTool(t, "tool %q: %v", t.Name, err)
 			continue
 		}
 		at := &agentTool{
@@ -178,7 +186,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			if info.Parameters != nil {
 				params, err := normalizeJSON(info.Parameters)
 				if err != nil {
-					report(t.Source, "tool %q: parameters: %v", t.Name, err)
+					reportTool(t, "tool %q: parameters: %v", t.Name, err)
 					continue
 				}
 				at.def.Parameters = params
@@ -189,11 +197,11 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		}
 		url := fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name)
 		if err := schemas.AddResource(url, at.def.Parameters); err != nil {
-			report(t.Source, "tool %q: parameters: %v", t.Name, err)
+			reportTool(t, "tool %q: parameters: %v", t.Name, err)
 			continue
 		}
 		if at.schema, err = schemas.Compile(url); err != nil {
-			report(t.Source, "tool %q: parameters: %v", t.Name, err)
+			reportTool(t, "tool %q: parameters: %v", t.Name, err)
 			continue
 		}
 		a.tools = append(a.tools, at)

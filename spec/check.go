@@ -219,13 +219,13 @@ func (c *checker) checkTools() {
 		switch {
 		case t.Name == "" && !c.failed[c.at("tools", idx, "name").path]:
 			c.errorf(at, "every tool except a builtin needs a name the model calls it by", "tool needs a name")
+		case t.Enabled != nil && !*t.Enabled:
+			c.disabled[t.Name] = true // a disabled tool takes no name: another may have it
 		case t.Name != "":
 			if first, dup := c.tools[t.Name]; dup {
 				c.errorf(c.nameAt(i), fmt.Sprintf("first declared at line %d", c.at("tools", strconv.Itoa(first)).pos.Line), "duplicate tool name %q", t.Name)
 			} else if srv, dup := c.mcpTools[t.Name]; dup && t.MCP == nil {
 				c.errorf(c.nameAt(i), "rename the tool, or give the server a prefix", "tool %q is also allowed from MCP server %q", t.Name, srv)
-			} else if t.Enabled != nil && !*t.Enabled {
-				c.disabled[t.Name] = true
 			} else {
 				c.tools[t.Name] = i
 				c.toolNames = append(c.toolNames, t.Name)
