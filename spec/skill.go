@@ -162,8 +162,8 @@ func isSkillPath(s string) bool {
 // decoding. It returns nil when the file cannot be decoded.
 func (l *Loader) parseSkill(d, pd *document, ref *SkillRef, i int) *SkillPack {
 	var values map[string]any
+	var decl SkillOptions
 	root, ok := l.prepare(pd, l.schemas.skill, func(root *yaml.Node) {
-		var decl SkillOptions
 		if opts := pd.at("options"); opts.node != nil && opts.node.Kind == yaml.MappingNode {
 			_ = opts.node.Decode(&decl) // the schema reports a malformed options section
 		}
@@ -196,9 +196,13 @@ func (l *Loader) parseSkill(d, pd *document, ref *SkillRef, i int) *SkillPack {
 			text, err := l.readSkillFile(pack.Dir, pack.InstructionsFile)
 			if err != nil {
 				pd.errorf(at, "the file sits beside skill.yaml", "%v", err)
-			} else {
-				pack.Instructions = Template{Source: text}
+				break
 			}
+			// The file's text gets what inline instructions get: options, then ${VAR}.
+			n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.LiteralStyle, Value: text, Line: at.pos.Line, Column: at.pos.Col}
+			pd.substituteOptions(n, "instructions_file", values, decl)
+			pd.interpolateTree(n, "instructions_file", l.lookupEnv())
+			pack.Instructions = Template{Source: n.Value}
 		}
 	}
 	return pack

@@ -36,3 +36,19 @@ tools:
 		t.Errorf("instructions %q", got)
 	}
 }
+
+// instructions_file text gets the same substitution as inline instructions.
+func TestInstructionsFile(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "skills", "doc"), 0o755)
+	os.WriteFile(filepath.Join(dir, "skills", "doc", "skill.yaml"), []byte("name: doc\noptions:\n  shop: {type: string, default: 小满}\ninstructions_file: GUIDE.md\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "skills", "doc", "GUIDE.md"), []byte("Serve ${options.shop}'s customers in ${REGION:-cn}.\n"), 0o644)
+	l := newTestLoader(t)
+	s, diags := l.Load(filepath.Join(dir, "agent.yaml"), []byte("version: 1\nname: a\nskills: [./skills/doc]\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if got := s.Instructions.Source; got != "## Skill: doc\nServe 小满's customers in cn." {
+		t.Errorf("instructions %q", got)
+	}
+}
