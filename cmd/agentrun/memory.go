@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,11 +57,7 @@ func newMemoryCommand() *cobra.Command {
 				}
 				return nil
 			}
-			facts, err := st.Facts(ctx, user)
-			if err != nil {
-				return err
-			}
-			ids, err := st.Conversations(ctx, user)
+			facts, ids, err := userMemory(ctx, st, user)
 			if err != nil {
 				return err
 			}
@@ -90,11 +87,7 @@ func newMemoryCommand() *cobra.Command {
 			}
 			defer st.Close()
 			ctx := cmd.Context()
-			facts, err := st.Facts(ctx, user)
-			if err != nil {
-				return err
-			}
-			ids, err := st.Conversations(ctx, user)
+			facts, ids, err := userMemory(ctx, st, user)
 			if err != nil {
 				return err
 			}
@@ -112,6 +105,16 @@ func newMemoryCommand() *cobra.Command {
 	show.Flags().StringVar(&conversation, "conversation", "", "print this conversation's messages")
 	cmd.AddCommand(show, forget)
 	return cmd
+}
+
+// userMemory is what a store keeps of a user: facts and conversation ids.
+func userMemory(ctx context.Context, st runtime.Store, user string) ([]runtime.Fact, []string, error) {
+	facts, err := st.Facts(ctx, user)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, err := st.Conversations(ctx, user)
+	return facts, ids, err
 }
 
 func writeMessage(w interface{ Write([]byte) (int, error) }, m runtime.Message) {
