@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -50,7 +51,7 @@ func (c *checker) check() {
 		model *Model
 		at    []string
 	}{{&s.Model, []string{"model"}}, {s.Routing.Model, []string{"routing", "model"}}, {jmodel(s.Judge), []string{"judge", "model"}}} {
-		if m.model != nil && m.model.Script != "" && m.model.Provider != "script" {
+		if m.model != nil && m.model.Script != "" && m.model.Provider != ProviderScript {
 			c.warnf(c.at(append(m.at, "script")...).keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
 		}
 	}
@@ -64,7 +65,7 @@ func (c *checker) check() {
 	c.checkJudge()
 	c.checkFilters()
 	c.checkDurations()
-	c.compileTemplate(&s.Instructions, exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}, c.at("instructions"))
+	c.compileTemplate(&s.Instructions, EnvInstructions.Types(VarTypes{User: c.user}), c.at("instructions"))
 	c.checkUnused()
 }
 
@@ -152,7 +153,7 @@ func (c *checker) checkMCPServers() {
 			}
 		}
 		for _, k := range sortedKeys(srv.Headers) {
-			c.compileTemplate(srv.Headers[k], exprEnv{"user": c.user, "conversation": conversationType}, c.at("mcp_servers", idx, "headers", k))
+			c.compileTemplate(srv.Headers[k], EnvMCPHeaders.Types(VarTypes{User: c.user}), c.at("mcp_servers", idx, "headers", k))
 		}
 		if srv.Tools == nil {
 			c.openMCP = append(c.openMCP, srv.Name)
@@ -244,16 +245,15 @@ func (c *checker) checkTools() {
 		}
 		c.checkParameters(t, idx)
 		c.checkBind(t, idx)
-		env := exprEnv{"args": toolArgsType(t), "user": c.user, "conversation": conversationType}
-		c.checkToolKind(t, idx, env)
+		vars := VarTypes{Args: toolArgsType(t), User: c.user}
+		c.checkToolKind(t, idx, EnvToolTemplate.Types(vars))
 		if t.Accept != nil {
-			accept := withVars(env, exprEnv{"seen": types.TypeOf(func(string) []string { return nil })})
-			c.compileExpr(t.Accept, accept, true, c.at("tools", idx, "accept"))
+			c.compileExpr(t.Accept, EnvAccept.Types(vars), true, c.at("tools", idx, "accept"))
 		} else if t.AcceptMessage != "" {
 			c.warnf(c.at("tools", idx, "accept_message").keyPos(c.file), "add accept, the rule the message explains", "accept_message without accept is never shown")
 		}
 		for _, k := range sortedKeys(t.Collect) {
-			c.compileExpr(t.Collect[k], withVars(env, exprEnv{"result": types.Any}), false, c.at("tools", idx, "collect", k))
+			c.compileExpr(t.Collect[k], EnvCollect.Types(vars), false, c.at("tools", idx, "collect", k))
 		}
 	}
 	c.registerSkillTools()
@@ -309,17 +309,6 @@ func toolArgsType(t *Tool) types.Type {
 		return types.TypeOf(map[string]any{})
 	}
 	return argsType(t.Parameters, t.Bind)
-}
-
-func withVars(base, extra exprEnv) exprEnv {
-	out := make(exprEnv, len(base)+len(extra))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
 }
 
 // checkParameters validates a tool's parameters against the JSON-schema metaschema,
@@ -552,7 +541,7 @@ func (c *checker) checkIntents() {
 	for _, d := range c.spec.Domains {
 		domainNames = append(domainNames, d.Name)
 	}
-	llm := c.spec.Routing.Recognizer == "" || c.spec.Routing.Recognizer == "llm"
+	llm := cmp.Or(c.spec.Routing.Recognizer, DefaultRecognizer) == RecognizerLLM
 	for i := range c.spec.Intents {
 		in := &c.spec.Intents[i]
 		c.intents[in.Name] = i
@@ -605,7 +594,7 @@ func (c *checker) checkRouting() {
 			c.errorf(c.at("routing", "fallback"), suggest(r.Fallback, names), "fallback intent %q is not declared", r.Fallback)
 		}
 	}
-	if r.Recognizer == "rules" || r.Recognizer == "off" {
+	if r.Recognizer == RecognizerRules || r.Recognizer == RecognizerOff {
 		for _, key := range []string{"min_confidence", "history", "model"} {
 			if at := c.at("routing", key); at.node != nil {
 				c.warnf(at.keyPos(c.file), "", "%s applies to the llm recognizer only", key)
@@ -613,15 +602,15 @@ func (c *checker) checkRouting() {
 		}
 	}
 	if len(names) == 0 {
-		if r.Recognizer == "llm" || r.Recognizer == "rules" {
+		if r.Recognizer == RecognizerLLM || r.Recognizer == RecognizerRules {
 			c.errorf(c.at("routing", "recognizer"), "declare intents, or set recognizer: off", "recognizer %s needs intents", r.Recognizer)
 		}
 		return
 	}
-	if r.Fallback == "" && r.Recognizer != "off" {
+	if r.Fallback == "" && r.Recognizer != RecognizerOff {
 		c.warnf(c.at("routing").keyPos(c.file), "name the intent unrecognised requests get, e.g. fallback: other", "routing.fallback is not set")
 	}
-	if r.Recognizer == "rules" {
+	if r.Recognizer == RecognizerRules {
 		for _, in := range c.spec.Intents {
 			if len(in.Keywords) == 0 && len(in.Patterns) == 0 && in.Name != r.Fallback {
 				c.warnf(c.at("intents", in.Name).keyPos(c.file), "add keywords or patterns", "intent %q has no rules the rules recognizer could match", in.Name)
@@ -633,11 +622,11 @@ func (c *checker) checkRouting() {
 func (c *checker) checkMemory() {
 	m := c.spec.Memory
 	if m.URL != "" && m.Store != "" && c.unset[c.at("memory", "url").node].vars == nil && !storeURLMatches(m.Store, m.URL) {
-		c.errorf(c.at("memory", "url"), map[string]string{"sqlite": "a sqlite store takes sqlite:path.db or sqlite:///abs/path.db",
-			"redis": "a redis store takes redis://host:6379/0 or rediss://…", "memory": "a memory store takes memory:"}[m.Store],
+		c.errorf(c.at("memory", "url"), map[StoreKind]string{StoreSQLite: "a sqlite store takes sqlite:path.db or sqlite:///abs/path.db",
+			StoreRedis: "a redis store takes redis://host:6379/0 or rediss://…", StoreMemory: "a memory store takes memory:"}[m.Store],
 			"URL %q does not match store %s", m.URL, m.Store)
 	}
-	if m.URL == "" && m.Store == "redis" {
+	if m.URL == "" && m.Store == StoreRedis {
 		c.warnf(c.at("memory", "store"), "set memory.url, or AGENTRUN_STORE when running", "redis store without url")
 	}
 	for i := range m.Facts.FromTools {
@@ -650,7 +639,7 @@ func (c *checker) checkMemory() {
 		} else if rule.On != "" {
 			c.toolRef(rule.On, append(tokens, "on")...)
 		}
-		env := exprEnv{"args": args, "result": types.Any, "user": c.user, "conversation": conversationType}
+		env := EnvFactRule.Types(VarTypes{Args: args, User: c.user})
 		c.compileExpr(rule.When, env, true, c.at(append(tokens, "when")...))
 		for _, op := range []struct {
 			key string
@@ -669,14 +658,14 @@ func (c *checker) checkMemory() {
 	}
 }
 
-func storeURLMatches(store, url string) bool {
+func storeURLMatches(store StoreKind, url string) bool {
 	switch store {
-	case "redis":
+	case StoreRedis:
 		return strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://")
-	case "sqlite":
+	case StoreSQLite:
 		return strings.HasPrefix(url, "sqlite:") || strings.HasSuffix(url, ".db") && !strings.Contains(url, "://")
 	}
-	return strings.HasPrefix(url, store+":")
+	return strings.HasPrefix(url, string(store)+":")
 }
 
 func (c *checker) checkGuards() {
@@ -694,13 +683,6 @@ func (c *checker) checkJudge() {
 	}
 }
 
-// filterActions lists the actions each filter stage supports.
-var filterActions = map[string][]string{
-	"input":       {"block", "redact"},
-	"tool_result": {"error", "redact", "truncate", "drop"},
-	"answer":      {"redact", "block"},
-}
-
 func (c *checker) checkFilters() {
 	names := map[string]bool{}
 	for i := range c.spec.Filters[:c.ownFilters] {
@@ -714,29 +696,31 @@ func (c *checker) checkFilters() {
 			names[f.Name] = true
 		}
 		if f.Action == "" && f.Redact != nil {
-			f.Action = "redact"
+			f.Action = ActionRedact
 		}
-		allowed, known := filterActions[f.On]
+		allowed := f.On.Actions()
+		known := allowed != nil
+		hint := fmt.Sprintf("actions on %s: %s", f.On, joinValues(allowed, ", "))
 		switch {
 		case !known:
 		case f.Action == "":
-			c.errorf(at, "actions on "+f.On+": "+strings.Join(allowed, ", "), "filter needs an action")
-		case !slices.Contains(allowed, f.Action):
+			c.errorf(at, hint, "filter needs an action")
+		case !f.On.Allows(f.Action):
 			if !c.failed[c.at("filters", idx, "action").path] {
-				c.errorf(c.at("filters", idx, "action"), "actions on "+f.On+": "+strings.Join(allowed, ", "), "action %s does not apply on %s", f.Action, f.On)
+				c.errorf(c.at("filters", idx, "action"), hint, "action %s does not apply on %s", f.Action, f.On)
 			}
-		case f.Action == "redact" && f.Redact == nil:
+		case f.Action == ActionRedact && f.Redact == nil:
 			c.errorf(at, "give the pattern to mask: redact: '\\b1\\d{10}\\b'", "redact action without a redact pattern")
-		case f.Action == "truncate" && f.MaxChars == 0:
+		case f.Action == ActionTruncate && f.MaxChars == 0:
 			c.errorf(at, "", "truncate action without max_chars")
 		}
-		if len(f.Tools) > 0 && f.On != "tool_result" && known {
+		if len(f.Tools) > 0 && f.On != StageToolResult && known {
 			c.errorf(c.at("filters", idx, "tools").keyPos(c.file), "", "tools applies to on: tool_result only")
 		}
 		c.toolList(f.Tools, "filters", idx, "tools")
 		c.compileRegex(f.Redact, c.at("filters", idx, "redact"))
 		if known {
-			c.compileExpr(f.When, c.filterEnv(f.On), true, c.at("filters", idx, "when"))
+			c.compileExpr(f.When, FilterEnv(f.On).Types(VarTypes{User: c.user}), true, c.at("filters", idx, "when"))
 		}
 		c.unusedFilterKeys(f, idx)
 	}
@@ -744,38 +728,31 @@ func (c *checker) checkFilters() {
 
 // unusedFilterKeys warns about keys that the filter's action ignores.
 func (c *checker) unusedFilterKeys(f *Filter, idx string) {
-	usedBy := []struct {
-		key     string
-		set     bool
-		actions []string
-	}{
-		{"replacement", f.Replacement != "", []string{"redact"}},
-		{"max_chars", f.MaxChars != 0, []string{"truncate"}},
-		{"message", f.Message != "", []string{"block", "error"}},
+	if f.Action == "" {
+		return
 	}
-	for _, u := range usedBy {
-		if u.set && f.Action != "" && !slices.Contains(u.actions, f.Action) {
-			c.warnf(c.at("filters", idx, u.key).keyPos(c.file), "", "%s has no effect with action %s (only with %s)", u.key, f.Action, strings.Join(u.actions, " or "))
+	for _, k := range FilterKeys {
+		if at := c.at("filters", idx, k.Key); at.node != nil && !slices.Contains(k.Actions, f.Action) {
+			c.warnf(at.keyPos(c.file), "", "%s has no effect with action %s (only with %s)", k.Key, f.Action, joinOr(k.Actions))
 		}
 	}
 }
 
-func (c *checker) filterEnv(on string) exprEnv {
-	env := exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}
-	switch on {
-	case "input":
-		env["input"] = types.String
-	case "tool_result":
-		env["tool"] = types.String
-		env["args"] = types.TypeOf(map[string]any{})
-		env["result"] = types.Any
-		env["text"] = types.String
-		env["ok"] = types.Bool
-	case "answer":
-		env["answer"] = types.String
-		env["input"] = types.String
+// joinOr lists values for a message: "a", "a or b", "a, b or c".
+func joinOr[T ~string](vs []T) string {
+	if len(vs) < 2 {
+		return joinValues(vs, "")
 	}
-	return env
+	return joinValues(vs[:len(vs)-1], ", ") + " or " + string(vs[len(vs)-1])
+}
+
+// joinValues joins the values of a vocabulary for a message.
+func joinValues[T ~string](vs []T, sep string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return strings.Join(out, sep)
 }
 
 // checkUnused warns about declared tools that no intent can ever offer.

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -97,9 +98,7 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 			w.walk(path+".*", ap, typ.Elem())
 		}
 	case reflect.String:
-		if _, ok := s["enum"]; !ok && s["type"] != "string" {
-			w.t.Errorf("%s: Go string, schema type is %v", path, s["type"])
-		}
+		w.compareEnum(path, s, typ)
 	case reflect.Int:
 		if s["type"] != "integer" && s["const"] == nil {
 			w.t.Errorf("%s: Go int, schema type is %v", path, s["type"])
@@ -116,6 +115,64 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 		// any value: nothing to compare
 	default:
 		w.t.Errorf("%s: unexpected Go kind %s", path, typ.Kind())
+	}
+}
+
+// vocabularies are the spec's closed vocabularies: each Go type's values must be
+// exactly its schema enum.
+var vocabularies = map[reflect.Type][]string{
+	reflect.TypeFor[Provider]():         values(Providers),
+	reflect.TypeFor[IntentKind]():       values(IntentKinds),
+	reflect.TypeFor[MemoryLevel]():      values(MemoryLevels),
+	reflect.TypeFor[Recognizer]():       values(Recognizers),
+	reflect.TypeFor[StoreKind]():        values(StoreKinds),
+	reflect.TypeFor[Extraction]():       values(Extractions),
+	reflect.TypeFor[DuplicatePolicy]():  values(DuplicatePolicies),
+	reflect.TypeFor[JudgeOnError]():     values(JudgeOnErrors),
+	reflect.TypeFor[JudgeOnExhausted](): values(JudgeOnExhausteds),
+	reflect.TypeFor[FilterStage]():      stageValues(),
+	reflect.TypeFor[FilterAction]():     values(FilterActions),
+}
+
+// openEnums are plain-string keys whose schema enum is not a spec vocabulary: the
+// builtins come from the builtin package, and HTTP methods and option types are
+// other standards' words.
+var openEnums = []string{".tools[].builtin", ".tools[].http.method", "skill.tools[].builtin", "skill.tools[].http.method", "skill.options.*.type"}
+
+func values[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func stageValues() []string {
+	var out []string
+	for _, s := range FilterStages {
+		out = append(out, string(s.Stage))
+	}
+	return out
+}
+
+func (w *schemaWalker) compareEnum(path string, s map[string]any, typ reflect.Type) {
+	enum, hasEnum := s["enum"].([]any)
+	want, typed := vocabularies[typ]
+	switch {
+	case typ == reflect.TypeFor[string]() && hasEnum && !slices.Contains(openEnums, path):
+		w.t.Errorf("%s: the schema has an enum %v but the Go field is a plain string: make it a vocabulary type in vocab.go", path, enum)
+	case typ == reflect.TypeFor[string]() && !hasEnum && s["type"] != "string":
+		w.t.Errorf("%s: Go string, schema type is %v", path, s["type"])
+	case typ != reflect.TypeFor[string]() && !typed:
+		w.t.Errorf("%s: Go type %s is not listed in vocabularies", path, typ)
+	case typed:
+		var got []string
+		for _, e := range enum {
+			got = append(got, fmt.Sprint(e))
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			w.t.Errorf("%s: schema enum %v, Go vocabulary %s has %v", path, got, typ, want)
+		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/expr-lang/expr/types"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -435,13 +434,13 @@ func (c *checker) checkSkill(pack *SkillPack) {
 	c.checkTools()
 	c.checkFilters()
 	c.checkDurations()
-	c.compileTemplate(&pack.Instructions, exprEnv{"user": c.user, "conversation": conversationType, "intent": types.String}, c.at("instructions"))
+	c.compileTemplate(&pack.Instructions, EnvInstructions.Types(VarTypes{User: c.user}), c.at("instructions"))
 	var own []string
 	for _, t := range c.spec.Tools {
 		own = append(own, t.Name)
 	}
 	for i := range c.spec.Filters {
-		if f := &c.spec.Filters[i]; f.On == "tool_result" && len(f.Tools) == 0 {
+		if f := &c.spec.Filters[i]; f.On == StageToolResult && len(f.Tools) == 0 {
 			f.Tools = own
 		}
 	}

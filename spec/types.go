@@ -57,7 +57,7 @@ type UnsetVar struct {
 
 // Model selects and configures the language model.
 type Model struct {
-	Provider    string   `yaml:"provider"`
+	Provider    Provider `yaml:"provider"`
 	Name        string   `yaml:"name"`
 	BaseURL     string   `yaml:"base_url"`
 	APIKeyEnv   string   `yaml:"api_key_env"`
@@ -198,42 +198,42 @@ type Domain struct {
 // Intent is what a user may want; it decides the tools and the memory a run gets.
 type Intent struct {
 	Source
-	Name        string   `yaml:"-"`
-	Description string   `yaml:"description"`
-	Examples    []string `yaml:"examples"`
-	Keywords    []string `yaml:"keywords"`
-	Patterns    []*Regex `yaml:"patterns"`
-	Domain      string   `yaml:"domain"`
-	Tools       []string `yaml:"tools"`
-	Kind        string   `yaml:"kind"`
-	Memory      string   `yaml:"memory"`
-	RAG         bool     `yaml:"rag"`
-	Cache       bool     `yaml:"cache"`
+	Name        string      `yaml:"-"`
+	Description string      `yaml:"description"`
+	Examples    []string    `yaml:"examples"`
+	Keywords    []string    `yaml:"keywords"`
+	Patterns    []*Regex    `yaml:"patterns"`
+	Domain      string      `yaml:"domain"`
+	Tools       []string    `yaml:"tools"`
+	Kind        IntentKind  `yaml:"kind"`
+	Memory      MemoryLevel `yaml:"memory"`
+	RAG         bool        `yaml:"rag"`
+	Cache       bool        `yaml:"cache"`
 }
 
 // Routing says how a run's intent is chosen.
 type Routing struct {
-	Recognizer    string   `yaml:"recognizer"`
-	Fallback      string   `yaml:"fallback"`
-	MinConfidence *float64 `yaml:"min_confidence"`
-	History       *int     `yaml:"history"`
-	Model         *Model   `yaml:"model"`
+	Recognizer    Recognizer `yaml:"recognizer"`
+	Fallback      string     `yaml:"fallback"`
+	MinConfidence *float64   `yaml:"min_confidence"`
+	History       *int       `yaml:"history"`
+	Model         *Model     `yaml:"model"`
 }
 
 // Memory configures conversation history and long-term facts.
 type Memory struct {
-	Store  string   `yaml:"store"`
-	URL    string   `yaml:"url"`
-	Window *int     `yaml:"window"`
-	TTL    Duration `yaml:"ttl"`
-	Facts  Facts    `yaml:"facts"`
+	Store  StoreKind `yaml:"store"`
+	URL    string    `yaml:"url"`
+	Window *int      `yaml:"window"`
+	TTL    Duration  `yaml:"ttl"`
+	Facts  Facts     `yaml:"facts"`
 }
 
 // Facts configures long-term facts about a user.
 type Facts struct {
 	MaxChars  int          `yaml:"max_chars"`
 	FromTools []FactRule   `yaml:"from_tools"`
-	Extract   string       `yaml:"extract"`
+	Extract   Extraction   `yaml:"extract"`
 	Summary   *FactSummary `yaml:"summary"`
 }
 
@@ -255,38 +255,38 @@ type FactSummary struct {
 
 // Guards are the limits that end a run with a typed stop reason.
 type Guards struct {
-	MaxTurns         int      `yaml:"max_turns"`
-	MaxToolRounds    int      `yaml:"max_tool_rounds"`
-	DuplicateCalls   string   `yaml:"duplicate_calls"`
-	Fallback         string   `yaml:"fallback"`
-	MaxParallelTools int      `yaml:"max_parallel_tools"`
-	ToolTimeout      Duration `yaml:"tool_timeout"`
-	MaxToolOutput    int      `yaml:"max_tool_output"`
+	MaxTurns         int             `yaml:"max_turns"`
+	MaxToolRounds    int             `yaml:"max_tool_rounds"`
+	DuplicateCalls   DuplicatePolicy `yaml:"duplicate_calls"`
+	Fallback         string          `yaml:"fallback"`
+	MaxParallelTools int             `yaml:"max_parallel_tools"`
+	ToolTimeout      Duration        `yaml:"tool_timeout"`
+	MaxToolOutput    int             `yaml:"max_tool_output"`
 }
 
 // Judge gates the final answer.
 type Judge struct {
 	Source
-	Criteria    []string `yaml:"criteria"`
-	MaxRetries  *int     `yaml:"max_retries"`
-	MinChars    int      `yaml:"min_chars"`
-	OnError     string   `yaml:"on_error"`
-	OnExhausted string   `yaml:"on_exhausted"`
-	Model       *Model   `yaml:"model"`
+	Criteria    []string         `yaml:"criteria"`
+	MaxRetries  *int             `yaml:"max_retries"`
+	MinChars    int              `yaml:"min_chars"`
+	OnError     JudgeOnError     `yaml:"on_error"`
+	OnExhausted JudgeOnExhausted `yaml:"on_exhausted"`
+	Model       *Model           `yaml:"model"`
 }
 
 // Filter is a post-filter rule on the input, a tool result or the answer.
 type Filter struct {
 	Source
-	Name        string   `yaml:"name"`
-	On          string   `yaml:"on"`
-	Tools       []string `yaml:"tools"`
-	When        *Expr    `yaml:"when"`
-	Action      string   `yaml:"action"`
-	Redact      *Regex   `yaml:"redact"`
-	Replacement string   `yaml:"replacement"`
-	Message     string   `yaml:"message"`
-	MaxChars    int      `yaml:"max_chars"`
+	Name        string       `yaml:"name"`
+	On          FilterStage  `yaml:"on"`
+	Tools       []string     `yaml:"tools"`
+	When        *Expr        `yaml:"when"`
+	Action      FilterAction `yaml:"action"`
+	Redact      *Regex       `yaml:"redact"`
+	Replacement string       `yaml:"replacement"`
+	Message     string       `yaml:"message"`
+	MaxChars    int          `yaml:"max_chars"`
 }
 
 // Expr is an expr-lang expression, compiled when the spec loads.
