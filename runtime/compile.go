@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,19 +14,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
-)
-
-// Defaults for guards the spec leaves unset.
-const (
-	DefaultMaxTurns         = 10
-	DefaultMaxToolRounds    = 8
-	DefaultMaxParallelTools = 4
-	DefaultToolTimeout      = 30 * time.Second
-	DefaultMaxToolOutput    = 16000
-	DefaultFallback         = "I could not complete this request automatically. Please rephrase it or add details."
-	DefaultJudgeRetries     = 2
-	DefaultWindow           = 10
-	DefaultMaxFactChars     = 500
 )
 
 // Options are what Compile needs besides the spec.
@@ -55,36 +43,18 @@ type ExternalTool struct {
 // lives in a run value.
 type Agent struct {
 	spec         *spec.Spec
+	settings     *spec.Settings // every default applied
 	model        Model
+	judgeModel   Model
+	routerModel  Model
 	tools        []*agentTool
 	byName       map[string]*agentTool
 	offered      []ToolDef // every tool, in spec order
 	instructions *spec.Template
-	guards       guards
-	judge        *judge
-	filters      map[string][]*spec.Filter // by stage: input, tool_result, answer
-	intents      map[string]*intent        // nil when the spec declares none
+	filters      map[spec.FilterStage][]*spec.Filter
+	intents      map[string]*intent // nil when the spec declares none
 	intentOrder  []*intent
-	routing      routing
 	store        Store
-	window       int // turns of history a run loads
-	maxFactChars int
-}
-
-// judge is the spec's judge with its defaults resolved.
-type judge struct {
-	criteria    []string
-	maxRetries  int
-	minChars    int
-	onError     string // pass | fail
-	onExhausted string // accept | fallback
-	model       Model
-}
-
-type guards struct {
-	maxTurns, maxToolRounds, maxParallel int
-	duplicates                           string
-	fallback                             string
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled
@@ -115,41 +85,32 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			}
 		}
 	}
-	g := s.Guards
+	settings := spec.Resolve(s)
+	g := settings.Guards
 	a := &Agent{
-		spec:   s,
-		model:  opts.Model,
-		byName: map[string]*agentTool{},
-		guards: guards{
-			maxTurns:      or(g.MaxTurns, DefaultMaxTurns),
-			maxToolRounds: or(g.MaxToolRounds, min(DefaultMaxToolRounds, or(g.MaxTurns, DefaultMaxTurns))),
-			maxParallel:   or(g.MaxParallelTools, DefaultMaxParallelTools),
-			duplicates:    cmpOr(g.DuplicateCalls, "stop"),
-			fallback:      cmpOr(g.Fallback, DefaultFallback),
-		},
+		spec:        s,
+		settings:    settings,
+		model:       opts.Model,
+		judgeModel:  opts.JudgeModel,
+		routerModel: opts.RouterModel,
+		byName:      map[string]*agentTool{},
+	}
+	if a.judgeModel == nil {
+		a.judgeModel = opts.Model
+	}
+	if a.routerModel == nil {
+		a.routerModel = opts.Model
 	}
 	if s.Instructions.Source != "" {
 		a.instructions = &s.Instructions
 	}
-	if j := s.Judge; j != nil {
-		a.judge = &judge{
-			criteria:    j.Criteria,
-			maxRetries:  DefaultJudgeRetries,
-			minChars:    j.MinChars,
-			onError:     cmpOr(j.OnError, "pass"),
-			onExhausted: cmpOr(j.OnExhausted, "fallback"),
-			model:       opts.JudgeModel,
-		}
-		if j.MaxRetries != nil {
-			a.judge.maxRetries = *j.MaxRetries
-		}
-		if a.judge.model == nil {
-			a.judge.model = opts.Model
-		}
-	}
-	a.filters = map[string][]*spec.Filter{}
+	a.filters = map[spec.FilterStage][]*spec.Filter{}
 	for i := range s.Filters {
 		f := &s.Filters[i]
+		if !f.On.Allows(f.Action) {
+			report(f.Source, "filter action %q does not apply on %q (actions there: %v)", f.Action, f.On, f.On.Actions())
+			continue
+		}
 		a.filters[f.On] = append(a.filters[f.On], f)
 	}
 	// Absolute, so a relative program path does not get resolved twice (once here,
@@ -175,14 +136,14 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		at := &agentTool{
 			def:       ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
 			bind:      t.Bind,
-			timeout:   orDuration(t.Timeout.Duration, g.ToolTimeout.Duration, DefaultToolTimeout),
-			maxOutput: or(t.MaxOutput, or(g.MaxToolOutput, DefaultMaxToolOutput)),
+			timeout:   cmp.Or(t.Timeout.Duration, g.ToolTimeout),
+			maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
 			impl:      impl,
 			spec:      t,
 		}
 		if d, ok := impl.(Describer); ok {
 			info := d.Describe()
-			at.def.Description = cmpOr(t.Description, info.Description)
+			at.def.Description = cmp.Or(t.Description, info.Description)
 			if info.Parameters != nil {
 				params, err := normalizeJSON(info.Parameters)
 				if err != nil {
@@ -212,8 +173,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		if _, declared := a.byName[ext.Def.Name]; declared {
 			continue
 		}
-		at := &agentTool{def: ext.Def, timeout: orDuration(g.ToolTimeout.Duration, DefaultToolTimeout),
-			maxOutput: or(g.MaxToolOutput, DefaultMaxToolOutput), impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}}
+		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}}
 		params, err := normalizeJSON(ext.Def.Parameters)
 		if err == nil {
 			at.def.Parameters = params
@@ -234,12 +194,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		return nil, diags
 	}
 	a.store = opts.Store
-	a.window = DefaultWindow
-	if w := s.Memory.Window; w != nil {
-		a.window = *w
-	}
-	a.maxFactChars = or(s.Memory.Facts.MaxChars, DefaultMaxFactChars)
-	a.compileIntents(opts)
+	a.compileIntents()
 	return a, diags
 }
 
@@ -270,27 +225,8 @@ func (a *Agent) Spec() *spec.Spec { return a.spec }
 // Tools lists the tools as offered to the model.
 func (a *Agent) Tools() []ToolDef { return a.offered }
 
-func or(v, def int) int {
-	if v != 0 {
-		return v
-	}
-	return def
-}
-
-func cmpOr(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
-}
-
-func orDuration(ds ...time.Duration) time.Duration {
-	for _, d := range ds {
-		if d != 0 {
-			return d
-		}
-	}
-	return 0
-}
+// Settings are the agent's effective settings: the spec with every default applied.
+// explain, graph and serve show these, never defaults of their own.
+func (a *Agent) Settings() *spec.Settings { return a.settings }
 
 var printer = message.NewPrinter(language.English)

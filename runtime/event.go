@@ -1,48 +1,103 @@
 package runtime
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentrun/agentrun/spec"
+)
 
 // EventKind names what happened.
 type EventKind string
 
 const (
-	EventState         EventKind = "state"          // the state machine moved
-	EventModelRequest  EventKind = "model_request"  // a request is sent to the model
-	EventModelResponse EventKind = "model_response" // the model answered
+	EventState         EventKind = "state"          // the state machine moved (From, State, Trigger)
+	EventModelRequest  EventKind = "model_request"  // a request is sent to a model (Purpose, Messages, Tools)
+	EventModelResponse EventKind = "model_response" // the model answered (Purpose, Calls, Usage)
 	EventToolCall      EventKind = "tool_call"      // a tool call is about to run
 	EventToolResult    EventKind = "tool_result"    // a tool call finished (Error set when it failed)
-	EventToolRefused   EventKind = "tool_refused"   // a call was not run: bad arguments, unknown tool…
-	EventBindDiscarded EventKind = "bind_discarded" // the model sent a value for a bound parameter
-	EventGuard         EventKind = "guard"          // a guard tripped (duplicate call, truncation, limit)
-	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Message = what is missing)
-	EventFilter        EventKind = "filter"         // a filter acted (Guard = the filter's name or stage, Message = action)
-	EventCollect       EventKind = "collect"        // a tool result revealed entities (Message = kind, Calls = how many)
-	EventIntent        EventKind = "intent"         // routing chose an intent (Message = intent, Guard = how, Error = why)
-	EventMemory        EventKind = "memory"         // memory was injected (Message = level, Calls = facts)
-	EventStop          EventKind = "stop"           // the run ended
+	EventToolRefused   EventKind = "tool_refused"   // a call was not run (Refusal, Error)
+	EventBindDiscarded EventKind = "bind_discarded" // the model sent a value for a bound parameter (Param)
+	EventGuard         EventKind = "guard"          // a guard tripped (Guard)
+	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Missing, Verdict)
+	EventFilter        EventKind = "filter"         // a filter acted (Filter, Stage, Action)
+	EventCollect       EventKind = "collect"        // a tool result revealed entities (Entity, Count)
+	EventIntent        EventKind = "intent"         // routing chose an intent (Intent, RoutedBy)
+	EventMemory        EventKind = "memory"         // memory was read, injected or saved (Level, Count)
+	EventStop          EventKind = "stop"           // the run ended (Stop)
 )
 
-// Event is one step of a run, for progress output, traces and audits. Events never
-// hold secrets: API keys are not part of any, and bound values are not shown.
+// Purpose says what a model request is for.
+type Purpose string
+
+const (
+	PurposeAgent      Purpose = "agent"      // the agent's own turn
+	PurposeClassifier Purpose = "classifier" // intent recognition
+	PurposeJudge      Purpose = "judge"      // a verdict on a draft
+	PurposeExtract    Purpose = "extract"    // fact extraction
+)
+
+// Guard names a guard that tripped.
+type Guard string
+
+const (
+	GuardMaxTurns        Guard = "max_turns"
+	GuardMaxToolRounds   Guard = "max_tool_rounds"
+	GuardDuplicateCall   Guard = "duplicate_call"
+	GuardToolTimeout     Guard = "tool_timeout"
+	GuardMaxToolOutput   Guard = "max_tool_output"
+	GuardJudgeJSONObject Guard = "judge_json_object" // the server rejected a JSON schema; JSON mode instead
+	GuardJudgeError      Guard = "judge_error"
+	GuardJudgeExhausted  Guard = "judge_exhausted"
+	GuardInstructions    Guard = "instructions" // the instructions failed to render; shown as written
+)
+
+// Event is one step of a run, for progress output, traces and audits. Each kind
+// fills the fields its comment names, plus Turn and, where it helps a reader,
+// Message (a human-readable detail) and Error. Events never hold secrets: API keys
+// are not part of any, and bound values are not shown.
 type Event struct {
-	Time     time.Time     `json:"time"`
-	Kind     EventKind     `json:"kind"`
-	Turn     int           `json:"turn,omitempty"`
-	State    State         `json:"state,omitempty"`
-	From     State         `json:"from,omitempty"`
-	Tool     string        `json:"tool,omitempty"`
-	CallID   string        `json:"call_id,omitempty"`
-	Args     string        `json:"args,omitempty"`
-	Result   string        `json:"result,omitempty"` // a preview of the result
-	Error    string        `json:"error,omitempty"`
-	Guard    string        `json:"guard,omitempty"`
+	Time time.Time `json:"time"`
+	Kind EventKind `json:"kind"`
+	Turn int       `json:"turn,omitempty"`
+
+	From    State   `json:"from,omitempty"`
+	State   State   `json:"state,omitempty"`
+	Trigger Trigger `json:"trigger,omitempty"`
+
+	Purpose  Purpose `json:"purpose,omitempty"`
+	Messages int     `json:"messages,omitempty"` // messages in a model request
+	Tools    int     `json:"tools,omitempty"`    // tools offered in a model request
+	Calls    int     `json:"calls,omitempty"`    // tool calls in a model response
+	Usage    *Usage  `json:"usage,omitempty"`
+
+	Tool    string  `json:"tool,omitempty"`
+	CallID  string  `json:"call_id,omitempty"`
+	Args    string  `json:"args,omitempty"`
+	Result  string  `json:"result,omitempty"` // a preview of the result
+	Refusal Refusal `json:"refusal,omitempty"`
+	Param   string  `json:"param,omitempty"` // a bound parameter the model tried to set
+
+	Guard Guard `json:"guard,omitempty"`
+
+	Filter string            `json:"filter,omitempty"` // the filter's name, or its stage when unnamed
+	Stage  spec.FilterStage  `json:"stage,omitempty"`
+	Action spec.FilterAction `json:"action,omitempty"`
+
+	Passed  *bool      `json:"passed,omitempty"`
+	Missing string     `json:"missing,omitempty"`
+	Verdict VerdictHow `json:"verdict,omitempty"`
+
+	Intent   string   `json:"intent,omitempty"`
+	RoutedBy RoutedBy `json:"routed_by,omitempty"`
+
+	Level  spec.MemoryLevel `json:"level,omitempty"`  // the memory level injected
+	Entity string           `json:"entity,omitempty"` // the kind of entities collected
+	Count  int              `json:"count,omitempty"`  // facts injected, entities added
+
+	Stop StopReason `json:"stop,omitempty"`
+
 	Message  string        `json:"message,omitempty"`
-	Stop     StopReason    `json:"stop,omitempty"`
-	Tools    int           `json:"tools,omitempty"`    // tools offered in a model request
-	Messages int           `json:"messages,omitempty"` // messages in a model request
-	Calls    int           `json:"calls,omitempty"`    // tool calls in a model response
-	Passed   *bool         `json:"passed,omitempty"`
-	Usage    *Usage        `json:"usage,omitempty"`
+	Error    string        `json:"error,omitempty"`
 	Duration time.Duration `json:"duration_ns,omitempty"`
 }
 

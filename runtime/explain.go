@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
 // Plan is what the model would receive for one intent, without running anything.
 type Plan struct {
-	Intent       string    // "" when the agent has no intents
-	Kind         string    // task, knowledge or chat
-	Memory       string    // none, summary or full
+	Intent       string // "" when the agent has no intents
+	Kind         spec.IntentKind
+	Memory       spec.MemoryLevel
 	SystemPrompt string    // the instructions, rendered for a placeholder user
 	Tools        []ToolDef // the tools offered
 	AllTools     []ToolDef // every tool of the agent
@@ -19,7 +21,7 @@ type Plan struct {
 // Explain lays out the request the agent would make for an intent ("" for an agent
 // without intents). ok is false for an unknown intent.
 func (a *Agent) Explain(intentName string) (Plan, bool) {
-	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: MemoryNone}
+	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: spec.MemoryNone}
 	var it *intent
 	if a.intents != nil {
 		if it = a.intents[intentName]; it == nil {
@@ -27,14 +29,10 @@ func (a *Agent) Explain(intentName string) (Plan, bool) {
 		}
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
 	}
-	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>"}, result: &Result{}, intent: it}
-	r.exprEnv = map[string]any{
-		"user":         userValue(a.spec.Context.User, r.req.User),
-		"conversation": map[string]any{"id": r.req.Conversation},
-		"intent":       intentName,
-	}
-	if p.Memory != MemoryNone {
-		r.memory = "## What is known about this user\n[" + p.Memory + " memory of the user, added at run time]"
+	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
+	r.vars = runVars(a.spec, r.req)
+	if p.Memory.Injects() {
+		r.memory = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
 	}
 	p.SystemPrompt = r.systemPrompt()
 	return p, true
@@ -42,7 +40,7 @@ func (a *Agent) Explain(intentName string) (Plan, bool) {
 
 // Route runs only the router for a request: pre-recognised intent, rules, classifier,
 // fallback. It returns the intent, how it was chosen and why.
-func (a *Agent) Route(ctx context.Context, req Request) (name, how, detail string) {
+func (a *Agent) Route(ctx context.Context, req Request) (name string, how RoutedBy, detail string) {
 	var last Event
 	outer := req.Observer
 	req.Observer = ObserverFunc(func(e Event) {
@@ -53,9 +51,10 @@ func (a *Agent) Route(ctx context.Context, req Request) (name, how, detail strin
 			outer.Observe(e)
 		}
 	})
-	r := &run{agent: a, req: &req, ctx: ctx, result: &Result{}, exprEnv: map[string]any{}}
+	r := &run{agent: a, req: &req, ctx: ctx, result: &Result{}}
+	r.vars = runVars(a.spec, &req)
 	r.prepareContext()
-	return r.result.Intent, r.result.IntentHow, last.Error
+	return r.result.Intent, r.result.IntentHow, last.Message
 }
 
 // EstimateTokens is a rough token count for budgeting: about four characters a

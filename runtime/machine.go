@@ -1,6 +1,9 @@
 package runtime
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // State is a state of the run's state machine.
 type State string
@@ -13,35 +16,66 @@ const (
 	StateStopped       State = "STOPPED"        // a guard or a fault ended the run
 )
 
-// transitions is the state machine as data: from each state, where a run may go.
-// FINISHED and STOPPED are final.
-var transitions = map[State][]State{
-	StateThinking:      {StateToolExecuting, StateValidating, StateStopped},
-	StateToolExecuting: {StateThinking, StateStopped},
-	StateValidating:    {StateFinished, StateThinking, StateStopped},
+// Trigger is why the run moves along an edge. A move to STOPPED is triggered by its
+// stop reason.
+type Trigger string
+
+const (
+	TriggerToolCalls     Trigger = "tool_calls"     // the model asked for tools
+	TriggerDraft         Trigger = "draft"          // the model answered without tool calls
+	TriggerResults       Trigger = "results"        // every call of the response has its result
+	TriggerJudgeFeedback Trigger = "judge_feedback" // the judge failed the draft; retries remain
+	TriggerAccepted      Trigger = "accepted"       // the draft passed the judge (or there is none) and the answer filters
+)
+
+// Edge is one transition of the state machine with everything that triggers it.
+type Edge struct {
+	From, To State
+	Triggers []Trigger
 }
 
-// Transitions returns the state machine's edges, for diagrams and docs.
-func Transitions() map[State][]State {
-	out := make(map[State][]State, len(transitions))
-	for from, tos := range transitions {
-		out[from] = append([]State(nil), tos...)
+// edges is the state machine as data: the runtime checks every move against it, and
+// graph draws it. FINISHED and STOPPED are final.
+var edges = []Edge{
+	{StateThinking, StateToolExecuting, []Trigger{TriggerToolCalls}},
+	{StateThinking, StateValidating, []Trigger{TriggerDraft}},
+	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTimeout, StopCanceled)},
+	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
+	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},
+	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
+	{StateValidating, StateThinking, []Trigger{TriggerJudgeFeedback}},
+	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked)},
+}
+
+func stops(reasons ...StopReason) []Trigger {
+	out := make([]Trigger, len(reasons))
+	for i, r := range reasons {
+		out[i] = Trigger(r)
 	}
 	return out
 }
 
-func canTransition(from, to State) bool {
-	for _, s := range transitions[from] {
-		if s == to {
-			return true
-		}
+// Edges returns the state machine's edges with their triggers, for diagrams and docs.
+func Edges() []Edge {
+	out := slices.Clone(edges)
+	for i := range out {
+		out[i].Triggers = slices.Clone(out[i].Triggers)
 	}
-	return false
+	return out
+}
+
+func canTransition(from, to State, why Trigger) bool {
+	return slices.ContainsFunc(edges, func(e Edge) bool {
+		return e.From == from && e.To == to && slices.Contains(e.Triggers, why)
+	})
 }
 
 // errBadTransition is a bug in the runtime, never the model's or the spec's fault.
-type errBadTransition struct{ from, to State }
+type errBadTransition struct {
+	from, to State
+	why      Trigger
+}
 
 func (e errBadTransition) Error() string {
-	return fmt.Sprintf("internal error: no transition from %s to %s", e.from, e.to)
+	return fmt.Sprintf("internal error: no transition from %s to %s on %s", e.from, e.to, e.why)
 }

@@ -68,6 +68,14 @@ type ModelRequest struct {
 	JSONObject bool
 }
 
+// Names of the structured answers the runtime asks models for: the judge's verdict,
+// the classifier's intent and extracted facts. Offline models answer by these names.
+const (
+	SchemaVerdict = "verdict"
+	SchemaIntent  = "intent"
+	SchemaFacts   = "facts"
+)
+
 // JSONSchemaFormat names a schema for structured output.
 type JSONSchemaFormat struct {
 	Name   string

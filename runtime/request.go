@@ -49,9 +49,9 @@ type Result struct {
 	Stop       StopReason    `json:"stop"`
 	Detail     string        `json:"detail,omitempty"` // what tripped, for a stopped run
 	Intent     string        `json:"intent,omitempty"`
-	IntentHow  string        `json:"intent_how,omitempty"` // pre, rules, llm or fallback
-	Turns      int           `json:"turns"`                // model calls
-	ToolRounds int           `json:"tool_rounds"`          // responses whose tool calls ran
+	IntentHow  RoutedBy      `json:"intent_how,omitempty"`
+	Turns      int           `json:"turns"`       // model calls
+	ToolRounds int           `json:"tool_rounds"` // responses whose tool calls ran
 	Steps      []Step        `json:"steps"`
 	Usage      Usage         `json:"usage"`
 	Duration   time.Duration `json:"duration_ns"`
@@ -69,11 +69,19 @@ type Result struct {
 
 // Verdict is the judge's decision on one draft answer.
 type Verdict struct {
-	Passed  bool   `json:"passed"`
-	Missing string `json:"missing,omitempty"`
-	// How says how the verdict came about: judge, min_chars, judge_error.
-	How string `json:"how"`
+	Passed  bool       `json:"passed"`
+	Missing string     `json:"missing,omitempty"`
+	How     VerdictHow `json:"how"`
 }
+
+// VerdictHow says how a verdict came about.
+type VerdictHow string
+
+const (
+	VerdictByJudge    VerdictHow = "judge"       // the judge model decided
+	VerdictByMinChars VerdictHow = "min_chars"   // too short: failed without a judge call
+	VerdictByError    VerdictHow = "judge_error" // the judge failed; on_error decided
+)
 
 // Completed reports whether the run ended with an accepted answer.
 func (r *Result) Completed() bool { return r.Stop == StopCompleted }
@@ -84,7 +92,33 @@ type Step struct {
 	Tool      string        `json:"tool"`
 	CallID    string        `json:"call_id"`
 	Arguments string        `json:"arguments"`
-	Outcome   string        `json:"outcome"` // ok, error, refused, duplicate, filtered
+	Outcome   Outcome       `json:"outcome"`
+	Refusal   Refusal       `json:"refusal,omitempty"` // why a refused call was not run
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
 }
+
+// Outcome is what became of a tool call.
+type Outcome string
+
+const (
+	OutcomeOK        Outcome = "ok"        // the tool ran and succeeded
+	OutcomeError     Outcome = "error"     // the tool ran and failed, timed out, or a filter turned its result into an error
+	OutcomeRefused   Outcome = "refused"   // the call was not run (Step.Refusal says why)
+	OutcomeDuplicate Outcome = "duplicate" // not run again: the model had the result already (duplicate_calls: hint)
+	OutcomeFiltered  Outcome = "filtered"  // the tool ran but a filter withheld its result
+)
+
+// Ran reports whether the tool was actually called.
+func (o Outcome) Ran() bool { return o == OutcomeOK || o == OutcomeError || o == OutcomeFiltered }
+
+// Refusal is why a call was not run.
+type Refusal string
+
+const (
+	RefusedNotOffered  Refusal = "not_offered"  // no such tool, or not for this request's intent
+	RefusedInvalidJSON Refusal = "invalid_json" // the arguments are not JSON
+	RefusedNotObject   Refusal = "not_object"   // the arguments are JSON but not an object
+	RefusedSchema      Refusal = "schema"       // the arguments do not match the tool's parameters
+	RefusedAccept      Refusal = "accept"       // the tool's accept rule said no
+)

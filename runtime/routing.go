@@ -4,67 +4,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
-// How an intent was chosen.
-const (
-	RoutedPre      = "pre"      // the request named it
-	RoutedRules    = "rules"    // a keyword, pattern or example matched
-	RoutedLLM      = "llm"      // the classifier chose it
-	RoutedFallback = "fallback" // nothing else did
-	RoutedNone     = ""         // the agent has no intents
-)
+// RoutedBy says how a run's intent was chosen.
+type RoutedBy string
 
-// Defaults of routing.
 const (
-	DefaultMinConfidence = 0.5
-	DefaultRoutingTurns  = 3
+	RoutedPre      RoutedBy = "pre"      // the request named it
+	RoutedRules    RoutedBy = "rules"    // a keyword, pattern or example matched
+	RoutedLLM      RoutedBy = "llm"      // the classifier chose it
+	RoutedFallback RoutedBy = "fallback" // nothing else did
+	RoutedNone     RoutedBy = ""         // the agent has no intents
 )
 
 // intent is a compiled intent: the tools it may offer and how to recognise it.
 type intent struct {
-	name, description, kind, memory string
-	examples                        []string
-	tools                           []ToolDef
-	allowed                         map[string]bool
-	keywords                        []string // lower case
-	patterns                        []*regexp.Regexp
+	name, description string
+	kind              spec.IntentKind
+	memory            spec.MemoryLevel
+	examples          []string
+	tools             []ToolDef
+	allowed           map[string]bool
+	keywords          []string // lower case
+	patterns          []*regexp.Regexp
 }
 
-type routing struct {
-	recognizer    string // llm, rules or off
-	fallback      string
-	minConfidence float64
-	turns         int
-	model         Model
-}
-
-// compileIntents resolves each intent's tool set: a task intent gets its domain's
-// tools and its own; a knowledge or chat intent only the tools it lists.
-func (a *Agent) compileIntents(opts Options) {
+// compileIntents gives each intent the tools of its resolved tool set, in spec
+// order whatever order the intent lists them in.
+func (a *Agent) compileIntents() {
 	s := a.spec
 	if len(s.Intents) == 0 {
 		return
 	}
-	domains := map[string][]string{}
-	for _, d := range s.Domains {
-		domains[d.Name] = d.Tools
-	}
 	a.intents = map[string]*intent{}
-	for _, in := range s.Intents {
-		it := &intent{name: in.Name, description: in.Description, kind: cmpOr(in.Kind, "task"), memory: cmpOr(in.Memory, MemoryNone),
+	for i, in := range s.Intents {
+		set := a.settings.Intents[i]
+		it := &intent{name: in.Name, description: in.Description, kind: set.Kind, memory: set.Memory,
 			examples: in.Examples, allowed: map[string]bool{}}
-		names := in.Tools
-		if it.kind == "task" {
-			names = append(append([]string(nil), domains[in.Domain]...), in.Tools...)
-		}
-		for _, def := range a.offered { // spec order, whatever order the intent lists them in
-			for _, n := range names {
-				if def.Name == n && !it.allowed[n] {
-					it.allowed[n] = true
-					it.tools = append(it.tools, def)
-				}
+		for _, def := range a.offered {
+			if slices.Contains(set.Tools, def.Name) {
+				it.allowed[def.Name] = true
+				it.tools = append(it.tools, def)
 			}
 		}
 		for _, k := range in.Keywords {
@@ -77,17 +61,6 @@ func (a *Agent) compileIntents(opts Options) {
 		}
 		a.intents[in.Name] = it
 		a.intentOrder = append(a.intentOrder, it)
-	}
-	r := s.Routing
-	a.routing = routing{recognizer: cmpOr(r.Recognizer, "llm"), fallback: r.Fallback, minConfidence: DefaultMinConfidence, turns: DefaultRoutingTurns, model: opts.RouterModel}
-	if r.MinConfidence != nil {
-		a.routing.minConfidence = *r.MinConfidence
-	}
-	if r.History != nil {
-		a.routing.turns = *r.History
-	}
-	if a.routing.model == nil {
-		a.routing.model = opts.Model
 	}
 }
 
@@ -129,14 +102,14 @@ func (r *run) route() {
 	if a.intents == nil {
 		return
 	}
-	choose := func(it *intent, how, detail string) {
+	choose := func(it *intent, how RoutedBy, detail string) {
 		r.intent = it
 		r.result.Intent, r.result.IntentHow = "", how
 		if it != nil {
 			r.result.Intent = it.name
 		}
-		r.exprEnv["intent"] = r.result.Intent
-		r.emit(Event{Kind: EventIntent, Message: r.result.Intent, Guard: how, Error: detail})
+		r.vars.Intent = r.result.Intent
+		r.emit(Event{Kind: EventIntent, Intent: r.result.Intent, RoutedBy: how, Message: detail})
 	}
 	if name := r.req.Intent; name != "" {
 		if it, ok := a.intents[name]; ok {
@@ -146,13 +119,14 @@ func (r *run) route() {
 		r.fallback(choose, fmt.Sprintf("the request named unknown intent %q", name))
 		return
 	}
-	if a.routing.recognizer != "off" {
+	routing := a.settings.Routing
+	if routing.Recognizer != spec.RecognizerOff {
 		if it, why := a.matchRules(r.req.Input); it != nil {
 			choose(it, RoutedRules, why)
 			return
 		}
 	}
-	if a.routing.recognizer != "llm" {
+	if routing.Recognizer != spec.RecognizerLLM {
 		r.fallback(choose, "no rule matched")
 		return
 	}
@@ -162,15 +136,15 @@ func (r *run) route() {
 		r.fallback(choose, err.Error())
 	case a.intents[name] == nil:
 		r.fallback(choose, fmt.Sprintf("the classifier answered unknown intent %q", name))
-	case confidence < a.routing.minConfidence:
-		r.fallback(choose, fmt.Sprintf("the classifier chose %s with confidence %.2f, below %.2f", name, confidence, a.routing.minConfidence))
+	case confidence < routing.MinConfidence:
+		r.fallback(choose, fmt.Sprintf("the classifier chose %s with confidence %.2f, below %.2f", name, confidence, routing.MinConfidence))
 	default:
 		choose(a.intents[name], RoutedLLM, fmt.Sprintf("confidence %.2f", confidence))
 	}
 }
 
-func (r *run) fallback(choose func(*intent, string, string), why string) {
-	choose(r.agent.intents[r.agent.routing.fallback], RoutedFallback, why)
+func (r *run) fallback(choose func(*intent, RoutedBy, string), why string) {
+	choose(r.agent.intents[r.agent.settings.Routing.Fallback], RoutedFallback, why)
 }
 
 // classify asks the classifier model for one of the intents' names.
@@ -191,10 +165,10 @@ func (r *run) classify() (string, float64, error) {
 	}
 	req := &ModelRequest{
 		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
-		JSONSchema: &JSONSchemaFormat{Name: "intent", Schema: schema},
+		JSONSchema: &JSONSchemaFormat{Name: SchemaIntent, Schema: schema},
 	}
-	r.emit(Event{Kind: EventModelRequest, Guard: "classifier", Messages: len(req.Messages)})
-	resp, err := a.routing.model.Complete(r.ctx, req)
+	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages)})
+	resp, err := a.routerModel.Complete(r.ctx, req)
 	if err != nil {
 		return "", 0, fmt.Errorf("the classifier failed: %v", err)
 	}
@@ -230,7 +204,7 @@ func (a *Agent) classifierPrompt(profile string) string {
 func (r *run) classifierInput() string {
 	var lines []string
 	turns := 0
-	for i := len(r.req.History) - 1; i >= 0 && turns < r.agent.routing.turns; i-- {
+	for i := len(r.req.History) - 1; i >= 0 && turns < r.agent.settings.Routing.History; i-- {
 		m := r.req.History[i]
 		if (m.Role != RoleUser && m.Role != RoleAssistant) || m.Content == "" {
 			continue

@@ -132,7 +132,7 @@ func TestRouting(t *testing.T) {
 		classifier []map[string]any
 		model      runtime.Model // replaces the scripted classifier
 		intent     string
-		how        string
+		how        runtime.RoutedBy
 		calls      int // classifier requests
 	}{
 		{name: "keyword rule", input: "我的外卖到哪了", intent: "order_status", how: "rules"},

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrun/agentrun/spec"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -26,7 +27,7 @@ type run struct {
 	// signatures maps each executed call's name+canonical arguments to its result,
 	// across the whole run, for duplicate-call detection.
 	signatures  map[string]string
-	exprEnv     map[string]any
+	vars        spec.Values // user, conversation and intent, for every expression of the run
 	started     time.Time
 	seen        map[string][]string // entities revealed to the user, by kind
 	rejections  int                 // drafts the judge failed
@@ -60,13 +61,9 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	for kind, ids := range req.Seen {
 		r.seen[kind] = slices.Clone(ids)
 	}
-	r.exprEnv = map[string]any{
-		"user":         userValue(a.spec.Context.User, req.User),
-		"conversation": map[string]any{"id": req.Conversation},
-		"intent":       req.Intent,
-	}
+	r.vars = runVars(a.spec, &req)
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
-	if r.filterInput() {
+	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
 		if r.foreignConversation {
 			return nil, fmt.Errorf("conversation %q belongs to another user", req.Conversation)
@@ -96,7 +93,7 @@ func (r *run) prepareContext() {
 	}
 	r.tools = r.intent.tools
 	if r.memory = a.memoryBlock(r.intent.memory, facts); r.memory != "" {
-		r.emit(Event{Kind: EventMemory, Message: r.intent.memory, Calls: len(facts)})
+		r.emit(Event{Kind: EventMemory, Level: r.intent.memory, Count: len(facts)})
 	}
 }
 
@@ -115,15 +112,13 @@ func (r *run) storedMessages() []Message {
 	return out
 }
 
-// userValue is `user` in expressions: the id and every declared attribute, so a
-// missing attribute reads as "" rather than failing the expression.
-func userValue(declared []string, u User) map[string]any {
-	m := make(map[string]any, len(declared)+1)
-	m["id"] = u.ID
-	for _, a := range declared {
-		m[a] = u.Attributes[a]
+// runVars are the variables every expression of a run may see.
+func runVars(s *spec.Spec, req *Request) spec.Values {
+	return spec.Values{
+		User:         spec.UserValue(s.Context.User, req.User.ID, req.User.Attributes),
+		Conversation: spec.ConversationValue(req.Conversation),
+		Intent:       req.Intent,
 	}
-	return m
 }
 
 func (r *run) emit(e Event) {
@@ -137,24 +132,24 @@ func (r *run) emit(e Event) {
 	r.req.Observer.Observe(e)
 }
 
-func (r *run) transition(to State) {
-	if !canTransition(r.state, to) {
-		panic(errBadTransition{r.state, to}) // a runtime bug: fail loudly in tests
+func (r *run) transition(to State, why Trigger) {
+	if !canTransition(r.state, to, why) {
+		panic(errBadTransition{r.state, to, why}) // a runtime bug: fail loudly in tests
 	}
-	r.emit(Event{Kind: EventState, From: r.state, State: to})
+	r.emit(Event{Kind: EventState, From: r.state, State: to, Trigger: why})
 	r.state = to
 }
 
 // stop ends the run with a reason; the answer is the spec's fallback message.
 func (r *run) stop(reason StopReason, detail string) {
-	r.stopWith(reason, detail, r.agent.guards.fallback)
+	r.stopWith(reason, detail, r.agent.settings.Guards.Fallback)
 }
 
 func (r *run) stopWith(reason StopReason, detail, answer string) {
 	r.result.Stop = reason
 	r.result.Detail = detail
 	r.result.Answer = answer
-	r.transition(StateStopped)
+	r.transition(StateStopped, Trigger(reason))
 	r.emit(Event{Kind: EventStop, Stop: reason, Message: detail, Usage: &r.result.Usage})
 }
 
@@ -177,10 +172,10 @@ func (r *run) loop() {
 // think asks the model for the next step. It returns the draft answer when the
 // model answered without tool calls.
 func (r *run) think() *Message {
-	g := r.agent.guards
-	if r.result.Turns >= g.maxTurns {
-		r.emit(Event{Kind: EventGuard, Guard: string(StopMaxTurns), Message: fmt.Sprintf("%d model calls", g.maxTurns)})
-		r.stop(StopMaxTurns, fmt.Sprintf("the model was called %d times without finishing", g.maxTurns))
+	g := r.agent.settings.Guards
+	if r.result.Turns >= g.MaxTurns {
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: fmt.Sprintf("%d model calls", g.MaxTurns)})
+		r.stop(StopMaxTurns, fmt.Sprintf("the model was called %d times without finishing", g.MaxTurns))
 		return nil
 	}
 	if err := r.ctx.Err(); err != nil {
@@ -189,7 +184,7 @@ func (r *run) think() *Message {
 	}
 	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
 	r.result.Turns++
-	r.emit(Event{Kind: EventModelRequest, Messages: len(req.Messages), Tools: len(req.Tools)})
+	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
 	start := time.Now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
@@ -202,20 +197,20 @@ func (r *run) think() *Message {
 	}
 	r.result.Usage.Add(resp.Usage)
 	usage := resp.Usage
-	r.emit(Event{Kind: EventModelResponse, Calls: len(resp.Message.ToolCalls), Usage: &usage, Duration: time.Since(start)})
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(resp.Message.ToolCalls), Usage: &usage, Duration: time.Since(start)})
 	msg := resp.Message
 	msg.Role = RoleAssistant
 	if len(msg.ToolCalls) == 0 {
-		r.transition(StateValidating)
+		r.transition(StateValidating, TriggerDraft)
 		return &msg
 	}
-	if r.result.ToolRounds >= g.maxToolRounds {
-		r.emit(Event{Kind: EventGuard, Guard: string(StopMaxToolRounds), Message: fmt.Sprintf("%d tool rounds", g.maxToolRounds)})
-		r.stop(StopMaxToolRounds, fmt.Sprintf("the model asked for tools after %d rounds", g.maxToolRounds))
+	if r.result.ToolRounds >= g.MaxToolRounds {
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolRounds, Message: fmt.Sprintf("%d tool rounds", g.MaxToolRounds)})
+		r.stop(StopMaxToolRounds, fmt.Sprintf("the model asked for tools after %d rounds", g.MaxToolRounds))
 		return nil
 	}
 	r.messages = append(r.messages, msg)
-	r.transition(StateToolExecuting)
+	r.transition(StateToolExecuting, TriggerToolCalls)
 	return nil
 }
 
@@ -243,10 +238,10 @@ func (r *run) systemPrompt() string {
 	s := ""
 	if t := r.agent.instructions; t != nil {
 		var err error
-		if s, err = t.Render(r.exprEnv); err != nil {
+		if s, err = t.Render(spec.EnvInstructions.Values(&r.vars)); err != nil {
 			// The template compiled against its types at load; a failure here is a
 			// value problem (say, nil in arithmetic). Show the template rather than fail.
-			r.emit(Event{Kind: EventGuard, Guard: "instructions", Error: err.Error()})
+			r.emit(Event{Kind: EventGuard, Guard: GuardInstructions, Error: err.Error()})
 			s = t.Source
 		}
 	}
@@ -259,41 +254,6 @@ func (r *run) systemPrompt() string {
 	return s
 }
 
-// validate gates a draft answer. A draft the judge fails is not kept: the model gets
-// the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
-func (r *run) validate(draft *Message) {
-	if j := r.agent.judge; j != nil {
-		v := r.judgeDraft(draft.Content)
-		r.result.Verdicts = append(r.result.Verdicts, v)
-		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Message: v.Missing, Guard: v.How})
-		if !v.Passed {
-			r.rejections++
-			switch {
-			case r.rejections <= j.maxRetries:
-				r.feedback = append(r.feedback, len(r.messages))
-				r.messages = append(r.messages, Message{Role: RoleUser, Content: JudgeFeedbackPrefix +
-					" Your draft answer was not accepted and the user has not seen it. What is missing: " + v.Missing +
-					" Write the complete answer again; use tools if you need more information."})
-				r.transition(StateThinking)
-				return
-			case j.onExhausted != "accept":
-				r.emit(Event{Kind: EventGuard, Guard: "judge_exhausted", Message: "on_exhausted: fallback"})
-				r.stop(StopJudgeRejected, fmt.Sprintf("the judge rejected %d drafts: %s", r.rejections, v.Missing))
-				return
-			}
-			r.emit(Event{Kind: EventGuard, Guard: "judge_exhausted", Message: "on_exhausted: accept"})
-		}
-	}
-	if !r.filterAnswer(draft) {
-		return
-	}
-	r.messages = append(r.messages, *draft)
-	r.result.Answer = draft.Content
-	r.result.Stop = StopCompleted
-	r.transition(StateFinished)
-	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage})
-}
-
 // call is one tool call of a response on its way to a tool message.
 type call struct {
 	tc        ToolCall
@@ -301,14 +261,15 @@ type call struct {
 	args      map[string]any
 	signature string
 	result    string
-	outcome   string // ok, error, refused, duplicate
+	outcome   Outcome
+	refusal   Refusal
 	duration  time.Duration
 }
 
 // executeTools runs every tool call of the last response — in parallel, bounded —
 // and appends one tool message per call, in the order of the calls.
 func (r *run) executeTools() {
-	g := r.agent.guards
+	g := r.agent.settings.Guards
 	last := r.messages[len(r.messages)-1]
 	r.result.ToolRounds++
 	calls := make([]call, len(last.ToolCalls))
@@ -319,54 +280,59 @@ func (r *run) executeTools() {
 		if !r.prepare(c) {
 			continue
 		}
-		if prev, seen := r.signatures[c.signature]; seen && g.duplicates != "allow" {
-			r.emit(Event{Kind: EventGuard, Guard: "duplicate_call", Tool: tc.Name, CallID: tc.ID, Args: tc.Arguments, Message: g.duplicates})
-			if g.duplicates == "stop" {
-				r.stop(StopDuplicateCall, fmt.Sprintf("%s was called again with the same arguments", tc.Name))
+		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow {
+			r.emit(Event{Kind: EventGuard, Guard: GuardDuplicateCall, Tool: tc.Name, CallID: tc.ID, Args: tc.Arguments, Message: "duplicate_calls: " + string(g.DuplicateCalls)})
+			if g.DuplicateCalls == spec.DuplicateStop {
 				r.messages = r.messages[:len(r.messages)-1] // never keep a tool call without its results
+				r.stop(StopDuplicateCall, fmt.Sprintf("%s was called again with the same arguments", tc.Name))
 				return
 			}
-			c.outcome = "duplicate"
+			c.outcome = OutcomeDuplicate
 			c.result = fmt.Sprintf("Not run: %s was already called with these arguments in this conversation turn. Use the result you already have instead of calling it again. It was:\n%s", tc.Name, prev)
 			continue
 		}
 		r.signatures[c.signature] = "" // reserve: a second identical call in this response is a duplicate too
 		runnable = append(runnable, i)
 	}
-	r.runParallel(calls, runnable, g.maxParallel)
+	r.runParallel(calls, runnable, g.MaxParallelTools)
 	for i := range calls {
 		c := &calls[i]
-		switch c.outcome {
-		case "ok":
-			r.signatures[c.signature] = c.result
-			r.collect(c)
-			r.applyFactRules(c)
-		case "error", "filtered":
+		if c.outcome.Ran() {
 			r.signatures[c.signature] = c.result // retrying the same failing call is a loop too
 		}
+		if c.outcome == OutcomeOK {
+			r.collect(c)
+			r.applyFactRules(c)
+		}
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
-		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments, Outcome: c.outcome, Result: c.result, Duration: c.duration})
+		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments,
+			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration})
 	}
 	if err := r.ctx.Err(); err != nil {
 		r.stopForContext(err)
 		return
 	}
-	r.transition(StateThinking)
+	r.transition(StateThinking, TriggerResults)
 }
 
-// prepare checks a call the model made — a known tool, JSON arguments that fit the
-// schema — and fills in bound parameters. A call that fails gets its error as the
-// result, so the model can correct itself.
+// refuse records that a call is not run and why; the model gets the message as the
+// call's result, so it can correct itself.
+func (r *run) refuse(c *call, why Refusal, result, detail string) bool {
+	c.outcome, c.refusal, c.result = OutcomeRefused, why, result
+	r.emit(Event{Kind: EventToolRefused, Refusal: why, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: detail})
+	return false
+}
+
+// prepare checks a call the model made — a tool offered here, JSON arguments that
+// fit the schema, the tool's accept rule — and fills in bound parameters.
 func (r *run) prepare(c *call) bool {
-	refuse := func(format string, args ...any) bool {
-		c.outcome = "refused"
-		c.result = "Error: " + fmt.Sprintf(format, args...)
-		r.emit(Event{Kind: EventToolRefused, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: c.result})
-		return false
+	refuse := func(why Refusal, format string, args ...any) bool {
+		msg := "Error: " + fmt.Sprintf(format, args...)
+		return r.refuse(c, why, msg, msg)
 	}
 	t, ok := r.agent.byName[c.tc.Name]
 	if !ok || !r.offers(c.tc.Name) {
-		return refuse("there is no tool %q for this request. Available tools: %s.", c.tc.Name, r.toolNames())
+		return refuse(RefusedNotOffered, "there is no tool %q for this request. Available tools: %s.", c.tc.Name, r.toolNames())
 	}
 	c.tool = t
 	raw := strings.TrimSpace(c.tc.Arguments)
@@ -375,20 +341,21 @@ func (r *run) prepare(c *call) bool {
 	}
 	var v any
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		return refuse("the arguments for %s are not valid JSON (%v). Send a JSON object matching the tool's parameters.", c.tc.Name, err)
+		return refuse(RefusedInvalidJSON, "the arguments for %s are not valid JSON (%v). Send a JSON object matching the tool's parameters.", c.tc.Name, err)
 	}
 	args, ok := v.(map[string]any)
 	if !ok {
-		return refuse("the arguments for %s must be a JSON object, not %s.", c.tc.Name, jsonKind(v))
+		return refuse(RefusedNotObject, "the arguments for %s must be a JSON object, not %s.", c.tc.Name, jsonKind(v))
 	}
 	for param := range t.bind {
 		if _, sent := args[param]; sent {
 			delete(args, param) // the model may not choose a bound value; the run context does
-			r.emit(Event{Kind: EventBindDiscarded, Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("discarded the model's value for bound parameter %q", param)})
+			r.emit(Event{Kind: EventBindDiscarded, Tool: c.tc.Name, CallID: c.tc.ID, Param: param,
+				Message: fmt.Sprintf("discarded the model's value for bound parameter %q", param)})
 		}
 	}
 	if err := t.schema.Validate(args); err != nil {
-		return refuse("invalid arguments for %s: %s", c.tc.Name, schemaProblems(err))
+		return refuse(RefusedSchema, "invalid arguments for %s: %s", c.tc.Name, schemaProblems(err))
 	}
 	canonical, _ := json.Marshal(args) // map keys come out sorted: a canonical form
 	c.signature = c.tc.Name + "\x00" + string(canonical)
@@ -396,10 +363,7 @@ func (r *run) prepare(c *call) bool {
 		args[param] = r.contextValue(key)
 	}
 	if ok, msg := r.acceptCall(t, args); !ok {
-		c.outcome = "refused"
-		c.result = "Refused: " + msg
-		r.emit(Event{Kind: EventToolRefused, Guard: "accept", Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: msg})
-		return false
+		return r.refuse(c, RefusedAccept, "Refused: "+msg, msg)
 	}
 	c.args = args
 	return true
@@ -504,20 +468,20 @@ func (r *run) execute(c *call) {
 	c.duration = time.Since(start)
 	switch {
 	case err != nil && ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil:
-		c.outcome, c.result = "error", fmt.Sprintf("Error: %s timed out after %s.", c.tc.Name, t.timeout)
-		r.emit(Event{Kind: EventGuard, Guard: "tool_timeout", Tool: c.tc.Name, CallID: c.tc.ID, Message: t.timeout.String()})
+		c.outcome, c.result = OutcomeError, fmt.Sprintf("Error: %s timed out after %s.", c.tc.Name, t.timeout)
+		r.emit(Event{Kind: EventGuard, Guard: GuardToolTimeout, Tool: c.tc.Name, CallID: c.tc.ID, Message: t.timeout.String()})
 	case err != nil:
-		c.outcome, c.result = "error", "Error: "+err.Error()
+		c.outcome, c.result = OutcomeError, "Error: "+err.Error()
 	default:
-		c.outcome, c.result = "ok", out
+		c.outcome, c.result = OutcomeOK, out
 	}
 	r.filterToolResult(c)
 	if len(c.result) > t.maxOutput {
 		c.result = truncate(c.result, t.maxOutput)
-		r.emit(Event{Kind: EventGuard, Guard: "max_tool_output", Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolOutput, Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})
 	}
 	e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
-	if c.outcome == "error" {
+	if c.outcome == OutcomeError {
 		e.Error = c.result
 	}
 	r.emit(e)

@@ -231,7 +231,7 @@ type step struct {
 func steps(res *agent.Result) []step {
 	out := make([]step, len(res.Steps))
 	for i, s := range res.Steps {
-		out[i] = step{tool: s.Tool, outcome: s.Outcome, result: s.Result}
+		out[i] = step{tool: s.Tool, outcome: string(s.Outcome), result: s.Result}
 		_ = json.Unmarshal([]byte(s.Arguments), &out[i].args)
 	}
 	return out
@@ -259,7 +259,7 @@ func check(ctx context.Context, e spec.Expect, res *agent.Result, events []agent
 	if e.Intent != "" && e.Intent != res.Intent {
 		out = append(out, fmt.Sprintf("intent: expected %s, got %s (%s)", e.Intent, cmpOr(res.Intent, "none"), res.IntentHow))
 	}
-	if e.IntentHow != "" && e.IntentHow != res.IntentHow {
+	if e.IntentHow != "" && e.IntentHow != string(res.IntentHow) {
 		out = append(out, fmt.Sprintf("intent chosen by: expected %s, got %s", e.IntentHow, res.IntentHow))
 	}
 	all := steps(res)
@@ -288,8 +288,11 @@ func check(ctx context.Context, e spec.Expect, res *agent.Result, events []agent
 	}
 	guards := map[string]bool{}
 	for _, ev := range events {
-		if (ev.Kind == agent.EventGuard || ev.Kind == agent.EventToolRefused) && ev.Guard != "" {
-			guards[ev.Guard] = true
+		switch {
+		case ev.Kind == agent.EventGuard:
+			guards[string(ev.Guard)] = true
+		case ev.Kind == agent.EventToolRefused && ev.Refusal == agent.RefusedAccept:
+			guards[string(agent.RefusedAccept)] = true
 		}
 	}
 	for _, g := range e.Guards {

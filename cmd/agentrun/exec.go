@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -449,7 +450,7 @@ func (p *progress) Observe(e runtime.Event) {
 	defer p.mu.Unlock()
 	switch e.Kind {
 	case runtime.EventModelRequest:
-		if e.Guard == "classifier" {
+		if e.Purpose == runtime.PurposeClassifier {
 			fmt.Fprintf(p.w, "[%d] → classifier\n", e.Turn)
 			return
 		}
@@ -470,8 +471,8 @@ func (p *progress) Observe(e runtime.Event) {
 		fmt.Fprintf(p.w, "[%d]   %s %s · %s · %s\n", e.Turn, mark, e.Tool, round(e.Duration), clip(e.Result, 100))
 	case runtime.EventToolRefused:
 		by := ""
-		if e.Guard != "" {
-			by = " by " + e.Guard
+		if e.Refusal == runtime.RefusedAccept {
+			by = " by accept"
 		}
 		fmt.Fprintf(p.w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
 	case runtime.EventBindDiscarded:
@@ -479,34 +480,37 @@ func (p *progress) Observe(e runtime.Event) {
 	case runtime.EventGuard:
 		fmt.Fprintf(p.w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
 	case runtime.EventIntent:
-		intent := e.Message
-		if intent == "" {
-			intent = "(none)"
-		}
-		fmt.Fprintf(p.w, "[%d] intent %s · by %s", e.Turn, intent, e.Guard)
-		if e.Error != "" {
-			fmt.Fprintf(p.w, " · %s", e.Error)
+		fmt.Fprintf(p.w, "[%d] intent %s · by %s", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, " · %s", e.Message)
 		}
 		fmt.Fprintln(p.w)
 	case runtime.EventMemory:
-		if e.Error != "" {
+		switch {
+		case e.Error != "":
 			fmt.Fprintf(p.w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
-		} else {
-			fmt.Fprintf(p.w, "[%d] memory %s · %d facts\n", e.Turn, e.Message, e.Calls)
+		case e.Level != "":
+			fmt.Fprintf(p.w, "[%d] memory %s · %d facts\n", e.Turn, e.Level, e.Count)
+		default:
+			fmt.Fprintf(p.w, "[%d] memory %s\n", e.Turn, e.Message)
 		}
 	case runtime.EventVerdict:
 		if *e.Passed {
 			fmt.Fprintf(p.w, "[%d] ✓ judge passed the draft\n", e.Turn)
 		} else {
-			fmt.Fprintf(p.w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Guard, clip(e.Message, 160))
+			fmt.Fprintf(p.w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
 		}
 	case runtime.EventFilter:
-		fmt.Fprintf(p.w, "[%d] ! filter %s: %s %s\n", e.Turn, e.Guard, e.Message, e.Error)
+		fmt.Fprintf(p.w, "[%d] ! filter %s: %s: %s", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message))
+		if e.Error != "" {
+			fmt.Fprintf(p.w, " (%s)", e.Error)
+		}
+		fmt.Fprintln(p.w)
 	case runtime.EventCollect:
 		if e.Error != "" {
-			fmt.Fprintf(p.w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Message, e.Tool, e.Error)
-		} else if e.Calls > 0 {
-			fmt.Fprintf(p.w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Calls, e.Message, e.Tool)
+			fmt.Fprintf(p.w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Entity, e.Tool, e.Error)
+		} else if e.Count > 0 {
+			fmt.Fprintf(p.w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Count, e.Entity, e.Tool)
 		}
 	case runtime.EventStop:
 		tokens := int64(0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -33,7 +34,7 @@ func newExplainCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			if question != "" {
 				name, how, detail := agent.Route(cmd.Context(), runtime.Request{Input: question, User: runtime.User{ID: "explain"}})
-				fmt.Fprintf(out, "router: intent %s, by %s", cmpOr(name, "(none)"), how)
+				fmt.Fprintf(out, "router: intent %s, by %s", cmp.Or(name, "(none)"), how)
 				if detail != "" {
 					fmt.Fprintf(out, " (%s)", detail)
 				}
@@ -48,7 +49,7 @@ func newExplainCommand() *cobra.Command {
 				return err
 			}
 			plan, _ := agent.Explain(intent)
-			writePlan(out, plan, s)
+			writePlan(out, agent, plan, s)
 			return nil
 		},
 	}
@@ -129,7 +130,7 @@ func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 	fmt.Fprintf(w, "\nTokens are estimates (about 4 characters a token, one a token for CJK); offering every tool costs ~%d.\n", toolsTokens(agent.Tools()))
 }
 
-func writePlan(w io.Writer, plan runtime.Plan, s *spec.Spec) {
+func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spec) {
 	title := "agent " + s.Name
 	if plan.Intent != "" {
 		title += fmt.Sprintf(" · intent %s (%s, memory %s)", plan.Intent, plan.Kind, plan.Memory)
@@ -146,36 +147,24 @@ func writePlan(w io.Writer, plan runtime.Plan, s *spec.Spec) {
 		fmt.Fprintf(w, "  %-22s ~%d tokens  %s\n", d.Name, runtime.ToolTokens(d), clip(d.Description, 70))
 	}
 	fmt.Fprintf(w, "  %s\n", saving(plan))
-	g := s.Guards
+	st := agent.Settings()
+	g := st.Guards
 	fmt.Fprintf(w, "\nguards: max_turns %s · max_tool_rounds %s · duplicate_calls %s · max_parallel_tools %s · tool_timeout %s\n",
-		orDefault(g.MaxTurns, runtime.DefaultMaxTurns), orDefault(g.MaxToolRounds, runtime.DefaultMaxToolRounds),
-		cmpOr(g.DuplicateCalls, "stop"), orDefault(g.MaxParallelTools, runtime.DefaultMaxParallelTools), cmpOr(g.ToolTimeout.String(), runtime.DefaultToolTimeout.String()))
-	if j := s.Judge; j != nil {
+		setting(st, "guards.max_turns", g.MaxTurns), setting(st, "guards.max_tool_rounds", g.MaxToolRounds),
+		g.DuplicateCalls, setting(st, "guards.max_parallel_tools", g.MaxParallelTools), g.ToolTimeout)
+	if j := st.Judge; j != nil {
 		fmt.Fprintf(w, "judge: %d criteria · max_retries %s · min_chars %d · on_error %s · on_exhausted %s\n",
-			len(j.Criteria), orDefault(deref(j.MaxRetries), runtime.DefaultJudgeRetries), j.MinChars, cmpOr(j.OnError, "pass"), cmpOr(j.OnExhausted, "fallback"))
+			len(s.Judge.Criteria), setting(st, "judge.max_retries", j.MaxRetries), j.MinChars, j.OnError, j.OnExhausted)
 	} else {
 		fmt.Fprintln(w, "judge: none (every draft is accepted)")
 	}
 	fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d)\n", prompt+tools, prompt, tools)
 }
 
-func orDefault(v, def int) string {
-	if v == 0 {
-		return fmt.Sprintf("%d (default)", def)
+// setting shows an effective value, marked when the spec left it to its default.
+func setting(st *spec.Settings, key string, v any) string {
+	if st.IsDefault(key) {
+		return fmt.Sprintf("%v (default)", v)
 	}
 	return fmt.Sprint(v)
-}
-
-func deref(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func cmpOr(v, def string) string {
-	if v != "" && v != "0s" {
-		return v
-	}
-	return def
 }

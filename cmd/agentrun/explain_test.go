@@ -49,6 +49,41 @@ func TestExplain(t *testing.T) {
 	}
 }
 
+// explain and graph show the settings the runtime uses, defaults included: once they
+// showed max_tool_rounds 8 and max_retries 2 where the runtime used 3 and 0, and the
+// graph's edges lacked triggers such as a timeout while tools run.
+func TestExplainAndGraphShowEffectiveSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(path, []byte(`version: 1
+name: effective
+tools: [{builtin: calculator}]
+guards: {max_turns: 3}
+judge: {criteria: [Every question is answered.], max_retries: 0}
+`), 0o644)
+	code, explain, stderr := runCLI(t, "explain", path)
+	if code != 0 {
+		t.Fatalf("explain: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"max_turns 3 ·", "max_tool_rounds 3 (default)", "max_retries 0 ·", "max_parallel_tools 4 (default)"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("explain lacks %q:\n%s", want, explain)
+		}
+	}
+	code, graph, stderr := runCLI(t, "graph", path)
+	if code != 0 {
+		t.Fatalf("graph: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		`s_THINKING -- "blocked · max_turns 3 · max_tool_rounds 3 · model_error · timeout · canceled" --> s_STOPPED`,
+		`s_TOOL_EXECUTING -- "duplicate_calls stop · timeout · canceled" --> s_STOPPED`,
+		`s_VALIDATING -- "judge feedback · max_retries 0" --> s_THINKING`,
+	} {
+		if !strings.Contains(graph, want) {
+			t.Errorf("graph lacks %q:\n%s", want, graph)
+		}
+	}
+}
+
 // The graph of every example parses with Mermaid's own parser.
 func TestGraphIsMermaid(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "graph", shopSupport)
@@ -56,7 +91,7 @@ func TestGraphIsMermaid(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	checkGolden(t, "graph-shop.mmd", stdout)
-	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "max_turns 8 · max_tool_rounds 4 · model_error" --> s_STOPPED`} {
+	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "blocked · max_turns 8 · max_tool_rounds 4 · model_error · timeout · canceled" --> s_STOPPED`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("graph lacks %q", want)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -55,9 +56,10 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 	for _, t := range s.Tools {
 		kinds[t.Name] = t.Kind()
 	}
+	st := agent.Settings()
 	if len(s.Intents) > 0 {
-		r := s.Routing
-		fmt.Fprintf(&b, "  subgraph routing[%s]\n    direction TB\n", label(fmt.Sprintf("routing · %s · fallback %s", cmpOr(r.Recognizer, "llm"), cmpOr(r.Fallback, "none"))))
+		r := st.Routing
+		fmt.Fprintf(&b, "  subgraph routing[%s]\n    direction TB\n", label(fmt.Sprintf("routing · %s · fallback %s", r.Recognizer, cmp.Or(r.Fallback, "none"))))
 		for _, in := range s.Intents {
 			plan, _ := agent.Explain(in.Name)
 			fmt.Fprintf(&b, "    %s([%s])\n", mermaidID("i_", in.Name), label(fmt.Sprintf("%s\n%s · memory %s", in.Name, plan.Kind, plan.Memory)))
@@ -76,10 +78,9 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 		fmt.Fprintf(&b, "    %s[%s]\n", mermaidID("t_", d.Name), label(d.Name+" · "+kinds[d.Name]))
 	}
 	b.WriteString("  end\n")
-	for _, in := range s.Intents {
+	for i, in := range s.Intents {
 		from := mermaidID("i_", in.Name)
-		kind := cmpOr(in.Kind, "task")
-		if in.Domain != "" && kind == "task" {
+		if in.Domain != "" && st.Intents[i].Kind == spec.IntentTask {
 			fmt.Fprintf(&b, "  %s --> %s\n", from, mermaidID("d_", in.Domain))
 		}
 		for _, t := range in.Tools {
@@ -91,39 +92,51 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 			fmt.Fprintf(&b, "  %s --> %s\n", mermaidID("d_", d.Name), mermaidID("t_", t))
 		}
 	}
-	writeStates(&b, s)
+	writeStates(&b, st)
 	io.WriteString(w, b.String())
 }
 
-// writeStates draws the run's state machine from runtime.Transitions, each edge
-// labelled with the guards that decide it.
-func writeStates(b *strings.Builder, s *spec.Spec) {
-	g := s.Guards
-	turns := orDefault(g.MaxTurns, runtime.DefaultMaxTurns)
-	rounds := orDefault(g.MaxToolRounds, runtime.DefaultMaxToolRounds)
-	judge := "no judge: accepted"
-	retry := "judge feedback"
-	if j := s.Judge; j != nil {
-		judge = "judge passed"
-		retry = "judge feedback · max_retries " + orDefault(deref(j.MaxRetries), runtime.DefaultJudgeRetries)
-	}
-	labels := map[[2]runtime.State]string{
-		{runtime.StateThinking, runtime.StateToolExecuting}: "tool calls",
-		{runtime.StateThinking, runtime.StateValidating}:    "draft answer",
-		{runtime.StateThinking, runtime.StateStopped}:       "max_turns " + turns + " · max_tool_rounds " + rounds + " · model_error",
-		{runtime.StateToolExecuting, runtime.StateThinking}: "results · ≤ " + orDefault(g.MaxParallelTools, runtime.DefaultMaxParallelTools) + " in parallel",
-		{runtime.StateToolExecuting, runtime.StateStopped}:  "duplicate_calls " + cmpOr(g.DuplicateCalls, "stop"),
-		{runtime.StateValidating, runtime.StateFinished}:    judge,
-		{runtime.StateValidating, runtime.StateThinking}:    retry,
-		{runtime.StateValidating, runtime.StateStopped}:     "judge_rejected · blocked",
-	}
+// writeStates draws the run's state machine from runtime.Edges: each edge labelled
+// with what triggers it and the effective settings that decide it.
+func writeStates(b *strings.Builder, st *spec.Settings) {
 	fmt.Fprintf(b, "  subgraph run[%s]\n    direction LR\n", label("run · state machine"))
 	fmt.Fprintf(b, "    s_start((start)) --> s_%s\n", runtime.StateThinking)
-	transitions := runtime.Transitions()
-	for _, from := range []runtime.State{runtime.StateThinking, runtime.StateToolExecuting, runtime.StateValidating} {
-		for _, to := range transitions[from] {
-			fmt.Fprintf(b, "    s_%s -- %s --> s_%s\n", from, label(labels[[2]runtime.State{from, to}]), to)
+	for _, e := range runtime.Edges() {
+		parts := make([]string, len(e.Triggers))
+		for i, t := range e.Triggers {
+			parts[i] = triggerLabel(t, st)
 		}
+		fmt.Fprintf(b, "    s_%s -- %s --> s_%s\n", e.From, label(strings.Join(parts, " · ")), e.To)
 	}
 	fmt.Fprintf(b, "    s_%s((%s))\n    s_%s((%s))\n  end\n", runtime.StateFinished, label("FINISHED"), runtime.StateStopped, label("STOPPED · fallback"))
+}
+
+// triggerLabel names a trigger with the setting that governs it.
+func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
+	g := st.Guards
+	switch t {
+	case runtime.TriggerToolCalls:
+		return "tool calls"
+	case runtime.TriggerDraft:
+		return "draft answer"
+	case runtime.TriggerResults:
+		return fmt.Sprintf("results · ≤ %d in parallel", g.MaxParallelTools)
+	case runtime.TriggerAccepted:
+		if st.Judge == nil {
+			return "no judge: accepted"
+		}
+		return "judge passed"
+	case runtime.TriggerJudgeFeedback:
+		if st.Judge == nil {
+			return "judge feedback (no judge)"
+		}
+		return fmt.Sprintf("judge feedback · max_retries %d", st.Judge.MaxRetries)
+	case runtime.Trigger(runtime.StopMaxTurns):
+		return fmt.Sprintf("max_turns %d", g.MaxTurns)
+	case runtime.Trigger(runtime.StopMaxToolRounds):
+		return fmt.Sprintf("max_tool_rounds %d", g.MaxToolRounds)
+	case runtime.Trigger(runtime.StopDuplicateCall):
+		return "duplicate_calls " + string(g.DuplicateCalls)
+	}
+	return string(t)
 }

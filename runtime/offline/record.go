@@ -47,12 +47,12 @@ func (w *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 			turn.ToolCalls = append(turn.ToolCalls, ScriptToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 		}
 		w.r.turns = append(w.r.turns, turn)
-	case req.JSONSchema.Name == "verdict" || req.JSONSchema.Name == "intent":
+	case req.JSONSchema.Name == runtime.SchemaVerdict || req.JSONSchema.Name == runtime.SchemaIntent:
 		var v map[string]any
 		if json.Unmarshal([]byte(strings.TrimSpace(resp.Message.Content)), &v) != nil {
 			v = map[string]any{"unparsed": resp.Message.Content}
 		}
-		if req.JSONSchema.Name == "verdict" {
+		if req.JSONSchema.Name == runtime.SchemaVerdict {
 			w.r.judge = append(w.r.judge, v)
 		} else {
 			w.r.classifier = append(w.r.classifier, v)

@@ -145,12 +145,12 @@ func (s *Script) structured(req *runtime.ModelRequest) (*runtime.ModelResponse, 
 	v := offlineStructured(req.JSONSchema)
 	s.mu.Lock()
 	switch req.JSONSchema.Name {
-	case "verdict":
+	case runtime.SchemaVerdict:
 		if s.nextJudge < len(s.verdicts) {
 			v = s.verdicts[s.nextJudge]
 		}
 		s.nextJudge++
-	case "intent":
+	case runtime.SchemaIntent:
 		if s.nextClass < len(s.intents) {
 			v = s.intents[s.nextClass]
 		}

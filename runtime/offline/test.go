@@ -60,9 +60,9 @@ func (Test) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.M
 func offlineStructured(f *runtime.JSONSchemaFormat) any {
 	v := Generate(f.Schema)
 	switch f.Name {
-	case "verdict":
+	case runtime.SchemaVerdict:
 		return map[string]any{"passed": true, "missing": ""}
-	case "intent":
+	case runtime.SchemaIntent:
 		if m, ok := v.(map[string]any); ok {
 			m["confidence"] = 1.0
 		}

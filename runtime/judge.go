@@ -1,0 +1,141 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/spec"
+)
+
+// judgeSystemPrompt instructs the judge. It sees the question, what the tools
+// returned and the draft, never the agent's instructions: it checks the answer, not
+// the agent.
+const judgeSystemPrompt = `You review a draft answer of an AI assistant before the user sees it.
+Decide whether the draft satisfies every criterion for the user's message, using only the
+question, the tool results shown and the draft. Reply with a JSON object:
+{"passed": true or false, "missing": "what is missing or wrong, in one or two sentences; empty when passed"}`
+
+// JudgeFeedbackPrefix starts the message that sends a rejected draft back.
+const JudgeFeedbackPrefix = "[Judge feedback]"
+
+var verdictSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"passed":  map[string]any{"type": "boolean"},
+		"missing": map[string]any{"type": "string"},
+	},
+	"required":             []any{"passed", "missing"},
+	"additionalProperties": false,
+}
+
+// validate gates a draft answer. A draft the judge fails is not kept: the model gets
+// the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
+func (r *run) validate(draft *Message) {
+	if j := r.agent.settings.Judge; j != nil {
+		v := r.judgeDraft(j, draft.Content)
+		r.result.Verdicts = append(r.result.Verdicts, v)
+		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How})
+		if !v.Passed {
+			r.rejections++
+			switch {
+			case r.rejections <= j.MaxRetries:
+				r.feedback = append(r.feedback, len(r.messages))
+				r.messages = append(r.messages, Message{Role: RoleUser, Content: JudgeFeedbackPrefix +
+					" Your draft answer was not accepted and the user has not seen it. What is missing: " + v.Missing +
+					" Write the complete answer again; use tools if you need more information."})
+				r.transition(StateThinking, TriggerJudgeFeedback)
+				return
+			case j.OnExhausted != spec.ExhaustedAccept:
+				r.emit(Event{Kind: EventGuard, Guard: GuardJudgeExhausted, Message: "on_exhausted: " + string(j.OnExhausted)})
+				r.stop(StopJudgeRejected, fmt.Sprintf("the judge rejected %d drafts: %s", r.rejections, v.Missing))
+				return
+			}
+			r.emit(Event{Kind: EventGuard, Guard: GuardJudgeExhausted, Message: "on_exhausted: " + string(j.OnExhausted)})
+		}
+	}
+	if !r.filterText(spec.StageAnswer, &draft.Content) {
+		return
+	}
+	r.messages = append(r.messages, *draft)
+	r.result.Answer = draft.Content
+	r.result.Stop = StopCompleted
+	r.transition(StateFinished, TriggerAccepted)
+	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage})
+}
+
+// judgeDraft asks the judge about a draft answer. A failure of the judge itself
+// follows on_error: pass lets the draft through, fail rejects it.
+func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) Verdict {
+	if n := utf8.RuneCountInString(strings.TrimSpace(draft)); n < j.MinChars {
+		return Verdict{Passed: false, How: VerdictByMinChars,
+			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}
+	}
+	req := &ModelRequest{
+		Messages: []Message{
+			{Role: RoleSystem, Content: judgeSystemPrompt},
+			{Role: RoleUser, Content: r.judgePrompt(j, draft)},
+		},
+		JSONSchema: &JSONSchemaFormat{Name: SchemaVerdict, Schema: verdictSchema},
+	}
+	model := r.agent.judgeModel
+	resp, err := model.Complete(r.ctx, req)
+	var me *ModelError
+	if err != nil && errors.As(err, &me) && (me.Status == 400 || me.Status == 422) && r.ctx.Err() == nil {
+		// Some compatible servers reject json_schema; plain JSON mode is the next best.
+		r.emit(Event{Kind: EventGuard, Guard: GuardJudgeJSONObject, Message: "the server rejected a JSON schema; asking for a JSON object instead"})
+		req.JSONObject = true
+		resp, err = model.Complete(r.ctx, req)
+	}
+	if err == nil {
+		r.result.Usage.Add(resp.Usage)
+		var v struct {
+			Passed  *bool  `json:"passed"`
+			Missing string `json:"missing"`
+		}
+		content := strings.TrimSpace(resp.Message.Content)
+		content = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(content, "```json"), "```"), "```")
+		if jerr := json.Unmarshal([]byte(content), &v); jerr != nil || v.Passed == nil {
+			err = fmt.Errorf("the judge's answer is not a verdict: %s", preview(resp.Message.Content))
+		} else {
+			return Verdict{Passed: *v.Passed, Missing: strings.TrimSpace(v.Missing), How: VerdictByJudge}
+		}
+	}
+	r.emit(Event{Kind: EventGuard, Guard: GuardJudgeError, Error: err.Error(), Message: "on_error: " + string(j.OnError)})
+	if j.OnError == spec.JudgeErrorFail {
+		return Verdict{Passed: false, How: VerdictByError, Missing: "The answer could not be checked. Answer again, completely and precisely."}
+	}
+	return Verdict{Passed: true, How: VerdictByError}
+}
+
+// judgePrompt lays out what the judge decides on: the question, the tool results of
+// this run and the draft, then the criteria.
+func (r *run) judgePrompt(j *spec.JudgeSettings, draft string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "User's message:\n%s\n\n", r.req.Input)
+	if len(r.result.Steps) > 0 {
+		b.WriteString("Tool results the assistant had:\n")
+		for _, s := range r.result.Steps {
+			fmt.Fprintf(&b, "- %s(%s) → %s\n", s.Tool, s.Arguments, clipText(s.Result, 1500))
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "Draft answer:\n%s\n\nCriteria:\n", draft)
+	for i, c := range j.Criteria {
+		fmt.Fprintf(&b, "%d. %s\n", i+1, c)
+	}
+	return b.String()
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

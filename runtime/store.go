@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Fact is one thing remembered about a user.
+type Fact struct {
+	Key     string    `json:"key"`
+	Value   string    `json:"value"`
+	Source  string    `json:"source"` // tool, llm or user
+	Updated time.Time `json:"updated"`
+}
+
+// Facts reads a user's long-term facts. The memory stores implement it; the runtime
+// only consumes it.
+type Facts interface {
+	Facts(ctx context.Context, userID string) ([]Fact, error)
+}
+
+// Store is where runs remember: conversation history (short-term) and facts about
+// users (long-term). Implementations: runtime/store/memory (process-local),
+// runtime/store/sqlite (the default) and runtime/store/redis.
+type Store interface {
+	Facts
+	// Conversation returns the last turns of a conversation — a turn is a user
+	// message and everything up to its accepted answer, so a tool call is never
+	// separated from its results — and the entities revealed in it.
+	Conversation(ctx context.Context, id string, turns int) (Conversation, error)
+	// Commit writes what one run leaves behind in one transaction: a crash loses at
+	// most the run in flight, and two runs on one conversation never interleave.
+	Commit(ctx context.Context, rec Record) error
+	// Conversations lists the user's conversation ids.
+	Conversations(ctx context.Context, userID string) ([]string, error)
+	// Forget deletes everything stored about the user: facts and conversations.
+	Forget(ctx context.Context, userID string) error
+	Close() error
+}
+
+// Conversation is what a store keeps of a conversation.
+type Conversation struct {
+	User     string              `json:"user,omitempty"` // who started it; "" for a new one
+	Messages []Message           `json:"messages"`
+	Seen     map[string][]string `json:"seen,omitempty"`
+	Turns    int                 `json:"turns"` // turns stored in all, not only those returned
+}
+
+// Record is what one run writes.
+type Record struct {
+	UserID       string
+	Conversation string              // "" for a run outside any conversation: no history
+	Messages     []Message           // the accepted exchange, appended as one turn; nil for none
+	Seen         map[string][]string // entities revealed; merged into the conversation's
+	Facts        []FactChange        // applied in order
+}
+
+// FactChange is one change to a user's facts.
+type FactChange struct {
+	Op       FactOp
+	Key      string
+	Value    string
+	Source   string // tool, llm or user
+	MaxChars int    // values are cut to this many characters (0: no limit)
+}
+
+// FactOp is how a FactChange changes a fact.
+type FactOp string
+
+const (
+	FactSet    FactOp = "set"
+	FactAppend FactOp = "append"
+	FactDelete FactOp = "delete"
+)
+
+// ApplyFact computes a fact's new value: append joins with a line break and keeps
+// the newest text when the value outgrows maxChars.
+func ApplyFact(old string, c FactChange) string {
+	v := c.Value
+	if c.Op == FactAppend && old != "" {
+		v = old + "\n" + c.Value
+	}
+	if c.MaxChars > 0 {
+		r := []rune(v)
+		if len(r) > c.MaxChars {
+			if c.Op == FactAppend {
+				v = string(r[len(r)-c.MaxChars:])
+			} else {
+				v = string(r[:c.MaxChars])
+			}
+		}
+	}
+	return v
+}
+
+// LastTurns keeps the last n turns of messages: everything from the n-th last user
+// message on. A conversation is stored by whole turns, so this never separates a
+// tool call from its results.
+func LastTurns(msgs []Message, n int) []Message {
+	if n <= 0 {
+		return nil
+	}
+	seen := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser {
+			seen++
+			if seen == n {
+				return msgs[i:]
+			}
+		}
+	}
+	return msgs
+}
