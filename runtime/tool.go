@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -48,17 +50,12 @@ func Key(t *spec.Tool) string {
 	return t.Kind()
 }
 
-// Env is the environment a tool's templates and expressions see: args, user and
-// conversation, with the same shapes the spec's checks typed them with.
+// Env is the environment a tool's templates see: args, user and conversation, as
+// spec.EnvToolTemplate declares them for the checks at load.
 func (in ToolInput) Env() map[string]any {
-	user := make(map[string]any, len(in.User.Attributes)+1)
-	for k, v := range in.User.Attributes {
-		user[k] = v
-	}
-	user["id"] = in.User.ID
-	return map[string]any{
-		"args":         in.Args,
-		"user":         user,
-		"conversation": map[string]any{"id": in.Conversation},
-	}
+	return spec.EnvToolTemplate.Values(&spec.Values{
+		Args:         in.Args,
+		User:         spec.UserValue(slices.Collect(maps.Keys(in.User.Attributes)), in.User.ID, in.User.Attributes),
+		Conversation: spec.ConversationValue(in.Conversation),
+	})
 }

@@ -81,6 +81,17 @@ func (ds Diagnostics) Error() string {
 }
 
 // HasErrors reports whether any diagnostic is an Error.
+// Errors returns only the errors, without the warnings.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == Error {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func (ds Diagnostics) HasErrors() bool {
 	return slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Severity == Error })
 }

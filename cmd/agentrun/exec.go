@@ -2,24 +2,20 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/agentrun/agentrun/builtin"
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/kinds"
 	"github.com/agentrun/agentrun/runtime/mcp"
-	"github.com/agentrun/agentrun/runtime/offline"
-	"github.com/agentrun/agentrun/runtime/openai"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -64,124 +60,47 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
 	f.StringVar(&o.audit, "audit", "", "write every MCP tool call (server, tool, arguments, user, outcome) as JSON lines to `FILE`")
 	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
-	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+DefaultStoreURL+")")
+	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+")")
 	return cmd
 }
 
 func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error {
 	errOut := cmd.ErrOrStderr()
-	if question == "-" {
-		b, err := io.ReadAll(cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		question = strings.TrimSpace(string(b))
-	}
-	if strings.TrimSpace(question) == "" {
-		return errors.New("the question is empty")
-	}
-	loader, err := newLoader()
+	question, err := readQuestion(cmd.InOrStdin(), question)
 	if err != nil {
 		return err
 	}
-	res := loader.LoadFile(specPath)
-	if res.ReadErr != nil {
-		return res.ReadErr
-	}
-	if res.Diagnostics.HasErrors() {
-		fmt.Fprint(errOut, formatDiagnostics(onlyErrors(res.Diagnostics)))
-		return exitError{1}
-	}
-	s := res.Spec
-	if missing := missingRequirements(s); len(missing) > 0 {
-		fmt.Fprintf(errOut, "agentrun: cannot run %s: %s\n", s.Name, strings.Join(missing, "; "))
-		return exitError{1}
-	}
-	if err := overrideModel(&s.Model, o.model); err != nil {
+	if err := checkModelFlag(o.model); err != nil {
 		return err
 	}
-	user, err := userFromFlags(o.user, o.set, s.Context.User)
-	if err != nil {
-		return err
-	}
-	model, err := newModel(s.Model, filepath.Dir(specPath))
-	if err != nil {
-		fmt.Fprintf(errOut, "agentrun: %v\n", err)
-		return exitError{1}
-	}
-	if err := checkIntent(s, o.intent); err != nil {
-		return err
-	}
-	opts, err := compileOptions(s, model, filepath.Dir(specPath))
-	if err != nil {
-		fmt.Fprintf(errOut, "agentrun: %v\n", err)
-		return exitError{1}
-	}
-	if len(s.MCPServers) > 0 {
-		mopts := mcp.Options{Dir: filepath.Dir(specPath)}
-		if o.audit != "" {
-			f, err := os.Create(o.audit)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			audit := &traceWriter{enc: json.NewEncoder(f)}
-			mopts.Audit = func(r mcp.AuditRecord) { audit.write(r) }
-		}
-		mgr, err := mcp.Start(cmd.Context(), s.MCPServers, mopts)
-		if err != nil {
-			fmt.Fprintf(errOut, "agentrun: %v\n", err)
-			return exitError{1}
-		}
-		defer mgr.Close() // stops every server process, also after Ctrl-C
-		mgr.Register(opts.Tools)
-		opts.External = mgr.Tools()
-	}
-	if needsStore(s, o.conversation) {
-		url, err := storeURL(o.store, s.Memory)
-		if err != nil {
-			return err
-		}
-		if opts.Store, err = openStore(url, s.Memory.TTL.Duration); err != nil {
-			fmt.Fprintf(errOut, "agentrun: memory store: %v\n", err)
-			return exitError{1}
-		}
-		defer opts.Store.Close()
-	}
-	var recorder *offline.Recorder
-	if o.record != "" {
-		recorder = &offline.Recorder{}
-		opts.Model = recorder.Wrap(opts.Model)
-		for _, m := range []*runtime.Model{&opts.JudgeModel, &opts.RouterModel} {
-			if *m != nil {
-				*m = recorder.Wrap(*m)
-			}
-		}
-	}
-	agent, diags := runtime.Compile(s, opts)
-	if diags.HasErrors() {
-		fmt.Fprint(errOut, formatDiagnostics(diags))
-		return exitError{1}
-	}
-
-	var observers multiObserver
-	if !o.quiet {
-		observers = append(observers, &progress{w: errOut, start: time.Now()})
-		fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(s.Model), len(agent.Tools()))
-	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
+	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
+	if o.audit != "" {
+		f, err := os.Create(o.audit)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		observers = append(observers, &traceWriter{enc: json.NewEncoder(f)})
+		audit := &traceWriter{enc: json.NewEncoder(f)}
+		opts.Audit = func(r mcp.AuditRecord) { audit.write(r) }
 	}
-	req := runtime.Request{Input: question, User: user, Conversation: o.conversation, Intent: o.intent}
+	agent, err := openAgent(cmd, specPath, opts)
+	if err != nil {
+		return err
+	}
+	defer agent.Close() // stops every MCP server process, also after Ctrl-C
+	req, err := execRequest(agent, question, o)
+	if err != nil {
+		return err
+	}
+	observers, closeTrace, err := execObservers(errOut, agent, o)
+	if err != nil {
+		return err
+	}
+	defer closeTrace()
 	if len(observers) > 0 {
 		req.Observer = observers
 	}
-	if (o.stream || boolValue(s.Model.Stream)) && !o.quiet {
+	if (o.stream || boolValue(agent.Spec.Model.Stream)) && !o.quiet {
 		req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
 	}
 	result, err := agent.Run(cmd.Context(), req)
@@ -189,21 +108,14 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
 	}
-	if recorder != nil {
-		if err := recorder.Save(o.record); err != nil {
+	if o.record != "" {
+		if err := agent.SaveRecording(o.record); err != nil {
 			fmt.Fprintf(errOut, "agentrun: --record: %v\n", err)
 			return exitError{1}
 		}
 	}
-	out := cmd.OutOrStdout()
-	if o.asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(result); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintln(out, result.Answer)
+	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
+		return err
 	}
 	// After the answer is out: extraction never delays it.
 	if err := agent.ExtractFacts(cmd.Context(), req, result); err != nil {
@@ -215,195 +127,92 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	return nil
 }
 
-// compileOptions builds the models a spec names — the agent's, and the judge's and
-// the classifier's where they differ — and the tool registry.
-func compileOptions(s *spec.Spec, model runtime.Model, specDir string) (runtime.Options, error) {
-	opts := runtime.Options{Tools: newRegistry(), Model: model}
-	var err error
-	if s.Judge != nil && s.Judge.Model != nil {
-		if opts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), specDir); err != nil {
-			return opts, fmt.Errorf("judge model: %v", err)
-		}
-	}
-	if s.Routing.Model != nil {
-		if opts.RouterModel, err = newModel(mergeModel(s.Model, *s.Routing.Model), specDir); err != nil {
-			return opts, fmt.Errorf("routing model: %v", err)
-		}
-	}
-	return opts, nil
+// checkModelFlag rejects a --model that names no provider: a usage error (exit 2),
+// found before anything is opened.
+func checkModelFlag(flag string) error {
+	var scratch spec.Model
+	return agentrun.OverrideModel(&scratch, flag)
 }
 
-// checkIntent refuses an --intent the spec does not declare.
-func checkIntent(s *spec.Spec, name string) error {
-	if name == "" {
-		return nil
-	}
-	var names []string
-	for _, in := range s.Intents {
-		if in.Name == name {
-			return nil
-		}
-		names = append(names, in.Name)
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("--intent %s: the spec declares no intents", name)
-	}
-	hint := ""
-	if c := spec.Closest(name, names); c != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", c)
-	}
-	return fmt.Errorf("--intent %s: no such intent%s; the spec declares %s", name, hint, strings.Join(names, ", "))
-}
-
-// missingRequirements lists what the spec's skills need and this machine lacks.
-func missingRequirements(s *spec.Spec) []string {
-	var out []string
-	for _, ref := range s.Skills {
-		if ref.Pack == nil {
-			continue
-		}
-		for _, m := range ref.Pack.Missing(os.LookupEnv) {
-			out = append(out, fmt.Sprintf("skill %s needs %s", ref.Pack.Name, m))
-		}
-	}
-	return out
-}
-
-// newRegistry is every tool kind this build of agentrun knows. Declared mcp tools
-// resolve statically here (validate, explain); exec replaces the kind with the
-// connected servers' tools.
-func newRegistry() runtime.Registry {
-	r := runtime.Registry{}
-	builtin.Register(r)
-	kinds.Register(r)
-	r["mcp"] = func(t *spec.Tool, _ string) (runtime.Tool, error) { return unconnected{t.MCP.Server}, nil }
-	return r
-}
-
-// unconnected stands for an MCP tool whose server is not connected (validate,
-// explain, graph, tests without the server): calling it says so.
-type unconnected struct{ server string }
-
-func (u unconnected) Call(context.Context, runtime.ToolInput) (string, error) {
-	return "", fmt.Errorf("MCP server %s is not connected", u.server)
-}
-
-// newModel builds the provider a spec's model names. A script path in the spec is
-// relative to the spec's directory.
-func newModel(m spec.Model, specDir string) (runtime.Model, error) {
-	switch m.Provider {
-	case "", "openai":
-		return openai.New(m, os.LookupEnv)
-	case "test":
-		return offline.Test{}, nil
-	case "script":
-		if m.Script == "" {
-			return nil, errors.New("the script provider needs a script: set model.script or use --model script:FILE")
-		}
-		path := m.Script
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(specDir, path)
-		}
-		return offline.LoadScript(path)
-	}
-	return nil, fmt.Errorf("unknown model provider %q", m.Provider)
-}
-
-// mergeModel is the agent's model with what an override (judge.model,
-// routing.model) sets on top: a cheaper model usually differs only by name.
-func mergeModel(base, over spec.Model) spec.Model {
-	m := base
-	if over.Provider != "" {
-		m.Provider = over.Provider
-	}
-	if over.Name != "" {
-		m.Name = over.Name
-	}
-	if over.BaseURL != "" {
-		m.BaseURL = over.BaseURL
-	}
-	if over.APIKeyEnv != "" {
-		m.APIKeyEnv = over.APIKeyEnv
-	}
-	if over.Temperature != nil {
-		m.Temperature = over.Temperature
-	}
-	if over.MaxTokens != 0 {
-		m.MaxTokens = over.MaxTokens
-	}
-	if over.Timeout.Duration != 0 {
-		m.Timeout = over.Timeout
-	}
-	if over.Retries != nil {
-		m.Retries = over.Retries
-	}
-	if over.Script != "" {
-		m.Script = over.Script
-	}
-	m.Stream = nil // a judge or a classifier answers in JSON: nothing to show live
-	return m
-}
-
-// overrideModel applies --model: test, script:FILE (relative to the working
-// directory) or openai[:NAME].
-func overrideModel(m *spec.Model, flag string) error {
-	if flag == "" {
-		return nil
-	}
-	provider, arg, _ := strings.Cut(flag, ":")
-	switch provider {
-	case "test":
-		m.Provider = "test"
-	case "script":
-		if arg == "" {
-			return errors.New("--model script needs a file: --model script:turns.yaml")
-		}
-		abs, err := filepath.Abs(arg)
+// readQuestion takes the question from the argument, or from stdin for "-".
+func readQuestion(in io.Reader, question string) (string, error) {
+	if question == "-" {
+		b, err := io.ReadAll(in)
 		if err != nil {
-			return err
+			return "", err
 		}
-		m.Provider, m.Script = "script", abs
-	case "openai":
-		m.Provider = "openai"
-		if arg != "" {
-			m.Name = arg
-		}
+		question = strings.TrimSpace(string(b))
+	}
+	if strings.TrimSpace(question) == "" {
+		return "", errors.New("the question is empty")
+	}
+	return question, nil
+}
+
+// openAgent assembles a spec's agent for a command. A spec with errors prints its
+// diagnostics and an assembly failure its reason (exit 1); an unreadable file is an
+// I/O error (exit 2).
+func openAgent(cmd *cobra.Command, path string, opts agentrun.Options) (*agentrun.Agent, error) {
+	agent, err := agentrun.Open(cmd.Context(), path, opts)
+	var diags spec.Diagnostics
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		return agent, nil
+	case errors.As(err, &diags):
+		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
+	case errors.As(err, &pathErr):
+		return nil, err
 	default:
-		return fmt.Errorf("unknown --model %q: use test, script:FILE or openai[:NAME]", flag)
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
 	}
-	return nil
+	return nil, exitError{1}
 }
 
-func userFromFlags(id string, set []string, declared []string) (runtime.User, error) {
-	u := runtime.User{ID: id, Attributes: map[string]string{}}
-	for _, kv := range set {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return u, fmt.Errorf("--set %q: want key=value", kv)
-		}
-		if !slices.Contains(declared, k) {
-			return u, fmt.Errorf("--set %s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
-		}
-		u.Attributes[k] = v
+// execRequest is the run's request from the flags: the question and the run context.
+func execRequest(agent *agentrun.Agent, question string, o execOptions) (runtime.Request, error) {
+	if err := agent.CheckIntent(o.intent); err != nil {
+		return runtime.Request{}, fmt.Errorf("--%w", err)
 	}
-	return u, nil
+	user, err := agent.User(o.user, o.set)
+	if err != nil {
+		return runtime.Request{}, fmt.Errorf("--set %w", err)
+	}
+	return runtime.Request{Input: question, User: user, Conversation: o.conversation, Intent: o.intent}, nil
 }
 
-func onlyErrors(ds spec.Diagnostics) spec.Diagnostics {
-	var out spec.Diagnostics
-	for _, d := range ds {
-		if d.Severity == spec.Error {
-			out = append(out, d)
-		}
+// execObservers are the progress printer and the trace file the flags ask for.
+func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (multiObserver, func(), error) {
+	var observers multiObserver
+	if !o.quiet {
+		observers = append(observers, &progress{w: errOut, start: time.Now()})
+		fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(agent.Spec.Model), len(agent.Tools()))
 	}
-	return out
+	if o.trace == "" {
+		return observers, func() {}, nil
+	}
+	f, err := os.Create(o.trace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(observers, &traceWriter{enc: json.NewEncoder(f)}), func() { f.Close() }, nil
+}
+
+func printResult(out io.Writer, result *runtime.Result, asJSON bool) error {
+	if !asJSON {
+		_, err := fmt.Fprintln(out, result.Answer)
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(result)
 }
 
 func modelLabel(m spec.Model) string {
 	switch m.Provider {
-	case "test":
+	case spec.ProviderTest:
 		return "test model (offline)"
-	case "script":
+	case spec.ProviderScript:
 		return "script " + filepath.Base(m.Script)
 	}
 	name := m.Name

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -27,10 +27,12 @@ func newExplainCommand() *cobra.Command {
 			if intent != "" && question != "" {
 				return fmt.Errorf("give --intent or --question, not both")
 			}
-			agent, s, err := loadAgent(cmd, args[0], model, question != "")
+			agent, err := loadAgent(cmd, args[0], model, question != "")
 			if err != nil {
 				return err
 			}
+			defer agent.Close()
+			s := agent.Spec
 			out := cmd.OutOrStdout()
 			if question != "" {
 				name, how, detail := agent.Route(cmd.Context(), runtime.Request{Input: question, User: runtime.User{ID: "explain"}})
@@ -42,14 +44,14 @@ func newExplainCommand() *cobra.Command {
 				intent = name
 			}
 			if intent == "" && len(s.Intents) > 0 && question == "" {
-				writeIntentTable(out, agent, s)
+				writeIntentTable(out, agent.Agent, s)
 				return nil
 			}
-			if err := checkIntent(s, intent); err != nil {
-				return err
+			if err := agent.CheckIntent(intent); err != nil {
+				return fmt.Errorf("--%w", err)
 			}
 			plan, _ := agent.Explain(intent)
-			writePlan(out, agent, plan, s)
+			writePlan(out, agent.Agent, plan, s)
 			return nil
 		},
 	}
@@ -59,41 +61,13 @@ func newExplainCommand() *cobra.Command {
 	return cmd
 }
 
-// loadAgent loads and compiles a spec for inspection. The model is only built when
-// something will call it.
-func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*runtime.Agent, *spec.Spec, error) {
-	loader, err := newLoader()
-	if err != nil {
-		return nil, nil, err
+// loadAgent assembles a spec's agent for inspection: no store, no MCP servers, and
+// a model only when something will call it.
+func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*agentrun.Agent, error) {
+	if err := checkModelFlag(modelFlag); err != nil {
+		return nil, err
 	}
-	res := loader.LoadFile(path)
-	if res.ReadErr != nil {
-		return nil, nil, res.ReadErr
-	}
-	if res.Diagnostics.HasErrors() {
-		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(onlyErrors(res.Diagnostics)))
-		return nil, nil, exitError{1}
-	}
-	s := res.Spec
-	if err := overrideModel(&s.Model, modelFlag); err != nil {
-		return nil, nil, err
-	}
-	opts := runtime.Options{Tools: newRegistry()}
-	if needModel {
-		model, err := newModel(s.Model, filepath.Dir(path))
-		if err != nil {
-			return nil, nil, err
-		}
-		if opts, err = compileOptions(s, model, filepath.Dir(path)); err != nil {
-			return nil, nil, err
-		}
-	}
-	agent, diags := runtime.Compile(s, opts)
-	if diags.HasErrors() {
-		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
-		return nil, nil, exitError{1}
-	}
-	return agent, s, nil
+	return openAgent(cmd, path, agentrun.Options{Model: modelFlag, Inspect: true, NoModel: !needModel})
 }
 
 func toolsTokens(defs []runtime.ToolDef) int {

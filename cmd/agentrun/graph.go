@@ -20,11 +20,12 @@ func newGraphCommand() *cobra.Command {
 			"`agentrun graph spec.yaml > agent.mmd`.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			agent, s, err := loadAgent(cmd, args[0], "", false)
+			agent, err := loadAgent(cmd, args[0], "", false)
 			if err != nil {
 				return err
 			}
-			writeGraph(cmd.OutOrStdout(), agent, s)
+			defer agent.Close()
+			writeGraph(cmd.OutOrStdout(), agent.Agent, agent.Spec)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -19,18 +20,18 @@ func newMemoryCommand() *cobra.Command {
 		Use:   "memory",
 		Short: "Show or forget what agents remember about a user",
 		Long: "Show or forget what agents remember: a user's facts and conversations. The store is\n" +
-			"--store URL, else AGENTRUN_STORE, else " + DefaultStoreURL + "\n" +
+			"--store URL, else AGENTRUN_STORE, else " + agentrun.DefaultStoreURL + "\n" +
 			"(URLs: sqlite:path.db, sqlite:///abs/path.db, redis://host:6379/0, memory:).",
 	}
 	open := func() (runtime.Store, error) {
 		if user == "" {
 			return nil, errors.New("--user is required")
 		}
-		url, err := storeURL(storeFlag, spec.Memory{})
+		url, err := agentrun.StoreURL(storeFlag, spec.Memory{})
 		if err != nil {
 			return nil, err
 		}
-		return openStore(url, 0)
+		return agentrun.OpenStore(url, 0)
 	}
 	show := &cobra.Command{
 		Use:   "show --user U [--conversation C]",

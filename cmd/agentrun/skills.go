@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
@@ -28,7 +29,7 @@ func newSkillsCommand() *cobra.Command {
 		Short: "List the bundled skills",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			loader, err := newLoader()
+			loader, err := agentrun.NewLoader()
 			if err != nil {
 				return err
 			}
@@ -56,7 +57,7 @@ func newSkillsCommand() *cobra.Command {
 		Short: "Show a skill pack: options, requirements, tools with their schemas, filters",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loader, err := newLoader()
+			loader, err := agentrun.NewLoader()
 			if err != nil {
 				return err
 			}
@@ -93,13 +94,13 @@ func loadSkill(loader *spec.Loader, use string) (*spec.Spec, *runtime.Agent, err
 			}
 		}
 	} else if diags.HasErrors() {
-		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(onlyErrors(diags))))
+		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(diags.Errors())))
 	}
 	s, diags := loader.Load("skill", agentUsing(use, with))
 	if diags.HasErrors() {
-		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(onlyErrors(diags))))
+		return nil, nil, errors.New(strings.TrimSpace(formatDiagnostics(diags.Errors())))
 	}
-	agent, cdiags := runtime.Compile(s, runtime.Options{Tools: newRegistry()})
+	agent, cdiags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry()})
 	if cdiags.HasErrors() {
 		return nil, nil, fmt.Errorf("%s", cdiags.Error())
 	}

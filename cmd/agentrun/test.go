@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/scenario"
 	"github.com/spf13/cobra"
 )
@@ -38,11 +39,11 @@ func newTestCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loader, err := newLoader()
+			loader, err := agentrun.NewLoader()
 			if err != nil {
 				return err
 			}
-			opts := scenario.Options{Loader: loader, Registry: newRegistry, Run: filter}
+			opts := scenario.Options{Loader: loader, Registry: agentrun.Registry, Run: filter}
 			var results []scenario.File
 			for _, f := range files {
 				results = append(results, scenario.RunFile(cmd.Context(), f, opts))

@@ -10,9 +10,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/mcp"
-	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -36,12 +36,12 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loader, err := newLoader()
+			loader, err := agentrun.NewLoader()
 			if err != nil {
 				return err
 			}
 			results := loader.LoadFiles(files)
-			registry := newRegistry()
+			registry := agentrun.Registry()
 			var all spec.Diagnostics
 			readFailed := false
 			for _, r := range results {
@@ -176,16 +176,6 @@ func ghData(s string) string {
 
 func ghProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
-}
-
-// newLoader is the spec loader with the bundled skills.
-func newLoader() (*spec.Loader, error) {
-	l, err := spec.NewLoader()
-	if err != nil {
-		return nil, err
-	}
-	l.Bundled = skills.Bundled()
-	return l, nil
 }
 
 var argsRefRe = regexp.MustCompile(`\bargs\.([A-Za-z_][A-Za-z0-9_]*)`)

@@ -234,7 +234,7 @@ func (m *Manager) Close() error {
 	for _, s := range m.servers {
 		s.mu.Lock()
 		if s.session != nil {
-			if err := s.session.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			if err := s.session.Close(); err != nil && !errors.Is(err, context.Canceled) && !stoppedBySignal(err) {
 				errs = append(errs, fmt.Errorf("MCP server %s: %v", s.spec.Name, err))
 			}
 			s.session = nil
@@ -242,6 +242,13 @@ func (m *Manager) Close() error {
 		s.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// stoppedBySignal reports a server process that ended on the signal Close sent it
+// after it ignored its closed stdin: the expected end, not a failure.
+func stoppedBySignal(err error) bool {
+	var exit *exec.ExitError
+	return errors.As(err, &exit) && !exit.Exited()
 }
 
 // tool is one MCP tool as the runtime calls it.

@@ -1,8 +1,9 @@
-package main
+package agentrun
 
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
@@ -17,9 +18,9 @@ import (
 // in the working directory.
 const DefaultStoreURL = "sqlite:.agentrun/state.db"
 
-// storeURL picks the store: the --store flag, then AGENTRUN_STORE, then the spec's
+// StoreURL picks the store: the --store flag, then AGENTRUN_STORE, then the spec's
 // memory.url, then its memory.store kind with its default place.
-func storeURL(flag string, m spec.Memory) (string, error) {
+func StoreURL(flag string, m spec.Memory) (string, error) {
 	switch {
 	case flag != "":
 		return flag, nil
@@ -29,16 +30,16 @@ func storeURL(flag string, m spec.Memory) (string, error) {
 		return m.URL, nil
 	}
 	switch m.Store {
-	case "memory":
+	case spec.StoreMemory:
 		return "memory:", nil
-	case "redis":
+	case spec.StoreRedis:
 		return "", fmt.Errorf("memory.store is redis but no URL is given: set memory.url, AGENTRUN_STORE or --store")
 	}
 	return DefaultStoreURL, nil
 }
 
-// openStore opens the store a URL names.
-func openStore(url string, ttl time.Duration) (runtime.Store, error) {
+// OpenStore opens the store a URL names.
+func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
 	kind, err := store.Kind(url)
 	if err != nil {
 		return nil, err
@@ -56,16 +57,12 @@ func openStore(url string, ttl time.Duration) (runtime.Store, error) {
 	return sqlite.Open(path)
 }
 
-// needsStore reports whether a run of this spec reads or writes memory: a
-// conversation to continue, facts to write, or an intent that injects memory.
-func needsStore(s *spec.Spec, conversation string) bool {
-	if conversation != "" || len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == "llm" {
+// NeedsStore reports whether every run of this spec reads or writes memory: facts
+// to write, or an intent that injects memory. Continuing a conversation needs one
+// too (Options.Remember).
+func NeedsStore(s *spec.Spec) bool {
+	if len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == spec.ExtractLLM {
 		return true
 	}
-	for _, in := range s.Intents {
-		if in.Memory == "summary" || in.Memory == "full" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Memory.Injects() })
 }

@@ -1,0 +1,276 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentrun/agentrun/builtin"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/kinds"
+	"github.com/agentrun/agentrun/runtime/mcp"
+	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/skills"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// Options say how to assemble an agent. The zero value runs the spec as written.
+type Options struct {
+	// Model overrides the spec's model: "test" (offline), "script:FILE" or
+	// "openai[:NAME]"; "" keeps the spec's.
+	Model string
+	// Store is the memory store's URL; "" means AGENTRUN_STORE, then memory.url,
+	// then memory.store's default (DefaultStoreURL).
+	Store string
+	// Remember opens the store even when the spec alone needs none, because runs
+	// will continue conversations.
+	Remember bool
+	// Inspect assembles the agent for looking at it (explain, graph): no store is
+	// opened and no MCP server started; calling an MCP tool says it is not connected.
+	Inspect bool
+	// NoModel builds no model: the agent can be explained but not run.
+	NoModel bool
+	// Audit receives a record of every MCP tool call.
+	Audit func(mcp.AuditRecord)
+	// Record wraps the models so that their answers can be saved as a script that
+	// replays the run (SaveRecording).
+	Record bool
+	// LookupEnv reads the environment for API keys and skill requirements; nil
+	// means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Agent is a compiled agent with everything it opened. It is safe for concurrent
+// runs; Close it when done.
+type Agent struct {
+	*runtime.Agent
+	// Spec is the loaded spec with the options applied (the model override).
+	Spec *spec.Spec
+
+	recorder *offline.Recorder
+	closers  []func() error
+}
+
+// NewLoader is the spec loader with the bundled skills.
+func NewLoader() (*spec.Loader, error) {
+	l, err := spec.NewLoader()
+	if err != nil {
+		return nil, err
+	}
+	l.Bundled = skills.Bundled()
+	return l, nil
+}
+
+// Open loads the spec at path and assembles its agent. A spec with errors is a
+// spec.Diagnostics error (print it with its positions); a file that cannot be read
+// is an *fs.PathError.
+func Open(ctx context.Context, path string, opts Options) (*Agent, error) {
+	loader, err := NewLoader()
+	if err != nil {
+		return nil, err
+	}
+	res := loader.LoadFile(path)
+	if res.ReadErr != nil {
+		return nil, res.ReadErr
+	}
+	if res.Diagnostics.HasErrors() {
+		return nil, res.Diagnostics.Errors()
+	}
+	return Build(ctx, res.Spec, opts)
+}
+
+// Build assembles the agent of a spec that is already loaded. Relative paths in it
+// resolve against the directory of the spec's file.
+func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error) {
+	copied := *s // the model override must not change the caller's spec
+	s = &copied
+	a := &Agent{Spec: s}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, a.Close())
+		}
+	}()
+	lookup := cmpOrFunc(opts.LookupEnv, os.LookupEnv)
+	if missing := missingRequirements(s, lookup); len(missing) > 0 {
+		return nil, fmt.Errorf("cannot run %s: %s", s.Name, strings.Join(missing, "; "))
+	}
+	if err := OverrideModel(&s.Model, opts.Model); err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(s.Pos.File)
+	ropts := runtime.Options{Tools: Registry()}
+	if !opts.NoModel {
+		if err := a.buildModels(&ropts, dir, lookup, opts.Record); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.Inspect {
+		if err := a.startMCP(ctx, &ropts, dir, opts.Audit); err != nil {
+			return nil, err
+		}
+		if opts.Remember || NeedsStore(s) {
+			url, err := StoreURL(opts.Store, s.Memory)
+			if err != nil {
+				return nil, err
+			}
+			if ropts.Store, err = OpenStore(url, s.Memory.TTL.Duration); err != nil {
+				return nil, fmt.Errorf("memory store: %w", err)
+			}
+			a.closers = append(a.closers, ropts.Store.Close)
+		}
+	}
+	agent, diags := runtime.Compile(s, ropts)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	a.Agent = agent
+	return a, nil
+}
+
+// buildModels builds the agent's model and, where the spec names others, the
+// judge's and the classifier's.
+func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool) error {
+	s := a.Spec
+	var err error
+	if ropts.Model, err = newModel(s.Model, dir, lookup); err != nil {
+		return err
+	}
+	if s.Judge != nil && s.Judge.Model != nil {
+		if ropts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), dir, lookup); err != nil {
+			return fmt.Errorf("judge model: %w", err)
+		}
+	}
+	if s.Routing.Model != nil {
+		if ropts.RouterModel, err = newModel(mergeModel(s.Model, *s.Routing.Model), dir, lookup); err != nil {
+			return fmt.Errorf("routing model: %w", err)
+		}
+	}
+	if record {
+		a.recorder = &offline.Recorder{}
+		for _, m := range []*runtime.Model{&ropts.Model, &ropts.JudgeModel, &ropts.RouterModel} {
+			if *m != nil {
+				*m = a.recorder.Wrap(*m)
+			}
+		}
+	}
+	return nil
+}
+
+// startMCP connects the spec's MCP servers and offers their allowed tools.
+func (a *Agent) startMCP(ctx context.Context, ropts *runtime.Options, dir string, audit func(mcp.AuditRecord)) error {
+	if len(a.Spec.MCPServers) == 0 {
+		return nil
+	}
+	mgr, err := mcp.Start(ctx, a.Spec.MCPServers, mcp.Options{Dir: dir, Audit: audit})
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, mgr.Close) // stops every server process
+	mgr.Register(ropts.Tools)
+	ropts.External = mgr.Tools()
+	return nil
+}
+
+// Close releases what the agent opened — MCP servers, the store — in the reverse
+// order of opening. It may be called more than once.
+func (a *Agent) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// SaveRecording writes the models' answers so far as a script that replays the run
+// (--model script:FILE). It needs Options.Record.
+func (a *Agent) SaveRecording(path string) error {
+	if a.recorder == nil {
+		return errors.New("the agent was not assembled with Options.Record")
+	}
+	return a.recorder.Save(path)
+}
+
+// CheckIntent refuses an intent the spec does not declare, suggesting the closest.
+func (a *Agent) CheckIntent(name string) error {
+	if name == "" {
+		return nil
+	}
+	var names []string
+	for _, in := range a.Spec.Intents {
+		if in.Name == name {
+			return nil
+		}
+		names = append(names, in.Name)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("intent %s: the spec declares no intents", name)
+	}
+	hint := ""
+	if c := spec.Closest(name, names); c != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return fmt.Errorf("intent %s: no such intent%s; the spec declares %s", name, hint, strings.Join(names, ", "))
+}
+
+// User builds the run context's user from an id and key=value attributes, which
+// the spec must declare under context.user.
+func (a *Agent) User(id string, attrs []string) (runtime.User, error) {
+	declared := a.Spec.Context.User
+	u := runtime.User{ID: id, Attributes: map[string]string{}}
+	for _, kv := range attrs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return u, fmt.Errorf("attribute %q: want key=value", kv)
+		}
+		if !slices.Contains(declared, k) {
+			return u, fmt.Errorf("attribute %s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
+		}
+		u.Attributes[k] = v
+	}
+	return u, nil
+}
+
+// Registry is every tool kind this build of agentrun knows. Declared mcp tools
+// resolve to a stand-in here (validate, explain); Build replaces them with the
+// connected servers' tools.
+func Registry() runtime.Registry {
+	r := runtime.Registry{}
+	builtin.Register(r)
+	kinds.Register(r)
+	r["mcp"] = func(t *spec.Tool, _ string) (runtime.Tool, error) { return unconnected{t.MCP.Server}, nil }
+	return r
+}
+
+// unconnected stands for an MCP tool whose server is not connected (validate,
+// explain, graph, tests without the server): calling it says so.
+type unconnected struct{ server string }
+
+func (u unconnected) Call(context.Context, runtime.ToolInput) (string, error) {
+	return "", fmt.Errorf("MCP server %s is not connected", u.server)
+}
+
+// missingRequirements lists what the spec's skills need and this machine lacks.
+func missingRequirements(s *spec.Spec, lookup func(string) (string, bool)) []string {
+	var out []string
+	for _, ref := range s.Skills {
+		if ref.Pack == nil {
+			continue
+		}
+		for _, m := range ref.Pack.Missing(lookup) {
+			out = append(out, fmt.Sprintf("skill %s needs %s", ref.Pack.Name, m))
+		}
+	}
+	return out
+}
+
+func cmpOrFunc(f, def func(string) (string, bool)) func(string) (string, bool) {
+	if f != nil {
+		return f
+	}
+	return def
+}

@@ -1,0 +1,203 @@
+package agentrun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/internal/nodetools"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+)
+
+func writeSpec(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Open reports a spec's errors as diagnostics with their positions, and an
+// unreadable file as a path error.
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	_, err := agentrun.Open(ctx, writeSpec(t, "version: 1\nname: x\nguards: {max_turns: zero}\n"), agentrun.Options{Model: "test"})
+	var diags spec.Diagnostics
+	if !errors.As(err, &diags) || len(diags) != 1 || diags[0].Pos.Line != 3 {
+		t.Errorf("a bad spec: %v", err)
+	}
+	if _, err := agentrun.Open(ctx, filepath.Join(t.TempDir(), "none.yaml"), agentrun.Options{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+	if _, err := agentrun.Open(ctx, writeSpec(t, "version: 1\nname: x\n"), agentrun.Options{Model: "gpt"}); err == nil || !strings.Contains(err.Error(), `unknown --model "gpt"`) {
+		t.Errorf("a bad model override: %v", err)
+	}
+}
+
+// The options decide what is opened: a store only when runs need one (or the
+// caller asks), none when inspecting; the model override leaves the caller's spec
+// alone.
+func TestBuildOptions(t *testing.T) {
+	ctx := context.Background()
+	loader, err := agentrun.NewLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := loader.LoadFile(writeSpec(t, "version: 1\nname: x\nintents:\n  a: {description: A, memory: full}\nrouting: {fallback: a}\n"))
+	if res.Diagnostics.HasErrors() {
+		t.Fatal(res.Diagnostics)
+	}
+	s := res.Spec
+	a, err := agentrun.Build(ctx, s, agentrun.Options{Model: "test", Store: "memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if s.Model.Provider != "" || a.Spec.Model.Provider != spec.ProviderTest {
+		t.Errorf("override: caller's %q, agent's %q", s.Model.Provider, a.Spec.Model.Provider)
+	}
+	got, err := a.Run(ctx, runtime.Request{Input: "hi", User: runtime.User{ID: "u"}, Conversation: "c"})
+	if err != nil || !got.Completed() || got.MemoryError != "" {
+		t.Fatalf("run: %v %+v", err, got)
+	}
+	// A memory intent needs a store; a bad store URL fails the build unless inspecting.
+	if _, err := agentrun.Build(ctx, s, agentrun.Options{Model: "test", Store: "nosuch://x"}); err == nil {
+		t.Error("a bad store URL built")
+	}
+	if b, err := agentrun.Build(ctx, s, agentrun.Options{Store: "nosuch://x", Inspect: true, NoModel: true}); err != nil {
+		t.Errorf("inspecting opened the store: %v", err)
+	} else if _, err := b.Run(ctx, runtime.Request{Input: "hi"}); err == nil {
+		t.Error("an agent built without a model ran")
+	}
+}
+
+func TestCheckIntentAndUser(t *testing.T) {
+	a, err := agentrun.Open(context.Background(), writeSpec(t, `version: 1
+name: x
+context: {user: [tier]}
+intents:
+  cancel_order: {description: Cancel}
+  order_status: {description: Status}
+routing: {fallback: order_status}
+`), agentrun.Options{Model: "test", Inspect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CheckIntent("cancel"); err == nil || !strings.Contains(err.Error(), `did you mean "cancel_order"?`) {
+		t.Errorf("CheckIntent: %v", err)
+	}
+	if err := a.CheckIntent("order_status"); err != nil {
+		t.Error(err)
+	}
+	u, err := a.User("u-1", []string{"tier=gold"})
+	if err != nil || u.ID != "u-1" || u.Attributes["tier"] != "gold" {
+		t.Errorf("User: %+v %v", u, err)
+	}
+	for _, bad := range []string{"tier", "vip=yes"} {
+		if _, err := a.User("u-1", []string{bad}); err == nil {
+			t.Errorf("attribute %q accepted", bad)
+		}
+	}
+}
+
+// Close stops every MCP server the agent started, and a build that fails after
+// starting them stops them before it returns.
+func TestBuildCleansUp(t *testing.T) {
+	server := filepath.Join(nodetools.Dir(t), "node_modules", ".bin", "mcp-server-everything")
+	body := "version: 1\nname: m\nmcp_servers:\n  - {name: ev, command: [" + server + "], tools: [echo]}\nmemory: {store: redis}\n"
+	path := writeSpec(t, body)
+	before := children(os.Getpid())
+	ctx := context.Background()
+
+	a, err := agentrun.Open(ctx, path, agentrun.Options{Model: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := newProcesses(before)
+	if len(started) == 0 {
+		t.Fatal("no server process while the agent is open")
+	}
+	if err := a.Close(); err != nil {
+		t.Error(err)
+	}
+	waitGone(t, started, "after Close")
+	if err := a.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+
+	// Remember needs the store, which fails (redis without a URL) after the server
+	// started: Open must not leave it running.
+	if _, err := agentrun.Open(ctx, path, agentrun.Options{Model: "test", Remember: true}); err == nil || !strings.Contains(err.Error(), "no URL") {
+		t.Fatalf("Open: %v", err)
+	}
+	waitGone(t, newProcesses(before), "after a failed Open")
+}
+
+func newProcesses(before []int) []int {
+	var out []int
+	for _, p := range children(os.Getpid()) {
+		if !slices.Contains(before, p) && alive(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func waitGone(t *testing.T, pids []int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range pids {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("%s: server process %d still runs", when, p)
+		}
+	}
+}
+
+// children lists the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(p); ok && ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != "Z"
+}
+
+// procStat reads a process's parent and state; comm may hold spaces, so it reads
+// after the last ')'.
+func procStat(pid int) (ppid int, state string, ok bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 2 {
+		return 0, "", false
+	}
+	fmt.Sscan(fields[1], &ppid)
+	return ppid, fields[0], true
+}

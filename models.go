@@ -1,0 +1,99 @@
+package agentrun
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// newModel builds the provider a spec's model names. A script path in the spec is
+// relative to the spec's directory.
+func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) (runtime.Model, error) {
+	switch m.Provider {
+	case "", spec.ProviderOpenAI:
+		return openai.New(m, lookup)
+	case spec.ProviderTest:
+		return offline.Test{}, nil
+	case spec.ProviderScript:
+		if m.Script == "" {
+			return nil, errors.New("the script provider needs a script: set model.script or use --model script:FILE")
+		}
+		path := m.Script
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(specDir, path)
+		}
+		return offline.LoadScript(path)
+	}
+	return nil, fmt.Errorf("unknown model provider %q", m.Provider)
+}
+
+// mergeModel is the agent's model with what an override (judge.model,
+// routing.model) sets on top: a cheaper model usually differs only by name.
+func mergeModel(base, over spec.Model) spec.Model {
+	m := base
+	if over.Provider != "" {
+		m.Provider = over.Provider
+	}
+	if over.Name != "" {
+		m.Name = over.Name
+	}
+	if over.BaseURL != "" {
+		m.BaseURL = over.BaseURL
+	}
+	if over.APIKeyEnv != "" {
+		m.APIKeyEnv = over.APIKeyEnv
+	}
+	if over.Temperature != nil {
+		m.Temperature = over.Temperature
+	}
+	if over.MaxTokens != 0 {
+		m.MaxTokens = over.MaxTokens
+	}
+	if over.Timeout.Duration != 0 {
+		m.Timeout = over.Timeout
+	}
+	if over.Retries != nil {
+		m.Retries = over.Retries
+	}
+	if over.Script != "" {
+		m.Script = over.Script
+	}
+	m.Stream = nil // a judge or a classifier answers in JSON: nothing to show live
+	return m
+}
+
+// OverrideModel applies a model override: test, script:FILE (relative to the
+// working directory) or openai[:NAME]. "" changes nothing.
+func OverrideModel(m *spec.Model, override string) error {
+	if override == "" {
+		return nil
+	}
+	provider, arg, _ := strings.Cut(override, ":")
+	switch spec.Provider(provider) {
+	case spec.ProviderTest:
+		m.Provider = spec.ProviderTest
+	case spec.ProviderScript:
+		if arg == "" {
+			return errors.New("--model script needs a file: --model script:turns.yaml")
+		}
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			return err
+		}
+		m.Provider, m.Script = spec.ProviderScript, abs
+	case spec.ProviderOpenAI:
+		m.Provider = spec.ProviderOpenAI
+		if arg != "" {
+			m.Name = arg
+		}
+	default:
+		return fmt.Errorf("unknown --model %q: use test, script:FILE or openai[:NAME]", override)
+	}
+	return nil
+}
