@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -29,7 +30,7 @@ func decodeWith(builtin string, with map[string]any, dst any) error {
 	slices.Sort(allowed)
 
 	var problems []string
-	for _, key := range sortedKeys(with) {
+	for _, key := range slices.Sorted(maps.Keys(with)) {
 		field, ok := fields[key]
 		if !ok {
 			problems = append(problems, unknownKey(builtin, key, allowed))
@@ -153,13 +154,4 @@ func describeValue(val any) string {
 		return "a mapping"
 	}
 	return fmt.Sprintf("a %T", val)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -3,10 +3,10 @@ package spec
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -147,12 +147,12 @@ func (c *checker) checkMCPServers() {
 		case len(srv.Headers) > 0:
 			c.errorf(c.at("mcp_servers", idx, "headers").keyPos(c.file), "", "headers apply to url servers, not to command")
 		}
-		for _, k := range sortedKeys(srv.Env) {
+		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 			if strings.Contains(srv.Env[k], "{{") {
 				c.errorf(c.at("mcp_servers", idx, "env", k), "the environment is fixed when the server starts; use ${VAR} for values from agentrun's environment", "MCP server env is not a template")
 			}
 		}
-		for _, k := range sortedKeys(srv.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(srv.Headers)) {
 			c.compileTemplate(srv.Headers[k], EnvMCPHeaders.Types(VarTypes{User: c.user}), c.at("mcp_servers", idx, "headers", k))
 		}
 		if srv.Tools == nil {
@@ -252,7 +252,7 @@ func (c *checker) checkTools() {
 		} else if t.AcceptMessage != "" {
 			c.warnf(c.at("tools", idx, "accept_message").keyPos(c.file), "add accept, the rule the message explains", "accept_message without accept is never shown")
 		}
-		for _, k := range sortedKeys(t.Collect) {
+		for _, k := range slices.Sorted(maps.Keys(t.Collect)) {
 			c.compileExpr(t.Collect[k], EnvCollect.Types(vars), false, c.at("tools", idx, "collect", k))
 		}
 	}
@@ -352,7 +352,7 @@ func (c *checker) checkBind(t *Tool, idx string) {
 		c.errorf(c.at("tools", idx, "bind").keyPos(c.file), "bind fills parameters of command, http and mcp tools", "builtin tools take no bound parameters")
 		return
 	}
-	for _, param := range sortedKeys(t.Bind) {
+	for _, param := range slices.Sorted(maps.Keys(t.Bind)) {
 		from := t.Bind[param]
 		at := c.at("tools", idx, "bind", param)
 		if !slices.Contains(keys, from) {
@@ -380,7 +380,7 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 			c.errorf(c.at("tools", idx, "command", "run", strconv.Itoa(i)), "list the program and its arguments directly; the arguments arrive as JSON on stdin",
 				"command tools run without a shell: %s %s would interpret a command string", t.Command.Run[i], opt)
 		}
-		for _, k := range sortedKeys(t.Command.Env) {
+		for _, k := range slices.Sorted(maps.Keys(t.Command.Env)) {
 			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
 		}
 	case t.HTTP != nil:
@@ -392,7 +392,7 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 			key string
 			m   map[string]*Template
 		}{{"headers", h.Headers}, {"query", h.Query}} {
-			for _, k := range sortedKeys(part.m) {
+			for _, k := range slices.Sorted(maps.Keys(part.m)) {
 				c.compileTemplate(part.m[k], env, c.at("tools", idx, "http", part.key, k))
 			}
 		}
@@ -418,18 +418,11 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 			c.errorf(at, suggest(t.MCP.Server, names), "unknown MCP server %q", t.MCP.Server)
 			return
 		}
-		remote := cmpOr(t.MCP.Tool, t.Name)
+		remote := cmp.Or(t.MCP.Tool, t.Name)
 		if server.Tools != nil && !slices.Contains(server.Tools, remote) {
 			c.errorf(c.at("tools", idx, "mcp"), "add it to the server's tools allow list", "tool %q is not in MCP server %q's allow list", remote, server.Name)
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // checkURL rejects a URL whose fixed start is not http(s). Templates and unset
@@ -451,7 +444,7 @@ func (c *checker) walkBody(h *HTTPTool, v any, tokens []string, rel string, env 
 		c.compileTemplate(t, env, c.at(tokens...))
 		h.BodyTemplates[rel] = t
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			c.walkBody(h, x[k], append(slices.Clip(tokens), k), joinKey(rel, k), env)
 		}
 	case []any:
@@ -468,7 +461,7 @@ var seenCallRe = regexp.MustCompile(`seen\(\s*["']([^"']*)["']\s*\)`)
 func (c *checker) checkSeen() {
 	kinds := slices.Clone(c.extraKinds)
 	for _, t := range c.spec.Tools {
-		kinds = append(kinds, sortedKeys(t.Collect)...)
+		kinds = append(kinds, slices.Sorted(maps.Keys(t.Collect))...)
 	}
 	for i, t := range c.spec.Tools[:c.ownTools] {
 		if t.Accept == nil || t.Accept.Program == nil {
@@ -507,7 +500,7 @@ func (c *checker) toolRef(name string, tokens ...string) {
 		c.errorf(at, "enable it, or remove this reference", "tool %q is disabled (enabled: false)", name)
 		return
 	}
-	candidates := append(slices.Clone(c.toolNames), sortedKeys(c.mcpTools)...)
+	candidates := append(slices.Clone(c.toolNames), slices.Sorted(maps.Keys(c.mcpTools))...)
 	if len(c.openMCP) > 0 {
 		c.warnf(at, suggest(name, candidates), "tool %q is not declared; it must come from MCP server %s", name, strings.Join(c.openMCP, " or "))
 		return
@@ -645,7 +638,7 @@ func (c *checker) checkMemory() {
 			key string
 			m   map[string]*Expr
 		}{{"set", rule.Set}, {"append", rule.Append}} {
-			for _, k := range sortedKeys(op.m) {
+			for _, k := range slices.Sorted(maps.Keys(op.m)) {
 				c.compileExpr(op.m[k], env, false, c.at(append(tokens, op.key, k)...))
 			}
 		}
@@ -803,13 +796,4 @@ func (c *checker) checkDurations() {
 			c.errorf(at, "use a number with a unit: 500ms, 30s, 2m, 1h30m", "invalid duration %q: out of range", at.node.Value)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

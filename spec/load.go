@@ -208,7 +208,7 @@ func (d *document) syntaxError(err error) {
 		// enclosing mapping, list or document starts.
 		line++
 		what := map[string]string{"key": "mapping", "',' or ']'": "list", "',' or '}'": "mapping"}[m[1]]
-		hint = "the problem is inside the " + cmpOr(what, "part") + " that starts on this line; check its indentation and quoting"
+		hint = "the problem is inside the " + cmp.Or(what, "part") + " that starts on this line; check its indentation and quoting"
 	}
 	d.errorf(location{pos: Pos{File: d.file, Line: max(line, 1), Col: 1}}, hint, "YAML syntax: %s", msg)
 }

@@ -1,9 +1,11 @@
 package spec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -42,7 +44,7 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 		if err != nil {
 			hint := "a skill is a bundled name or a directory holding skill.yaml, such as ./skills/orders"
 			if names := l.BundledSkills(); !isSkillPath(ref.Use) && len(names) > 0 {
-				hint = cmpOr(suggest(ref.Use, names), "bundled skills: "+strings.Join(names, ", "))
+				hint = cmp.Or(suggest(ref.Use, names), "bundled skills: "+strings.Join(names, ", "))
 			}
 			d.errorf(at, hint, "%v", err)
 			continue
@@ -65,13 +67,13 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 	names := map[string]bool{}
 	var kinds []string
 	for _, t := range s.Tools {
-		names[cmpOr(t.Name, t.Builtin)] = true
-		kinds = append(kinds, sortedKeys(t.Collect)...)
+		names[cmp.Or(t.Name, t.Builtin)] = true
+		kinds = append(kinds, slices.Sorted(maps.Keys(t.Collect))...)
 	}
 	for _, ls := range loaded {
 		for _, t := range ls.pack.Tools {
-			names[cmpOr(t.Name, t.Builtin)] = true
-			kinds = append(kinds, sortedKeys(t.Collect)...)
+			names[cmp.Or(t.Name, t.Builtin)] = true
+			kinds = append(kinds, slices.Sorted(maps.Keys(t.Collect))...)
 		}
 	}
 	for _, ls := range loaded {
@@ -237,13 +239,13 @@ func optionValues(d, pd *document, decl SkillOptions, ref *SkillRef, i int) map[
 		}
 	}
 	idx := strconv.Itoa(i)
-	for _, key := range sortedKeys(ref.With) {
+	for _, key := range slices.Sorted(maps.Keys(ref.With)) {
 		at := d.at("skills", idx, "with", key)
 		j := slices.Index(names, key)
 		if j < 0 {
 			hint := suggest(key, names)
 			if hint == "" {
-				hint = "the skill's options: " + cmpOr(strings.Join(names, ", "), "none")
+				hint = "the skill's options: " + cmp.Or(strings.Join(names, ", "), "none")
 			}
 			d.errorf(at.keyPos(d.file), hint, "skill %s has no option %q", ref.Use, key)
 			continue
@@ -257,7 +259,7 @@ func optionValues(d, pd *document, decl SkillOptions, ref *SkillRef, i int) map[
 	}
 	for _, o := range decl {
 		if _, set := values[o.Name]; !set && o.Required {
-			d.errorf(d.at("skills", idx), cmpOr(o.Description, ""), "skill %s needs option %q (under with:)", ref.Use, o.Name)
+			d.errorf(d.at("skills", idx), o.Description, "skill %s needs option %q (under with:)", ref.Use, o.Name)
 		}
 	}
 	return values

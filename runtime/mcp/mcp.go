@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -219,7 +220,7 @@ func (m *Manager) Register(r runtime.Registry) {
 		if s == nil {
 			return nil, fmt.Errorf("MCP server %q is not connected", t.MCP.Server)
 		}
-		remote := cmpOr(t.MCP.Tool, t.Name)
+		remote := cmp.Or(t.MCP.Tool, t.Name)
 		i := slices.IndexFunc(s.tools, func(x *sdk.Tool) bool { return x.Name == remote })
 		if i < 0 {
 			return nil, fmt.Errorf("MCP server %s has no tool %q", s.spec.Name, remote)
@@ -309,7 +310,7 @@ func (t *tool) call(ctx context.Context, args map[string]any) (string, string, e
 	}
 	text := contentText(res)
 	if res.IsError {
-		return "", "tool_error", errors.New(cmpOr(text, "the tool failed"))
+		return "", "tool_error", errors.New(cmp.Or(text, "the tool failed"))
 	}
 	return text, "ok", nil
 }
@@ -374,11 +375,4 @@ func contentText(res *sdk.CallToolResult) string {
 		return string(b)
 	}
 	return strings.Join(parts, "\n")
-}
-
-func cmpOr(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,11 +68,11 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 		return ""
 	}
 
-	name := firstNonEmpty(m.Name, lookup("LLM_MODEL_NAME"))
+	name := cmp.Or(m.Name, lookup("LLM_MODEL_NAME"))
 	if name == "" {
 		return nil, errors.New("openai: no model name: set model.name in the spec or LLM_MODEL_NAME")
 	}
-	baseURL := firstNonEmpty(m.BaseURL, lookup("LLM_BASE_URL", "OPENAI_BASE_URL"), DefaultBaseURL)
+	baseURL := cmp.Or(m.BaseURL, lookup("LLM_BASE_URL", "OPENAI_BASE_URL"), DefaultBaseURL)
 	if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", baseURL)
 	}
@@ -182,13 +183,4 @@ func (m *Model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runti
 		return nil, err
 	}
 	return out, nil
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
