@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,30 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
+
+// testTemp is a directory for the whole package run, removed when it ends.
+var testTemp string
+
+// TestMain keeps the tests out of the source tree: exec's default store is
+// .agentrun/state.db in the working directory, which under go test is this package's
+// directory, so AGENTRUN_STORE points at a file in testTemp instead. It overrides the
+// caller's AGENTRUN_STORE too, so the tests never write into a real store. A test of
+// the default place clears it with t.Setenv and runs in a t.TempDir().
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "agentrun-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	testTemp = dir
+	os.Setenv("AGENTRUN_STORE", "sqlite:"+filepath.Join(dir, "state.db"))
+	return m.Run()
+}
 
 // runCLI runs agentrun in-process.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {

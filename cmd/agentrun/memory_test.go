@@ -25,12 +25,7 @@ var (
 func agentrunBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentrun-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "agentrun")
+		binary = filepath.Join(testTemp, "agentrun")
 		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 		if err != nil {
 			buildErr = err
@@ -47,6 +42,7 @@ func agentrunBinary(t *testing.T) string {
 // store: the second request carries the first exchange and the facts it wrote.
 func TestExecRemembersAcrossProcesses(t *testing.T) {
 	bin := agentrunBinary(t)
+	t.Setenv("AGENTRUN_STORE", "") // the processes inherit it: use the default store, in work
 	newShop(t)
 	f := newFakeOpenAI(t,
 		calls(toolCall("c1", "list_recent_orders", `{}`)),
@@ -111,6 +107,7 @@ func TestExecRemembersAcrossProcesses(t *testing.T) {
 // before it intact.
 func TestKilledRunLeavesStoreIntact(t *testing.T) {
 	bin := agentrunBinary(t)
+	t.Setenv("AGENTRUN_STORE", "") // the default store, in work: no other test's conversations
 	work := t.TempDir()
 	os.WriteFile(filepath.Join(work, "slow.sh"), []byte("#!/bin/sh\necho $$ > slow.pid\nexec sleep 60\n"), 0o755)
 	t.Cleanup(func() { // the killed run's tool outlives it in its own process group

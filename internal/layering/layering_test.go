@@ -1,0 +1,314 @@
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A group is a set of our packages, by module-relative import path ("" is the root
+// package); a pattern ending in "/..." takes that package and all below it.
+type group struct {
+	name     string // as a list of allowed imports names it
+	long     string // as the subject of a rule names it; name when empty
+	patterns []string
+}
+
+func (g group) has(rel string) bool {
+	for _, p := range g.patterns {
+		if base, tree := strings.CutSuffix(p, "/..."); tree && (rel == base || strings.HasPrefix(rel, base+"/")) {
+			return true
+		}
+		if rel == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (g group) subject() string {
+	if g.long != "" {
+		return g.long
+	}
+	return g.name
+}
+
+var (
+	schemaPkg   = group{name: "schema", patterns: []string{"schema"}}
+	specPkg     = group{name: "spec", patterns: []string{"spec"}}
+	runtimePkgs = group{name: "runtime/...", patterns: []string{"runtime/..."}}
+	skillsPkg   = group{name: "skills", patterns: []string{"skills"}}
+	builtinPkg  = group{name: "builtin", patterns: []string{"builtin"}}
+	scenarioPkg = group{name: "scenario", patterns: []string{"scenario"}}
+	middle      = group{
+		name:     "the middle layer",
+		long:     "the middle layer (runtime/..., skills, builtin, scenario)",
+		patterns: []string{"runtime/...", "skills", "builtin", "scenario"},
+	}
+	// The assembly is the root package; it may not exist yet, and nothing below
+	// needs it to.
+	assembly     = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
+	cmdPkgs      = group{name: "cmd/...", patterns: []string{"cmd/..."}}
+	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}
+)
+
+// layers are the groups every package of the module must belong to, so a new
+// top-level package fails the test until someone decides where it stands.
+var layers = []group{schemaPkg, specPkg, middle, assembly, cmdPkgs, internalPkgs}
+
+// A rule limits what the packages of one group import: to the groups in only (when
+// set), and never the groups in not.
+type rule struct {
+	pkgs group
+	only []group
+	not  []group
+}
+
+// rules is DESIGN.md's layering: cmd → assembly → middle → spec → schema, a layer may
+// skip the ones below it, nothing imports upward; internal/... helpers serve every
+// layer but lean only on schema and spec. Inside the middle layer runtime stays
+// ignorant of what plugs into it (builtin tools, skill packs, scenario tests), skills
+// only turns packs into spec fragments, and builtin and scenario stay apart.
+var rules = []rule{
+	{pkgs: schemaPkg, only: []group{internalPkgs}},
+	{pkgs: specPkg, only: []group{schemaPkg, internalPkgs}},
+	{pkgs: middle, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: runtimePkgs, not: []group{builtinPkg, skillsPkg, scenarioPkg}},
+	{pkgs: skillsPkg, not: []group{runtimePkgs, builtinPkg, scenarioPkg}},
+	{pkgs: builtinPkg, not: []group{scenarioPkg, skillsPkg}},
+	{pkgs: scenarioPkg, not: []group{builtinPkg, skillsPkg}},
+	{pkgs: assembly, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: cmdPkgs, only: []group{cmdPkgs, assembly, middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: internalPkgs, only: []group{schemaPkg, specPkg}},
+}
+
+// violations checks an import graph of our packages — module-relative path ("" for
+// the root package) → the packages of ours it imports — against the rules and says,
+// for each import that breaks one, which rule it breaks: ordered by importer, then
+// import; nil when all is legal.
+func violations(pkgs map[string][]string) []string {
+	var out []string
+	for _, from := range slices.Sorted(maps.Keys(pkgs)) {
+		if !slices.ContainsFunc(layers, func(g group) bool { return g.has(from) }) {
+			out = append(out, fmt.Sprintf("%s is in no layer: give it a place in the rules of internal/layering", show(from)))
+		}
+		imports := slices.Clone(pkgs[from])
+		slices.Sort(imports)
+		for _, to := range slices.Compact(imports) {
+			for _, r := range rules {
+				if !r.pkgs.has(from) {
+					continue
+				}
+				inAny := func(gs []group) bool { return slices.ContainsFunc(gs, func(g group) bool { return g.has(to) }) }
+				if r.only != nil && !inAny(r.only) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s may import only %s", show(from), show(to), r.pkgs.subject(), names(r.only, "and")))
+				}
+				if inAny(r.not) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s must not import %s", show(from), show(to), r.pkgs.subject(), names(r.not, "or")))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func show(rel string) string {
+	if rel == "" {
+		return "the root package"
+	}
+	return rel
+}
+
+// names lists groups as prose: "a", "a and b", "a, b and c".
+func names(gs []group, conj string) string {
+	var s []string
+	for _, g := range gs {
+		s = append(s, g.name)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " " + conj + " " + s[len(s)-1]
+}
+
+// TestLayering checks the real import graph. Only Imports counts: tests may reach
+// across layers (cmd's tests drive everything, spec's tests share internal helpers).
+func TestLayering(t *testing.T) {
+	graph := importGraph(t)
+	// A misread module path would classify nothing and so pass: make sure the
+	// graph holds the packages every layer rests on.
+	for _, must := range []string{"schema", "spec", "runtime", "cmd/agentrun"} {
+		if _, ok := graph[must]; !ok {
+			t.Fatalf("go list found no package %s; read %d packages", must, len(graph))
+		}
+	}
+	for _, v := range violations(graph) {
+		t.Error(v)
+	}
+}
+
+// importGraph lists the module's packages with `go list` from the module root, keeping
+// only imports of the module's own packages, by module-relative path.
+func importGraph(t *testing.T) map[string][]string {
+	t.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	// -e: a package that does not build (someone's work in progress) still lists
+	// its imports; compiling is not this test's business.
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Module,Error", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v\n%s", root, err, stderr.Bytes())
+	}
+	type pkg struct {
+		ImportPath string
+		Imports    []string
+		Module     *struct{ Path string }
+		Error      *struct{ Err string }
+	}
+	graph := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Logf("%s: %s", p.ImportPath, p.Error.Err)
+		}
+		if p.Module == nil {
+			t.Fatalf("go list: %s belongs to no module", p.ImportPath)
+		}
+		from, ok := relative(p.Module.Path, p.ImportPath)
+		if !ok {
+			continue
+		}
+		graph[from] = []string{}
+		for _, imp := range p.Imports {
+			if to, ok := relative(p.Module.Path, imp); ok {
+				graph[from] = append(graph[from], to)
+			}
+		}
+	}
+	return graph
+}
+
+// relative returns path relative to module ("" for the module's root package) and
+// whether path is in the module at all.
+func relative(module, path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(path, module+"/")
+	return rel, ok
+}
+
+// today is the module's import graph as of this writing, plus the root package
+// (assembly) that is on its way and a helper leaning on spec: all of it legal.
+var today = map[string][]string{
+	"":                        {"builtin", "runtime", "runtime/kinds", "runtime/mcp", "runtime/openai", "runtime/store/sqlite", "scenario", "skills", "spec"},
+	"builtin":                 {"runtime", "runtime/kinds", "spec"},
+	"cmd/agentrun":            {"", "builtin", "runtime", "runtime/offline", "runtime/store", "scenario", "schema", "skills", "spec", "internal/fixture"},
+	"internal/fixture":        nil,
+	"internal/helper":         {"spec", "schema"},
+	"runtime":                 {"spec"},
+	"runtime/kinds":           {"runtime", "spec"},
+	"runtime/mcp":             {"runtime", "spec"},
+	"runtime/offline":         {"runtime", "spec"},
+	"runtime/openai":          {"runtime", "spec"},
+	"runtime/store":           nil,
+	"runtime/store/memory":    {"runtime"},
+	"runtime/store/sqlite":    {"runtime"},
+	"runtime/store/storetest": {"runtime"},
+	"scenario":                {"runtime", "runtime/offline", "runtime/store/memory", "spec"},
+	"schema":                  nil,
+	"skills":                  {"spec", "schema"},
+	"spec":                    {"schema", "internal/fixture"},
+	"internal/layering":       nil,
+	"runtime/store/redis":     {"runtime"},
+}
+
+// with returns today's graph plus the edges of extra.
+func with(extra map[string][]string) map[string][]string {
+	g := map[string][]string{}
+	for k, v := range today {
+		g[k] = slices.Clone(v)
+	}
+	for k, v := range extra {
+		g[k] = append(g[k], v...)
+	}
+	return g
+}
+
+func TestViolations(t *testing.T) {
+	const middleOnly = "the middle layer (runtime/..., skills, builtin, scenario) may import only the middle layer, spec, schema and internal/..."
+	withoutRoot := with(nil)
+	delete(withoutRoot, "")
+	withoutRoot["cmd/agentrun"] = slices.DeleteFunc(withoutRoot["cmd/agentrun"], func(s string) bool { return s == "" })
+	tests := []struct {
+		name  string
+		graph map[string][]string
+		want  []string
+	}{
+		{name: "today with a root package", graph: with(nil)},
+		{name: "today without a root package", graph: withoutRoot},
+		{name: "an import listed twice is one violation", graph: with(map[string][]string{"spec": {"runtime", "runtime"}}),
+			want: []string{"spec imports runtime: spec may import only schema and internal/..."}},
+		{name: "spec imports runtime", graph: with(map[string][]string{"spec": {"runtime"}}),
+			want: []string{"spec imports runtime: spec may import only schema and internal/..."}},
+		{name: "schema imports spec", graph: with(map[string][]string{"schema": {"spec"}}),
+			want: []string{"schema imports spec: schema may import only internal/..."}},
+		{name: "runtime imports builtin", graph: with(map[string][]string{"runtime": {"builtin"}}),
+			want: []string{"runtime imports builtin: runtime/... must not import builtin, skills or scenario"}},
+		{name: "a runtime sub-package imports scenario", graph: with(map[string][]string{"runtime/kinds": {"scenario"}}),
+			want: []string{"runtime/kinds imports scenario: runtime/... must not import builtin, skills or scenario"}},
+		{name: "runtime/openai imports the root package", graph: with(map[string][]string{"runtime/openai": {""}}),
+			want: []string{"runtime/openai imports the root package: " + middleOnly}},
+		{name: "runtime imports cmd", graph: with(map[string][]string{"runtime": {"cmd/agentrun"}}),
+			want: []string{"runtime imports cmd/agentrun: " + middleOnly}},
+		{name: "skills imports runtime", graph: with(map[string][]string{"skills": {"runtime/offline"}}),
+			want: []string{"skills imports runtime/offline: skills must not import runtime/..., builtin or scenario"}},
+		{name: "builtin imports skills and scenario", graph: with(map[string][]string{"builtin": {"skills", "scenario"}}),
+			want: []string{
+				"builtin imports scenario: builtin must not import scenario or skills",
+				"builtin imports skills: builtin must not import scenario or skills",
+			}},
+		{name: "scenario imports builtin", graph: with(map[string][]string{"scenario": {"builtin"}}),
+			want: []string{"scenario imports builtin: scenario must not import builtin or skills"}},
+		{name: "the root package imports cmd", graph: with(map[string][]string{"": {"cmd/agentrun"}}),
+			want: []string{"the root package imports cmd/agentrun: the root package (assembly) may import only the middle layer, spec, schema and internal/..."}},
+		{name: "a helper imports runtime", graph: with(map[string][]string{"internal/helper": {"runtime"}}),
+			want: []string{"internal/helper imports runtime: internal/... may import only schema and spec"}},
+		{name: "a package in no layer", graph: with(map[string][]string{"tools/gen": {"spec"}}),
+			want: []string{"tools/gen is in no layer: give it a place in the rules of internal/layering"}},
+		{name: "a sub-package of spec is in no layer yet", graph: with(map[string][]string{"spec/vocab": nil, "spec": {"spec/vocab"}}),
+			want: []string{
+				"spec imports spec/vocab: spec may import only schema and internal/...",
+				"spec/vocab is in no layer: give it a place in the rules of internal/layering",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := violations(tt.graph)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("violations:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
