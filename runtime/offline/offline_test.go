@@ -3,6 +3,7 @@ package offline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -151,5 +152,31 @@ turns:
 		if _, err := LoadScript(bad); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// A call past the last turn fails with ErrScriptExhausted, keeps its message, and
+// leaves the script Exhausted; structured calls (judge, classifier) use no turns.
+func TestScriptExhausted(t *testing.T) {
+	ctx := context.Background()
+	s := NewScript("short", []ScriptTurn{{Text: "one"}})
+	verdict := &runtime.ModelRequest{JSONSchema: &runtime.JSONSchemaFormat{Name: runtime.SchemaVerdict, Schema: map[string]any{"type": "object"}}}
+	if _, err := s.Complete(ctx, verdict); err != nil || s.Exhausted() {
+		t.Fatalf("a judge call: err %v, exhausted %v", err, s.Exhausted())
+	}
+	if _, err := s.Complete(ctx, &runtime.ModelRequest{}); err != nil || s.Exhausted() || s.Unused() != 0 {
+		t.Fatalf("the last turn: err %v, exhausted %v, unused %d", err, s.Exhausted(), s.Unused())
+	}
+	_, err := s.Complete(ctx, &runtime.ModelRequest{})
+	if !errors.Is(err, ErrScriptExhausted) || !s.Exhausted() {
+		t.Fatalf("past the end: err %v, exhausted %v", err, s.Exhausted())
+	}
+	if want := "script short: the model was called 2 times, but the script has only 1 turns"; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	// A script error that is not about running out is not ErrScriptExhausted.
+	bad := NewScript("bad", []ScriptTurn{{ToolCalls: []ScriptToolCall{{Name: "f", Arguments: func() {}}}}})
+	if _, err := bad.Complete(ctx, &runtime.ModelRequest{}); err == nil || errors.Is(err, ErrScriptExhausted) || bad.Exhausted() {
+		t.Errorf("bad arguments: err %v, exhausted %v", err, bad.Exhausted())
 	}
 }

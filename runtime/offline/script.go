@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -35,6 +36,23 @@ type Script struct {
 	nextJudge int
 	nextClass int
 }
+
+// ErrScriptExhausted is what a model call past a script's last turn fails with
+// (wrapped, so errors.Is finds it); Script.Exhausted says the same afterwards.
+var ErrScriptExhausted = errors.New("the script has no turn left")
+
+// exhaustedError keeps the message that names the script and counts its calls,
+// while errors.Is matches ErrScriptExhausted.
+type exhaustedError struct {
+	name         string
+	calls, turns int
+}
+
+func (e *exhaustedError) Error() string {
+	return fmt.Sprintf("script %s: the model was called %d times, but the script has only %d turns", e.name, e.calls, e.turns)
+}
+
+func (e *exhaustedError) Unwrap() error { return ErrScriptExhausted }
 
 // ScriptTurn is one scripted model response (the format scenario tests use too).
 type ScriptTurn = spec.ScriptTurn
@@ -76,6 +94,14 @@ func (s *Script) Unused() int {
 	return max(0, len(s.turns)-s.next)
 }
 
+// Exhausted reports whether a model call found no scripted turn left: the run went
+// on longer than the script foresaw.
+func (s *Script) Exhausted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next > len(s.turns)
+}
+
 // WithClassifier sets the classifier's scripted answers.
 func (s *Script) WithClassifier(v ...map[string]any) *Script {
 	s.intents = v
@@ -105,7 +131,7 @@ func (s *Script) Complete(ctx context.Context, req *runtime.ModelRequest) (*runt
 	s.next++
 	s.mu.Unlock()
 	if i >= len(s.turns) {
-		return nil, fmt.Errorf("script %s: the model was called %d times, but the script has only %d turns", s.name, i+1, len(s.turns))
+		return nil, &exhaustedError{name: s.name, calls: i + 1, turns: len(s.turns)}
 	}
 	turn := s.turns[i]
 	msg := runtime.Message{Role: runtime.RoleAssistant, Content: turn.Text}
