@@ -28,11 +28,6 @@ type calculator struct {
 	public  map[string]bool // names of the functions the model may call
 }
 
-var (
-	_ runtime.Tool      = (*calculator)(nil)
-	_ runtime.Describer = (*calculator)(nil)
-)
-
 type calculatorConfig struct{}
 
 func newCalculator(t *spec.Tool, _ string) (runtime.Tool, error) {

@@ -15,11 +15,6 @@ type currentTime struct {
 	now func() time.Time // time.Now; tests set a fixed clock
 }
 
-var (
-	_ runtime.Tool      = (*currentTime)(nil)
-	_ runtime.Describer = (*currentTime)(nil)
-)
-
 type currentTimeConfig struct {
 	Timezone string `with:"timezone"`
 }

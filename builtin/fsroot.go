@@ -3,11 +3,43 @@ package builtin
 import (
 	"errors"
 	"fmt"
+	"github.com/agentrun/agentrun/spec"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 )
+
+// resolveLimitedRoot checks a file tool's size or count limit, then resolves its root.
+func resolveLimitedRoot(root, dir, limitKey string, limit int) (string, error) {
+	if limit < 1 {
+		return "", fmt.Errorf("with.%s must be at least 1, not %d", limitKey, limit)
+	}
+	return resolveRoot(root, dir)
+}
+
+// fileTool is what read_file and write_file share: the name the model calls, the
+// root they stay inside (absolute; opened per call so no descriptor outlives a run)
+// and the most bytes a call reads or writes.
+type fileTool struct {
+	name     string
+	root     string
+	maxBytes int
+}
+
+func newFileTool(t *spec.Tool, dir, builtin, root string, maxBytes int) (fileTool, error) {
+	root, err := resolveLimitedRoot(root, dir, "max_bytes", maxBytes)
+	return fileTool{name: toolName(t, builtin), root: root, maxBytes: maxBytes}, err
+}
+
+// pathParameter is the path argument of the file tools.
+func pathParameter(what, example string) map[string]any {
+	return map[string]any{
+		"type":        "string",
+		"description": "Path of the " + what + ", relative to the root, with / as separator.",
+		"examples":    []any{example},
+	}
+}
 
 // resolveRoot turns a configured root into an absolute directory that exists. A
 // relative root is relative to the spec file's directory, not to wherever agentrun

@@ -27,11 +27,6 @@ type httpGet struct {
 	client   *http.Client
 }
 
-var (
-	_ runtime.Tool      = (*httpGet)(nil)
-	_ runtime.Describer = (*httpGet)(nil)
-)
-
 type httpGetConfig struct {
 	AllowHosts []string `with:"allow_hosts"`
 	MaxBytes   int      `with:"max_bytes"`

@@ -20,11 +20,6 @@ type listDir struct {
 	maxEntries int
 }
 
-var (
-	_ runtime.Tool      = (*listDir)(nil)
-	_ runtime.Describer = (*listDir)(nil)
-)
-
 type listDirConfig struct {
 	Root       string `with:"root"`
 	MaxEntries int    `with:"max_entries"`
@@ -35,10 +30,7 @@ func newListDir(t *spec.Tool, dir string) (runtime.Tool, error) {
 	if err := decodeWith("list_dir", t.With, &cfg); err != nil {
 		return nil, err
 	}
-	if cfg.MaxEntries < 1 {
-		return nil, fmt.Errorf("with.max_entries must be at least 1, not %d", cfg.MaxEntries)
-	}
-	root, err := resolveRoot(cfg.Root, dir)
+	root, err := resolveLimitedRoot(cfg.Root, dir, "max_entries", cfg.MaxEntries)
 	if err != nil {
 		return nil, err
 	}

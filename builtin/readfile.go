@@ -19,16 +19,7 @@ import (
 const binarySniffLen = 8000
 
 // readFile returns a text file of its root with numbered lines.
-type readFile struct {
-	name     string
-	root     string // absolute; opened per call so no descriptor outlives a run
-	maxBytes int
-}
-
-var (
-	_ runtime.Tool      = (*readFile)(nil)
-	_ runtime.Describer = (*readFile)(nil)
-)
+type readFile struct{ fileTool }
 
 type readFileConfig struct {
 	Root     string `with:"root"`
@@ -40,14 +31,11 @@ func newReadFile(t *spec.Tool, dir string) (runtime.Tool, error) {
 	if err := decodeWith("read_file", t.With, &cfg); err != nil {
 		return nil, err
 	}
-	if cfg.MaxBytes < 1 {
-		return nil, fmt.Errorf("with.max_bytes must be at least 1, not %d", cfg.MaxBytes)
-	}
-	root, err := resolveRoot(cfg.Root, dir)
+	ft, err := newFileTool(t, dir, "read_file", cfg.Root, cfg.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	return &readFile{name: toolName(t, "read_file"), root: root, maxBytes: cfg.MaxBytes}, nil
+	return &readFile{ft}, nil
 }
 
 func (r *readFile) Describe() runtime.ToolInfo {
@@ -56,11 +44,7 @@ func (r *readFile) Describe() runtime.ToolInfo {
 			"tool's root directory. At most %s are returned per call; use offset and limit to read "+
 			"a long file in parts.", byteCount(int64(r.maxBytes))),
 		Parameters: objectSchema(map[string]any{
-			"path": map[string]any{
-				"type":        "string",
-				"description": "Path of the file, relative to the root, with / as separator.",
-				"examples":    []any{"README.md"},
-			},
+			"path": pathParameter("file", "README.md"),
 			"offset": map[string]any{
 				"type":        "integer",
 				"minimum":     1,

@@ -20,6 +20,22 @@ func Register(r runtime.Registry) {
 	r["builtin:run_command"] = newRunCommand
 }
 
+// describedTool is what every builtin is: a tool that describes itself to the model.
+type describedTool interface {
+	runtime.Tool
+	runtime.Describer
+}
+
+var (
+	_ describedTool = (*calculator)(nil)
+	_ describedTool = (*readFile)(nil)
+	_ describedTool = (*listDir)(nil)
+	_ describedTool = (*writeFile)(nil)
+	_ describedTool = (*httpGet)(nil)
+	_ describedTool = (*currentTime)(nil)
+	_ describedTool = (*runCommand)(nil)
+)
+
 // toolName is the name the model calls the tool by, for messages that tell it how to
 // call again; a spec may rename a builtin.
 func toolName(t *spec.Tool, builtin string) string {

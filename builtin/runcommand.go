@@ -23,11 +23,6 @@ type runCommand struct {
 	timeout time.Duration
 }
 
-var (
-	_ runtime.Tool      = (*runCommand)(nil)
-	_ runtime.Describer = (*runCommand)(nil)
-)
-
 type runCommandConfig struct {
 	Allow   []string `with:"allow"`
 	Dir     string   `with:"dir"`

@@ -16,16 +16,7 @@ import (
 
 // writeFile creates or replaces a file of its root. The root has no default: a spec
 // that wants the model to write must say where.
-type writeFile struct {
-	name     string
-	root     string
-	maxBytes int
-}
-
-var (
-	_ runtime.Tool      = (*writeFile)(nil)
-	_ runtime.Describer = (*writeFile)(nil)
-)
+type writeFile struct{ fileTool }
 
 type writeFileConfig struct {
 	Root     string `with:"root"`
@@ -41,14 +32,11 @@ func newWriteFile(t *spec.Tool, dir string) (runtime.Tool, error) {
 		return nil, errors.New("write_file needs with.root, the directory it may write in; " +
 			"there is no default, so that writing is never enabled by accident")
 	}
-	if cfg.MaxBytes < 1 {
-		return nil, fmt.Errorf("with.max_bytes must be at least 1, not %d", cfg.MaxBytes)
-	}
-	root, err := resolveRoot(cfg.Root, dir)
+	ft, err := newFileTool(t, dir, "write_file", cfg.Root, cfg.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	return &writeFile{name: toolName(t, "write_file"), root: root, maxBytes: cfg.MaxBytes}, nil
+	return &writeFile{ft}, nil
 }
 
 func (w *writeFile) Describe() runtime.ToolInfo {
@@ -57,11 +45,7 @@ func (w *writeFile) Describe() runtime.ToolInfo {
 			"relative to the tool's root directory; missing parent directories are created. "+
 			"The whole file is written at once (at most %s).", byteCount(int64(w.maxBytes))),
 		Parameters: objectSchema(map[string]any{
-			"path": map[string]any{
-				"type":        "string",
-				"description": "Path of the file, relative to the root, with / as separator.",
-				"examples":    []any{"notes.txt"},
-			},
+			"path": pathParameter("file", "notes.txt"),
 			"content": map[string]any{
 				"type":        "string",
 				"description": "The complete new content of the file.",

@@ -219,6 +219,20 @@ var parserErrorRe = regexp.MustCompile(`^(?:did not find expected (key|',' or '\
 // directories are searched for *.yaml and *.yml agent specs (skipping test files,
 // skill packs and hidden directories).
 func SpecFiles(args []string) ([]string, error) {
+	return FindFiles(args, isSpecFile, "agent specs (*.yaml, *.yml)")
+}
+
+// TestFiles expands the arguments of `agentrun test` into *.test.yaml files.
+func TestFiles(args []string) ([]string, error) {
+	return FindFiles(args, func(name string) bool {
+		return strings.HasSuffix(name, ".test.yaml") || strings.HasSuffix(name, ".test.yml")
+	}, "scenario tests (*.test.yaml)")
+}
+
+// FindFiles takes files as they are and searches directories, except hidden ones,
+// for the files whose name matches. A directory without any is an error naming
+// what was looked for.
+func FindFiles(args []string, match func(name string) bool, what string) ([]string, error) {
 	var files []string
 	for _, arg := range args {
 		info, err := os.Stat(arg)
@@ -231,17 +245,12 @@ func SpecFiles(args []string) ([]string, error) {
 		}
 		found := 0
 		err = filepath.WalkDir(arg, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
-			}
-			name := e.Name()
-			if e.IsDir() {
-				if path != arg && strings.HasPrefix(name, ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if isSpecFile(name) {
+			case e.IsDir() && path != arg && strings.HasPrefix(e.Name(), "."):
+				return filepath.SkipDir
+			case !e.IsDir() && match(e.Name()):
 				files = append(files, path)
 				found++
 			}
@@ -251,7 +260,7 @@ func SpecFiles(args []string) ([]string, error) {
 			return nil, err
 		}
 		if found == 0 {
-			return nil, fmt.Errorf("%s: no agent specs (*.yaml, *.yml) found", arg)
+			return nil, fmt.Errorf("%s: no %s found", arg, what)
 		}
 	}
 	return files, nil

@@ -2,14 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/scenario"
+	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -35,7 +32,7 @@ func newTestCommand() *cobra.Command {
 			if format != "text" && format != "json" && format != "junit" {
 				return fmt.Errorf("unknown --format %q: use text, json or junit", format)
 			}
-			files, err := testFiles(args)
+			files, err := spec.TestFiles(args)
 			if err != nil {
 				return err
 			}
@@ -69,40 +66,4 @@ func newTestCommand() *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or junit (JUnit XML)")
 	cmd.Flags().StringVar(&run, "run", "", "run only the cases whose \"file › name\" or name matches this regular expression")
 	return cmd
-}
-
-// testFiles expands files and directories into *.test.yaml files.
-func testFiles(args []string) ([]string, error) {
-	var out []string
-	for _, arg := range args {
-		info, err := os.Stat(arg)
-		if err != nil {
-			return nil, err
-		}
-		if !info.IsDir() {
-			out = append(out, arg)
-			continue
-		}
-		found := 0
-		err = filepath.WalkDir(arg, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.IsDir() && path != arg && strings.HasPrefix(e.Name(), ".") {
-				return filepath.SkipDir
-			}
-			if !e.IsDir() && (strings.HasSuffix(path, ".test.yaml") || strings.HasSuffix(path, ".test.yml")) {
-				out = append(out, path)
-				found++
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if found == 0 {
-			return nil, fmt.Errorf("%s: no scenario tests (*.test.yaml) found", arg)
-		}
-	}
-	return out, nil
 }
