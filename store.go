@@ -40,14 +40,14 @@ func StoreURL(flag string, m spec.Memory) (string, error) {
 
 // OpenStore opens the store a URL names.
 func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
-	kind, err := store.Kind(url)
+	kind, err := spec.StoreKindOf(url)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
-	case "memory":
+	case spec.StoreMemory:
 		return memory.New(), nil
-	case "redis":
+	case spec.StoreRedis:
 		return redis.Open(url, redis.Options{TTL: ttl})
 	}
 	path, err := store.SQLitePath(url)

@@ -614,7 +614,7 @@ func (c *checker) checkRouting() {
 
 func (c *checker) checkMemory() {
 	m := c.spec.Memory
-	if m.URL != "" && m.Store != "" && c.unset[c.at("memory", "url").node].vars == nil && !storeURLMatches(m.Store, m.URL) {
+	if m.URL != "" && m.Store != "" && c.unset[c.at("memory", "url").node].vars == nil && !urlNamesStore(m.URL, m.Store) {
 		c.errorf(c.at("memory", "url"), map[StoreKind]string{StoreSQLite: "a sqlite store takes sqlite:path.db or sqlite:///abs/path.db",
 			StoreRedis: "a redis store takes redis://host:6379/0 or rediss://…", StoreMemory: "a memory store takes memory:"}[m.Store],
 			"URL %q does not match store %s", m.URL, m.Store)
@@ -651,14 +651,9 @@ func (c *checker) checkMemory() {
 	}
 }
 
-func storeURLMatches(store StoreKind, url string) bool {
-	switch store {
-	case StoreRedis:
-		return strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://")
-	case StoreSQLite:
-		return strings.HasPrefix(url, "sqlite:") || strings.HasSuffix(url, ".db") && !strings.Contains(url, "://")
-	}
-	return strings.HasPrefix(url, string(store)+":")
+func urlNamesStore(url string, store StoreKind) bool {
+	kind, err := StoreKindOf(url)
+	return err == nil && kind == store
 }
 
 func (c *checker) checkGuards() {

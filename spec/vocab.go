@@ -1,6 +1,10 @@
 package spec
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Every closed vocabulary of the spec is a string type with its values listed once
 // here. The schema's enums are tested against these lists, and the checker, the
@@ -68,6 +72,25 @@ const (
 
 // StoreKinds lists every store kind.
 var StoreKinds = []StoreKind{StoreMemory, StoreSQLite, StoreRedis}
+
+// StoreKindOf says which store a URL names:
+//
+//	memory:                       process-local
+//	sqlite:///var/lib/agentrun.db sqlite:relative/path.db, or a plain path ending in .db
+//	redis://localhost:6379/0      rediss:// for TLS
+func StoreKindOf(u string) (StoreKind, error) {
+	switch {
+	case u == "memory" || strings.HasPrefix(u, "memory:"):
+		return StoreMemory, nil
+	case strings.HasPrefix(u, "sqlite:"):
+		return StoreSQLite, nil
+	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
+		return StoreRedis, nil
+	case strings.HasSuffix(u, ".db") && !strings.Contains(u, "://"):
+		return StoreSQLite, nil
+	}
+	return "", fmt.Errorf("store URL %q: want memory:, sqlite:///path.db or redis://host:6379/0", u)
+}
 
 // Extraction says whether facts are extracted from the user's words by a model.
 type Extraction string

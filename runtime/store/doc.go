@@ -1,4 +1,5 @@
-// Package store holds what the memory stores share: their URLs. Each store lives in a
+// Package store holds what the memory stores share: their URLs (spec.StoreKindOf
+// says which store a URL names). Each store lives in a
 // sub-package (memory, sqlite, redis) and implements runtime.Store; storetest is the
 // conformance suite every store passes.
 //
@@ -11,25 +12,6 @@ import (
 	"net/url"
 	"strings"
 )
-
-// Kind returns the store a URL names: memory, sqlite or redis.
-//
-//	memory:                       process-local
-//	sqlite:///var/lib/agentrun.db sqlite:relative/path.db, or a plain path ending in .db
-//	redis://localhost:6379/0      rediss:// for TLS
-func Kind(u string) (string, error) {
-	switch {
-	case u == "memory" || strings.HasPrefix(u, "memory:"):
-		return "memory", nil
-	case strings.HasPrefix(u, "sqlite:"):
-		return "sqlite", nil
-	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
-		return "redis", nil
-	case strings.HasSuffix(u, ".db") && !strings.Contains(u, "://"):
-		return "sqlite", nil
-	}
-	return "", fmt.Errorf("store URL %q: want memory:, sqlite:///path.db or redis://host:6379/0", u)
-}
 
 // SQLitePath is the file a sqlite URL names.
 func SQLitePath(u string) (string, error) {

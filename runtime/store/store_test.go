@@ -1,11 +1,16 @@
 package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agentrun/agentrun/spec"
+)
 
 func TestURLs(t *testing.T) {
 	tests := []struct {
-		url, kind, path string
-		err             bool
+		url, path string
+		kind      spec.StoreKind
+		err       bool
 	}{
 		{url: "memory:", kind: "memory"},
 		{url: "memory", kind: "memory"},
@@ -20,15 +25,15 @@ func TestURLs(t *testing.T) {
 		{url: "", err: true},
 	}
 	for _, tt := range tests {
-		kind, err := Kind(tt.url)
+		kind, err := spec.StoreKindOf(tt.url)
 		if tt.kind == "" {
 			if err == nil {
-				t.Errorf("Kind(%q) = %q, want an error", tt.url, kind)
+				t.Errorf("StoreKindOf(%q) = %q, want an error", tt.url, kind)
 			}
 			continue
 		}
 		if err != nil || kind != tt.kind {
-			t.Errorf("Kind(%q) = %q, %v; want %q", tt.url, kind, err, tt.kind)
+			t.Errorf("StoreKindOf(%q) = %q, %v; want %q", tt.url, kind, err, tt.kind)
 			continue
 		}
 		if kind != "sqlite" {

@@ -1,6 +1,6 @@
 // Package redis is the runtime.Store on a Redis server (github.com/redis/go-redis/v9):
 // for agents served by several processes that share their memory, with optional
-// expiry of conversations. Open takes a redis:// or rediss:// URL (see store.Kind).
+// expiry of conversations. Open takes a redis:// or rediss:// URL (see spec.StoreKindOf).
 //
 // # Key layout
 //
