@@ -35,7 +35,11 @@ var verdictSchema = map[string]any{
 // the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
 func (r *run) validate(draft *Message) {
 	if j := r.agent.settings.Judge; j != nil {
-		v := r.judgeDraft(j, draft.Content)
+		v, ended := r.judgeDraft(j, draft.Content)
+		if ended != nil { // the run's own deadline or cancellation, not the judge's failure
+			r.stopForContext(ended)
+			return
+		}
 		r.result.Verdicts = append(r.result.Verdicts, v)
 		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How})
 		if !v.Passed {
@@ -67,11 +71,12 @@ func (r *run) validate(draft *Message) {
 }
 
 // judgeDraft asks the judge about a draft answer. A failure of the judge itself
-// follows on_error: pass lets the draft through, fail rejects it.
-func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) Verdict {
+// follows on_error: pass lets the draft through, fail rejects it. When the run's
+// context ends meanwhile there is no verdict: ended says why.
+func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended error) {
 	if n := utf8.RuneCountInString(strings.TrimSpace(draft)); n < j.MinChars {
 		return Verdict{Passed: false, How: VerdictByMinChars,
-			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}
+			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}, nil
 	}
 	req := &ModelRequest{
 		Messages: []Message{
@@ -100,21 +105,24 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) Verdict {
 		if jerr := json.Unmarshal([]byte(content), &v); jerr != nil || v.Passed == nil {
 			err = fmt.Errorf("the judge's answer is not a verdict: %s", preview(resp.Message.Content))
 		} else {
-			return Verdict{Passed: *v.Passed, Missing: strings.TrimSpace(v.Missing), How: VerdictByJudge}
+			return Verdict{Passed: *v.Passed, Missing: strings.TrimSpace(v.Missing), How: VerdictByJudge}, nil
 		}
+	}
+	if ctxErr := r.ctx.Err(); ctxErr != nil {
+		return Verdict{}, ctxErr
 	}
 	r.emit(Event{Kind: EventGuard, Guard: GuardJudgeError, Error: err.Error(), Message: "on_error: " + string(j.OnError)})
 	if j.OnError == spec.JudgeErrorFail {
-		return Verdict{Passed: false, How: VerdictByError, Missing: "The answer could not be checked. Answer again, completely and precisely."}
+		return Verdict{Passed: false, How: VerdictByError, Missing: "The answer could not be checked. Answer again, completely and precisely."}, nil
 	}
-	return Verdict{Passed: true, How: VerdictByError}
+	return Verdict{Passed: true, How: VerdictByError}, nil
 }
 
 // judgePrompt lays out what the judge decides on: the question, the tool results of
 // this run and the draft, then the criteria.
 func (r *run) judgePrompt(j *spec.JudgeSettings, draft string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "User's message:\n%s\n\n", r.req.Input)
+	fmt.Fprintf(&b, "User's message:\n%s\n\n", r.input())
 	if len(r.result.Steps) > 0 {
 		b.WriteString("Tool results the assistant had:\n")
 		for _, s := range r.result.Steps {

@@ -44,7 +44,7 @@ var edges = []Edge{
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
 	{StateValidating, StateThinking, []Trigger{TriggerJudgeFeedback}},
-	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked)},
+	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked, StopTimeout, StopCanceled)},
 }
 
 func stops(reasons ...StopReason) []Trigger {

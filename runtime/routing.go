@@ -121,7 +121,7 @@ func (r *run) route() {
 	}
 	routing := a.settings.Routing
 	if routing.Recognizer != spec.RecognizerOff {
-		if it, why := a.matchRules(r.req.Input); it != nil {
+		if it, why := a.matchRules(r.input()); it != nil {
 			choose(it, RoutedRules, why)
 			return
 		}
@@ -215,7 +215,7 @@ func (r *run) classifierInput() string {
 		}
 	}
 	if len(lines) > 0 {
-		return "Earlier in the conversation:\n" + strings.Join(lines, "\n") + "\n\nLatest message:\n" + r.req.Input
+		return "Earlier in the conversation:\n" + strings.Join(lines, "\n") + "\n\nLatest message:\n" + r.input()
 	}
-	return r.req.Input
+	return r.input()
 }

@@ -97,6 +97,14 @@ func (r *run) prepareContext() {
 	}
 }
 
+// input is the user's message as the models see it: after the input filters.
+func (r *run) input() string {
+	if len(r.messages) > 0 {
+		return r.messages[0].Content
+	}
+	return r.req.Input // routing alone (Agent.Route) runs no filters
+}
+
 // storedMessages is the exchange without the judge's feedback, which only made
 // sense next to a draft that is not kept either.
 func (r *run) storedMessages() []Message {
@@ -271,7 +279,6 @@ type call struct {
 func (r *run) executeTools() {
 	g := r.agent.settings.Guards
 	last := r.messages[len(r.messages)-1]
-	r.result.ToolRounds++
 	calls := make([]call, len(last.ToolCalls))
 	var runnable []int
 	for i, tc := range last.ToolCalls {
@@ -294,6 +301,7 @@ func (r *run) executeTools() {
 		r.signatures[c.signature] = "" // reserve: a second identical call in this response is a duplicate too
 		runnable = append(runnable, i)
 	}
+	r.result.ToolRounds++ // this response's calls run (or get their refusals)
 	r.runParallel(calls, runnable, g.MaxParallelTools)
 	for i := range calls {
 		c := &calls[i]

@@ -289,6 +289,9 @@ func TestDuplicateCalls(t *testing.T) {
 				if res.Stop != runtime.StopDuplicateCall || res.Answer != "FALLBACK" || lookup.calls.Load() != 1 {
 					t.Errorf("stop %s, answer %q, calls %d", res.Stop, res.Answer, lookup.calls.Load())
 				}
+				if res.ToolRounds != 1 { // the response whose calls never ran is no round
+					t.Errorf("tool rounds %d, want 1", res.ToolRounds)
+				}
 				if last := res.Messages[len(res.Messages)-1]; last.Role == runtime.RoleAssistant && len(last.ToolCalls) > 0 {
 					t.Error("a tool call without its result was kept")
 				}

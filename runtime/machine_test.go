@@ -1,0 +1,340 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// stopReasons reads the StopReason constants from the package's source, so a reason
+// added later is checked without anyone updating a list here.
+func stopReasons(t *testing.T) []runtime.StopReason {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runtime.StopReason
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, s := range gd.Specs {
+				vs := s.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "StopReason" {
+					continue
+				}
+				for _, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						t.Fatalf("%s: a StopReason constant that is not a string literal", fset.Position(v.Pos()))
+					}
+					s, _ := strconv.Unquote(lit.Value)
+					out = append(out, runtime.StopReason(s))
+				}
+			}
+		}
+	}
+	if !slices.Contains(out, runtime.StopCompleted) || len(out) < 2 {
+		t.Fatalf("found the stop reasons %v: the source was not read right", out)
+	}
+	return out
+}
+
+// Every way a run can stop is a trigger of an edge into STOPPED, and nothing else is.
+func TestEveryStopReasonIsAnEdge(t *testing.T) {
+	reasons := stopReasons(t)
+	intoStopped := map[runtime.Trigger]bool{}
+	for _, e := range runtime.Edges() {
+		if e.From == runtime.StateFinished || e.From == runtime.StateStopped {
+			t.Errorf("edge %s → %s leaves a final state", e.From, e.To)
+		}
+		if len(e.Triggers) == 0 {
+			t.Errorf("edge %s → %s has no trigger", e.From, e.To)
+		}
+		if e.To == runtime.StateStopped {
+			for _, tr := range e.Triggers {
+				intoStopped[tr] = true
+			}
+		}
+	}
+	for _, r := range reasons {
+		if r == runtime.StopCompleted {
+			if intoStopped[runtime.Trigger(r)] {
+				t.Errorf("%s moves to STOPPED; a completed run is FINISHED", r)
+			}
+			continue
+		}
+		if !intoStopped[runtime.Trigger(r)] {
+			t.Errorf("stop reason %s is the trigger of no edge into STOPPED: a run stopping that way would panic", r)
+		}
+	}
+	for tr := range intoStopped {
+		if !slices.Contains(reasons, runtime.StopReason(tr)) {
+			t.Errorf("an edge into STOPPED is triggered by %q, which is no StopReason", tr)
+		}
+	}
+}
+
+const machineSpec = `
+version: 1
+name: machine
+instructions: Work.
+tools:
+  - name: lookup
+    parameters: {type: object, properties: {id: {type: string}}}
+    http: {url: "https://example.com/x"}
+  - name: wait
+    http: {url: "https://example.com/w"}
+`
+
+type machineCase struct {
+	name    string
+	guards  string // keys of guards:, in flow style
+	extra   string // more top-level spec keys
+	agent   []stubReply
+	judge   []stubReply
+	input   string
+	context string // "cancel": the wait tool cancels the run; "deadline": the run has a short deadline; "canceled": canceled before it starts
+	stop    runtime.StopReason
+	path    string // the states the run moves to, from THINKING
+}
+
+func machineCases() []machineCase {
+	lookup := func(id string) stubReply { return stubCall("c-"+id, "lookup", `{"id":"`+id+`"}`) }
+	wait := stubCall("c-wait", "wait", "{}")
+	judge := "judge:\n  criteria: [Complete.]\n"
+	return []machineCase{
+		{name: "completed", agent: []stubReply{stubSay("done")},
+			stop: runtime.StopCompleted, path: "VALIDATING FINISHED"},
+		{name: "completed after tools", agent: []stubReply{lookup("1"), stubSay("done")},
+			stop: runtime.StopCompleted, path: "TOOL_EXECUTING THINKING VALIDATING FINISHED"},
+		{name: "completed after judge feedback", extra: judge,
+			agent: []stubReply{stubSay("draft"), stubSay("done")}, judge: []stubReply{stubVerdict(false, "more"), stubVerdict(true, "")},
+			stop: runtime.StopCompleted, path: "VALIDATING THINKING VALIDATING FINISHED"},
+		{name: "max_turns", guards: "max_turns: 2, max_tool_rounds: 2",
+			agent: []stubReply{lookup("1"), lookup("2"), stubSay("never")},
+			stop:  runtime.StopMaxTurns, path: "TOOL_EXECUTING THINKING TOOL_EXECUTING THINKING STOPPED"},
+		{name: "max_turns through judge retries", guards: "max_turns: 2", extra: judge + "  max_retries: 5\n",
+			agent: []stubReply{stubSay("draft 1"), stubSay("draft 2"), stubSay("never")}, judge: []stubReply{stubVerdict(false, "a"), stubVerdict(false, "b")},
+			stop: runtime.StopMaxTurns, path: "VALIDATING THINKING VALIDATING THINKING STOPPED"},
+		{name: "max_tool_rounds", guards: "max_turns: 4, max_tool_rounds: 1",
+			agent: []stubReply{lookup("1"), lookup("2"), stubSay("never")},
+			stop:  runtime.StopMaxToolRounds, path: "TOOL_EXECUTING THINKING STOPPED"},
+		{name: "duplicate_call", guards: "duplicate_calls: stop",
+			agent: []stubReply{lookup("1"), lookup("1"), stubSay("never")},
+			stop:  runtime.StopDuplicateCall, path: "TOOL_EXECUTING THINKING TOOL_EXECUTING STOPPED"},
+		{name: "model_error", agent: []stubReply{stubErr(&runtime.ModelError{Status: 503, Err: errors.New("unavailable")})},
+			stop: runtime.StopModelError, path: "STOPPED"},
+		{name: "model_error after tools", agent: []stubReply{lookup("1"), stubErr(errors.New("stream broke"))},
+			stop: runtime.StopModelError, path: "TOOL_EXECUTING THINKING STOPPED"},
+		{name: "canceled while a tool runs", context: "cancel", agent: []stubReply{wait, stubSay("never")},
+			stop: runtime.StopCanceled, path: "TOOL_EXECUTING STOPPED"},
+		{name: "canceled before the first turn", context: "canceled", agent: []stubReply{stubSay("never")},
+			stop: runtime.StopCanceled, path: "STOPPED"},
+		{name: "timeout while a tool runs", context: "deadline", agent: []stubReply{wait, stubSay("never")},
+			stop: runtime.StopTimeout, path: "TOOL_EXECUTING STOPPED"},
+		{name: "timeout while the model thinks", context: "deadline", agent: []stubReply{{wait: true}},
+			stop: runtime.StopTimeout, path: "STOPPED"},
+		{name: "blocked input", extra: "filters:\n  - {on: input, when: 'input contains \"card\"', action: block}\n",
+			input: "my card", agent: []stubReply{stubSay("never")},
+			stop: runtime.StopBlocked, path: "STOPPED"},
+		{name: "blocked answer", extra: "filters:\n  - {on: answer, when: 'answer contains \"secret\"', action: block}\n",
+			agent: []stubReply{stubSay("the secret is 7")},
+			stop:  runtime.StopBlocked, path: "VALIDATING STOPPED"},
+		{name: "judge_rejected", extra: judge + "  max_retries: 0\n",
+			agent: []stubReply{stubSay("draft")}, judge: []stubReply{stubVerdict(false, "no")},
+			stop: runtime.StopJudgeRejected, path: "VALIDATING STOPPED"},
+	}
+}
+
+// Runs that end each way move only along the table's edges and end on the edge their
+// stop reason names.
+func TestRunsFollowTheEdges(t *testing.T) {
+	edges := runtime.Edges()
+	onEdge := func(e runtime.Event) bool {
+		return slices.ContainsFunc(edges, func(ed runtime.Edge) bool {
+			return ed.From == e.From && ed.To == e.State && slices.Contains(ed.Triggers, e.Trigger)
+		})
+	}
+	for _, tt := range machineCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			switch tt.context {
+			case "deadline":
+				ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+			case "canceled":
+				cancel()
+			}
+			defer cancel()
+			waitTool := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+				if tt.context == "cancel" {
+					cancel()
+				}
+				<-ctx.Done()
+				return "", ctx.Err()
+			}}
+			src := machineSpec + "guards: {fallback: FALLBACK, tool_timeout: 10s"
+			if tt.guards != "" {
+				src += ", " + tt.guards
+			}
+			src += "}\n" + tt.extra
+			model := &stubModel{agent: tt.agent, judge: tt.judge}
+			a := compile(t, src, model, map[string]*funcTool{"lookup": echo(), "wait": waitTool})
+			res, events := runAgent(t, ctx, a, cmpOr(tt.input, "go"))
+
+			if res.Stop != tt.stop {
+				t.Fatalf("stop %s (%s), want %s", res.Stop, res.Detail, tt.stop)
+			}
+			states := eventsOf(events, runtime.EventState)
+			if len(states) == 0 {
+				t.Fatal("no state events")
+			}
+			var path []string
+			from := runtime.StateThinking
+			for _, e := range states {
+				path = append(path, string(e.State))
+				if !onEdge(e) {
+					t.Errorf("move %s → %s on %q is no edge of the machine", e.From, e.State, e.Trigger)
+				}
+				if e.From != from {
+					t.Errorf("move from %s, but the run was in %s", e.From, from)
+				}
+				from = e.State
+			}
+			if got := strings.Join(path, " "); got != tt.path {
+				t.Errorf("path %q, want %q", got, tt.path)
+			}
+			last := states[len(states)-1]
+			switch {
+			case res.Stop == runtime.StopCompleted:
+				if last.State != runtime.StateFinished || last.Trigger != runtime.TriggerAccepted {
+					t.Errorf("a completed run ends with %s on %s", last.State, last.Trigger)
+				}
+			case last.State != runtime.StateStopped || last.Trigger != runtime.Trigger(res.Stop):
+				t.Errorf("a run stopped by %s ends with %s on %s", res.Stop, last.State, last.Trigger)
+			}
+			// One stop event, after the last move, and the fallback as the answer of a stopped run.
+			stops := eventsOf(events, runtime.EventStop)
+			if len(stops) != 1 || stops[0].Stop != res.Stop {
+				t.Errorf("stop events %+v, want one for %s", stops, res.Stop)
+			}
+			if i, j := slices.IndexFunc(events, func(e runtime.Event) bool { return e.Kind == runtime.EventStop }),
+				slices.IndexFunc(events, func(e runtime.Event) bool { return e == last }); i < j {
+				t.Errorf("the stop event (%d) comes before the last move (%d)", i, j)
+			}
+			if res.Stop != runtime.StopCompleted && res.Stop != runtime.StopBlocked && res.Answer != "FALLBACK" {
+				t.Errorf("a run stopped by %s answers %q, not the fallback", res.Stop, res.Answer)
+			}
+		})
+	}
+}
+
+// A run whose context ends while the judge decides stops like one whose context ends
+// while the model or a tool works: canceled or timeout, with the fallback, and not with
+// an unchecked draft accepted because on_error took the cancellation for a judge fault.
+func TestContextEndsWhileTheJudgeRuns(t *testing.T) {
+	tests := []struct {
+		name    string
+		judge   string // keys added under judge:
+		context string // "cancel" or "deadline"
+		stop    runtime.StopReason
+	}{
+		{name: "deadline, on_error pass", judge: "on_error: pass", context: "deadline", stop: runtime.StopTimeout},
+		{name: "canceled, on_error pass", judge: "on_error: pass", context: "cancel", stop: runtime.StopCanceled},
+		{name: "deadline, on_error fail, no retries", judge: "on_error: fail\n  max_retries: 0", context: "deadline", stop: runtime.StopTimeout},
+		{name: "canceled, on_error fail, no retries", judge: "on_error: fail\n  max_retries: 0", context: "cancel", stop: runtime.StopCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.context == "deadline" {
+				ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+			}
+			defer cancel()
+			verdict := stubReply{wait: true}
+			if tt.context == "cancel" {
+				verdict.before = cancel
+			}
+			model := &stubModel{agent: []stubReply{stubSay("an unchecked draft")}, judge: []stubReply{verdict}}
+			src := machineSpec + "guards: {fallback: FALLBACK}\njudge:\n  criteria: [Complete.]\n  " + tt.judge + "\n"
+			a := compile(t, src, model, map[string]*funcTool{"lookup": echo(), "wait": echo()})
+			res, events := runAgent(t, ctx, a, "go")
+			if res.Stop != tt.stop || res.Answer != "FALLBACK" {
+				t.Errorf("stop %s, answer %q; want %s and the fallback", res.Stop, res.Answer, tt.stop)
+			}
+			states := eventsOf(events, runtime.EventState)
+			if last := states[len(states)-1]; last.State != runtime.StateStopped || last.Trigger != runtime.Trigger(tt.stop) {
+				t.Errorf("the run ends with %s on %s", last.State, last.Trigger)
+			}
+		})
+	}
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Every stop reason is reached by a case of TestRunsFollowTheEdges.
+func TestRunsCoverEveryStopReason(t *testing.T) {
+	var reached []runtime.StopReason
+	for _, c := range machineCases() {
+		reached = append(reached, c.stop)
+	}
+	for _, r := range stopReasons(t) {
+		if !slices.Contains(reached, r) {
+			t.Errorf("no case of TestRunsFollowTheEdges ends with %s", r)
+		}
+	}
+}
+
+// Edges hands out a copy: a caller that changes it changes neither later calls nor
+// the machine the runtime checks moves against.
+func TestEdgesIsACopy(t *testing.T) {
+	want := runtime.Edges()
+	got := runtime.Edges()
+	if len(got) == 0 {
+		t.Fatal("no edges")
+	}
+	for i := range got {
+		got[i].From, got[i].To = runtime.StateFinished, runtime.StateFinished
+		for j := range got[i].Triggers {
+			got[i].Triggers[j] = "mutated"
+		}
+		got[i].Triggers = append(got[i].Triggers, "added")
+	}
+	got = append(got, runtime.Edge{From: runtime.StateStopped, To: runtime.StateThinking, Triggers: []runtime.Trigger{"resurrect"}})
+	if again := runtime.Edges(); !reflect.DeepEqual(again, want) {
+		t.Errorf("after changing a copy, Edges() = %+v, want %+v", again, want)
+	}
+	// The runtime still moves along the real edges.
+	model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), stubSay("done")}}
+	a := compile(t, machineSpec, model, map[string]*funcTool{"lookup": echo(), "wait": echo()})
+	if res, _ := runAgent(t, context.Background(), a, "go"); res.Stop != runtime.StopCompleted {
+		t.Errorf("stop %s (%s)", res.Stop, res.Detail)
+	}
+}
