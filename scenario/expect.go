@@ -92,7 +92,7 @@ func checkCalls(_ context.Context, e spec.Expect, run *observed) []string {
 	if len(e.Calls) == 0 {
 		return nil
 	}
-	mode := cmp.Or(e.Order, "in_order")
+	mode := cmp.Or(e.Order, spec.OrderInOrder)
 	if callsMatch(mode, e.Calls, run.steps) {
 		return nil
 	}
@@ -226,11 +226,11 @@ func checkHistory(ctx context.Context, e spec.Expect, run *observed) []string {
 // callsMatch compares expected tool calls with the calls made, by mode: exact (the
 // same calls in the same order, no others), in_order (these calls in this order,
 // others between allowed), any_order (each of them, in any order).
-func callsMatch(mode string, want []spec.ExpectCall, got []step) bool {
+func callsMatch(mode spec.CallOrder, want []spec.ExpectCall, got []step) bool {
 	switch mode {
-	case "exact":
+	case spec.OrderExact:
 		return matchExact(want, got)
-	case "any_order":
+	case spec.OrderAnyOrder:
 		return matchAnyOrder(want, got)
 	default:
 		return matchInOrder(want, got)
@@ -286,7 +286,7 @@ func matches(e spec.ExpectCall, s step) bool {
 }
 
 // describeCalls is the report of calls that differ from the expected ones.
-func describeCalls(mode string, want []spec.ExpectCall, got []step) string {
+func describeCalls(mode spec.CallOrder, want []spec.ExpectCall, got []step) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "calls (%s) differ:\n  expected:", mode)
 	for _, w := range want {

@@ -82,7 +82,7 @@ type Expect struct {
 	Intent       string             `yaml:"intent"`
 	IntentHow    string             `yaml:"intent_how"`
 	Calls        []ExpectCall       `yaml:"calls"`
-	Order        string             `yaml:"order"`
+	Order        CallOrder          `yaml:"order"`
 	NotCalled    []string           `yaml:"not_called"`
 	Refused      []string           `yaml:"refused"`
 	Guards       []string           `yaml:"guards"`
@@ -193,3 +193,12 @@ func (d *document) compileAnswer(a *AnswerMatch, tokens ...string) {
 	c.compileRegex(r, d.at(tokens...))
 	a.Re = r.Re
 }
+
+// CallOrder is how a test's expected calls are compared with the calls made.
+type CallOrder string
+
+const (
+	OrderExact    CallOrder = "exact"     // the same calls in the same order, no others
+	OrderInOrder  CallOrder = "in_order"  // these calls in this order, others between allowed
+	OrderAnyOrder CallOrder = "any_order" // each of them, in any order
+)
