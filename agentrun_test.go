@@ -3,7 +3,6 @@ package agentrun_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/nodetools"
+	"github.com/agentrun/agentrun/internal/proctest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -116,7 +116,7 @@ func TestBuildCleansUp(t *testing.T) {
 	server := filepath.Join(nodetools.Dir(t), "node_modules", ".bin", "mcp-server-everything")
 	body := "version: 1\nname: m\nmcp_servers:\n  - {name: ev, command: [" + server + "], tools: [echo]}\nmemory: {store: redis}\n"
 	path := writeSpec(t, body)
-	before := children(os.Getpid())
+	before := proctest.Children(os.Getpid())
 	ctx := context.Background()
 
 	a, err := agentrun.Open(ctx, path, agentrun.Options{Model: "test"})
@@ -145,8 +145,8 @@ func TestBuildCleansUp(t *testing.T) {
 
 func newProcesses(before []int) []int {
 	var out []int
-	for _, p := range children(os.Getpid()) {
-		if !slices.Contains(before, p) && alive(p) {
+	for _, p := range proctest.Children(os.Getpid()) {
+		if !slices.Contains(before, p) && proctest.Alive(p) {
 			out = append(out, p)
 		}
 	}
@@ -157,47 +157,11 @@ func waitGone(t *testing.T, pids []int, when string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range pids {
-		for alive(p) && time.Now().Before(deadline) {
+		for proctest.Alive(p) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if alive(p) {
+		if proctest.Alive(p) {
 			t.Errorf("%s: server process %d still runs", when, p)
 		}
 	}
-}
-
-// children lists the pids whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var p int
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		if ppid, _, ok := procStat(p); ok && ppid == pid {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func alive(pid int) bool {
-	_, state, ok := procStat(pid)
-	return ok && state != "Z"
-}
-
-// procStat reads a process's parent and state; comm may hold spaces, so it reads
-// after the last ')'.
-func procStat(pid int) (ppid int, state string, ok bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 2 {
-		return 0, "", false
-	}
-	fmt.Sscan(fields[1], &ppid)
-	return ppid, fields[0], true
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/proctest"
 )
 
 var (
@@ -178,41 +180,6 @@ tools:
 	}
 }
 
-// children lists the pids whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var p int
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces, so read after the last ')'.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		var ppid int
-		if len(fields) > 1 {
-			fmt.Sscan(fields[1], &ppid)
-		}
-		if ppid == pid {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
 // No MCP server process outlives exec: not after a normal exit, not after Ctrl-C in
 // the middle of a tool call.
 func TestMCPServersStopWithExec(t *testing.T) {
@@ -247,7 +214,7 @@ func TestMCPServersStopWithExec(t *testing.T) {
 		lines := bufio.NewScanner(stderr)
 		for lines.Scan() {
 			if strings.Contains(lines.Text(), "⚙ ") { // a tool call is running: the server is up
-				kids = children(cmd.Process.Pid)
+				kids = proctest.Children(cmd.Process.Pid)
 				if interrupt {
 					cmd.Process.Signal(os.Interrupt)
 				}
@@ -264,10 +231,10 @@ func TestMCPServersStopWithExec(t *testing.T) {
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for _, k := range kids {
-			for alive(k) && time.Now().Before(deadline) {
+			for proctest.Alive(k) && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if alive(k) {
+			if proctest.Alive(k) {
 				syscall.Kill(k, syscall.SIGKILL)
 				t.Errorf("interrupt=%v: server process %d outlived exec", interrupt, k)
 			}
