@@ -92,7 +92,7 @@ type Event struct {
 
 	Level  spec.MemoryLevel `json:"level,omitempty"`  // the memory level injected
 	Entity string           `json:"entity,omitempty"` // the kind of entities collected
-	Count  int              `json:"count,omitempty"`  // facts injected, entities added
+	Count  int              `json:"count,omitempty"`  // facts injected, entities added, history messages read
 
 	Stop StopReason `json:"stop,omitempty"`
 

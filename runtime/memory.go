@@ -46,7 +46,7 @@ func (r *run) loadMemory() []Fact {
 		for kind, ids := range conv.Seen {
 			addSeen(r.seen, kind, ids)
 		}
-		r.emit(Event{Kind: EventMemory, Message: fmt.Sprintf("history: %d of %d turns", countTurns(conv.Messages), conv.Turns), Calls: len(conv.Messages)})
+		r.emit(Event{Kind: EventMemory, Message: fmt.Sprintf("history: %d of %d turns", countTurns(conv.Messages), conv.Turns), Count: len(conv.Messages)})
 	}
 	return facts
 }
