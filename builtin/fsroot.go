@@ -3,11 +3,12 @@ package builtin
 import (
 	"errors"
 	"fmt"
-	"github.com/agentrun/agentrun/spec"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
 // resolveLimitedRoot checks a file tool's size or count limit, then resolves its root.
@@ -27,9 +28,25 @@ type fileTool struct {
 	maxBytes int
 }
 
-func newFileTool(t *spec.Tool, dir, builtin, root string, maxBytes int) (fileTool, error) {
-	root, err := resolveLimitedRoot(root, dir, "max_bytes", maxBytes)
-	return fileTool{name: toolName(t, builtin), root: root, maxBytes: maxBytes}, err
+// fileConfig is the with: of read_file and write_file.
+type fileConfig struct {
+	Root     string `with:"root"`
+	MaxBytes int    `with:"max_bytes"`
+}
+
+// newFileTool reads a file tool's with: over its defaults. A tool whose defaults
+// have no root needs one: writing is never enabled by accident.
+func newFileTool(t *spec.Tool, dir, builtin string, cfg fileConfig) (fileTool, error) {
+	rootRequired := cfg.Root == ""
+	if err := decodeWith(builtin, t.With, &cfg); err != nil {
+		return fileTool{}, err
+	}
+	if rootRequired && cfg.Root == "" {
+		return fileTool{}, fmt.Errorf("%s needs with.root, the directory it may write in; "+
+			"there is no default, so that writing is never enabled by accident", builtin)
+	}
+	root, err := resolveLimitedRoot(cfg.Root, dir, "max_bytes", cfg.MaxBytes)
+	return fileTool{name: toolName(t, builtin), root: root, maxBytes: cfg.MaxBytes}, err
 }
 
 // pathParameter is the path argument of the file tools.

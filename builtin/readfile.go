@@ -21,17 +21,8 @@ const binarySniffLen = 8000
 // readFile returns a text file of its root with numbered lines.
 type readFile struct{ fileTool }
 
-type readFileConfig struct {
-	Root     string `with:"root"`
-	MaxBytes int    `with:"max_bytes"`
-}
-
 func newReadFile(t *spec.Tool, dir string) (runtime.Tool, error) {
-	cfg := readFileConfig{Root: ".", MaxBytes: 64 << 10}
-	if err := decodeWith("read_file", t.With, &cfg); err != nil {
-		return nil, err
-	}
-	ft, err := newFileTool(t, dir, "read_file", cfg.Root, cfg.MaxBytes)
+	ft, err := newFileTool(t, dir, "read_file", fileConfig{Root: ".", MaxBytes: 64 << 10})
 	if err != nil {
 		return nil, err
 	}

@@ -18,21 +18,9 @@ import (
 // that wants the model to write must say where.
 type writeFile struct{ fileTool }
 
-type writeFileConfig struct {
-	Root     string `with:"root"`
-	MaxBytes int    `with:"max_bytes"`
-}
-
 func newWriteFile(t *spec.Tool, dir string) (runtime.Tool, error) {
-	cfg := writeFileConfig{MaxBytes: 1 << 20}
-	if err := decodeWith("write_file", t.With, &cfg); err != nil {
-		return nil, err
-	}
-	if cfg.Root == "" {
-		return nil, errors.New("write_file needs with.root, the directory it may write in; " +
-			"there is no default, so that writing is never enabled by accident")
-	}
-	ft, err := newFileTool(t, dir, "write_file", cfg.Root, cfg.MaxBytes)
+	// No default root: a spec that wants the model to write must say where.
+	ft, err := newFileTool(t, dir, "write_file", fileConfig{MaxBytes: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
