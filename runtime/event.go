@@ -12,7 +12,7 @@ type EventKind string
 const (
 	EventState         EventKind = "state"          // the state machine moved (From, State, Trigger)
 	EventModelRequest  EventKind = "model_request"  // a request is sent to a model (Purpose, Messages, Tools)
-	EventModelResponse EventKind = "model_response" // the model answered (Purpose, Calls, Usage)
+	EventModelResponse EventKind = "model_response" // the model answered (Purpose, Calls, Usage, Finish, Reasoning)
 	EventToolCall      EventKind = "tool_call"      // a tool call is about to run
 	EventToolResult    EventKind = "tool_result"    // a tool call finished (Error set when it failed)
 	EventToolRefused   EventKind = "tool_refused"   // a call was not run (Refusal, Error)
@@ -45,6 +45,7 @@ const (
 	GuardDuplicateCall   Guard = "duplicate_call"
 	GuardToolTimeout     Guard = "tool_timeout"
 	GuardMaxToolOutput   Guard = "max_tool_output"
+	GuardMaxCalls        Guard = "max_calls_per_response"
 	GuardJudgeJSONObject Guard = "judge_json_object" // the server rejected a JSON schema; JSON mode instead
 	GuardJudgeError      Guard = "judge_error"
 	GuardJudgeExhausted  Guard = "judge_exhausted"
@@ -69,6 +70,9 @@ type Event struct {
 	Tools    int     `json:"tools,omitempty"`    // tools offered in a model request
 	Calls    int     `json:"calls,omitempty"`    // tool calls in a model response
 	Usage    *Usage  `json:"usage,omitempty"`
+	// Finish and Reasoning are a model response's finish reason and reasoning text.
+	Finish    FinishReason `json:"finish_reason,omitempty"`
+	Reasoning string       `json:"reasoning,omitempty"`
 
 	Tool    string  `json:"tool,omitempty"`
 	CallID  string  `json:"call_id,omitempty"`

@@ -19,6 +19,7 @@ import (
 // when set, runs first (say, to cancel the run).
 type stubReply struct {
 	text   string
+	finish runtime.FinishReason
 	calls  []runtime.ToolCall
 	err    error
 	wait   bool
@@ -88,8 +89,9 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 		return nil, reply.err
 	}
 	return &runtime.ModelResponse{
-		Message: runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls},
-		Usage:   runtime.Usage{TotalTokens: tokens},
+		Message:      runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls},
+		FinishReason: reply.finish,
+		Usage:        runtime.Usage{TotalTokens: tokens},
 	}, nil
 }
 

@@ -39,7 +39,7 @@ type Edge struct {
 var edges = []Edge{
 	{StateThinking, StateToolExecuting, []Trigger{TriggerToolCalls}},
 	{StateThinking, StateValidating, []Trigger{TriggerDraft}},
-	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTimeout, StopCanceled)},
+	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopTimeout, StopCanceled)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 )
 
@@ -22,6 +23,18 @@ type Message struct {
 	Content    string     `json:"content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Reasoning is an assistant message's reasoning text (DeepSeek's
+	// reasoning_content, others' reasoning). It is never part of an answer; a
+	// provider that requires it back gets it back, and it is stored with the
+	// messages that made tool calls.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
+}
+
+// Reasoning is the reasoning a model sent with a message and the wire field it came
+// in, so it goes back the way it came.
+type Reasoning struct {
+	Field string `json:"field"` // reasoning_content or reasoning
+	Text  string `json:"text"`
 }
 
 // ToolCall is a model's request to run a tool. Arguments is the raw JSON text the
@@ -30,6 +43,9 @@ type ToolCall struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Extra holds the provider's own fields of the call, by their wire names, which
+	// must go back with it (Gemini's thought signature in extra_content).
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
 
 // ToolDef is a tool as offered to the model.
@@ -85,10 +101,22 @@ type JSONSchemaFormat struct {
 // ModelResponse is the model's answer: text, tool calls or both.
 type ModelResponse struct {
 	Message      Message
-	FinishReason string
+	FinishReason FinishReason
 	Usage        Usage
 	Model        string // the model name the server reported
 }
+
+// FinishReason is why the model stopped writing, as the server said it. The runtime
+// acts on those below; other values (providers have their own) are recorded as
+// they are.
+type FinishReason string
+
+const (
+	FinishStop          FinishReason = "stop"           // a complete answer
+	FinishToolCalls     FinishReason = "tool_calls"     // it asked for tools
+	FinishLength        FinishReason = "length"         // cut at max_tokens or the context size
+	FinishContentFilter FinishReason = "content_filter" // stopped by the provider's content filter
+)
 
 // Model is a chat model that supports function calling. Implementations retry
 // transient failures themselves; an error returned here ends the run.

@@ -40,6 +40,8 @@ const (
 	StopTimeout       StopReason = "timeout"
 	StopJudgeRejected StopReason = "judge_rejected" // the judge kept failing drafts (on_exhausted: fallback)
 	StopBlocked       StopReason = "blocked"        // an input or answer filter blocked the run
+	StopTruncated     StopReason = "truncated"      // the answer was cut off (finish_reason length)
+	StopContentFilter StopReason = "content_filter" // the provider's content filter stopped the answer
 )
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
@@ -65,6 +67,14 @@ type Result struct {
 	Verdicts []Verdict `json:"verdicts,omitempty"`
 	// MemoryError says why the run could not be saved to the store, if it could not.
 	MemoryError string `json:"memory_error,omitempty"`
+	// Partial is the text of an answer that was cut off or filtered (stop truncated
+	// or content_filter): never the answer, kept for whoever looks into the run.
+	Partial string `json:"partial,omitempty"`
+	// Reasoning is the reasoning text of the run's model responses, in order, for
+	// --json and traces; it is never part of the answer.
+	Reasoning []string `json:"reasoning,omitempty"`
+	// FinishReasons are the finish reasons of the agent's model calls, in order.
+	FinishReasons []FinishReason `json:"finish_reasons,omitempty"`
 }
 
 // Verdict is the judge's decision on one draft answer.
@@ -96,6 +106,8 @@ type Step struct {
 	Refusal   Refusal       `json:"refusal,omitempty"` // why a refused call was not run
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
+	// Finish is the finish reason of the model response that asked for the call.
+	Finish FinishReason `json:"finish_reason,omitempty"`
 }
 
 // Outcome is what became of a tool call.
@@ -121,4 +133,5 @@ const (
 	RefusedNotObject   Refusal = "not_object"   // the arguments are JSON but not an object
 	RefusedSchema      Refusal = "schema"       // the arguments do not match the tool's parameters
 	RefusedAccept      Refusal = "accept"       // the tool's accept rule said no
+	RefusedTooMany     Refusal = "too_many"     // beyond guards.max_calls_per_response
 )

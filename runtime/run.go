@@ -35,10 +35,11 @@ type run struct {
 	factChanges []FactChange        // what fact rules wrote, committed with the run
 	// foreignConversation: the request names a conversation another user started.
 	foreignConversation bool
-	intent              *intent   // the routed intent; nil without intents or a fallback
-	tools               []ToolDef // what this run offers the model
-	profile             string    // the user's profile summary
-	memory              string    // the memory block of the intent's level
+	intent              *intent      // the routed intent; nil without intents or a fallback
+	finish              FinishReason // of the response whose tool calls run
+	tools               []ToolDef    // what this run offers the model
+	profile             string       // the user's profile summary
+	memory              string       // the memory block of the intent's level
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -48,6 +49,8 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
+	defer cancel()
 	r := &run{
 		agent:      a,
 		req:        &req,
@@ -204,13 +207,19 @@ func (r *run) think() *Message {
 		return nil
 	}
 	r.result.Usage.Add(resp.Usage)
-	usage := resp.Usage
-	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(resp.Message.ToolCalls), Usage: &usage, Duration: time.Since(start)})
+	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
 	msg := resp.Message
 	msg.Role = RoleAssistant
+	reasoning := ""
+	if msg.Reasoning != nil {
+		reasoning = msg.Reasoning.Text
+		r.result.Reasoning = append(r.result.Reasoning, reasoning)
+	}
+	usage := resp.Usage
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(msg.ToolCalls), Usage: &usage, Duration: time.Since(start),
+		Finish: resp.FinishReason, Reasoning: reasoning})
 	if len(msg.ToolCalls) == 0 {
-		r.transition(StateValidating, TriggerDraft)
-		return &msg
+		return r.draft(msg, resp.FinishReason)
 	}
 	if r.result.ToolRounds >= g.MaxToolRounds {
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolRounds, Message: fmt.Sprintf("%d tool rounds", g.MaxToolRounds)})
@@ -218,16 +227,42 @@ func (r *run) think() *Message {
 		return nil
 	}
 	r.messages = append(r.messages, msg)
+	r.finish = resp.FinishReason
 	r.transition(StateToolExecuting, TriggerToolCalls)
 	return nil
 }
 
-func (r *run) stopForContext(err error) {
-	if errors.Is(err, context.DeadlineExceeded) {
-		r.stop(StopTimeout, "the run's deadline passed")
-		return
+// draft takes a text answer to validation, unless the model did not finish it: a
+// text cut off at the token limit or stopped by a content filter is no answer.
+func (r *run) draft(msg Message, finish FinishReason) *Message {
+	switch finish {
+	case FinishLength:
+		r.result.Partial = msg.Content
+		r.stop(StopTruncated, "the model's answer was cut off (finish_reason length): raise model.max_tokens or ask for less")
+		return nil
+	case FinishContentFilter:
+		r.result.Partial = msg.Content
+		r.stop(StopContentFilter, "the provider's content filter stopped the answer")
+		return nil
 	}
-	r.stop(StopCanceled, "the run was canceled")
+	// Reasoning goes back only with tool calls: an answer's is not kept.
+	msg.Reasoning = nil
+	r.transition(StateValidating, TriggerDraft)
+	return &msg
+}
+
+// errMaxRunTime is the cause of a run's context ending at guards.max_run_time.
+var errMaxRunTime = errors.New("max_run_time")
+
+func (r *run) stopForContext(err error) {
+	switch {
+	case errors.Is(context.Cause(r.ctx), errMaxRunTime):
+		r.stop(StopTimeout, fmt.Sprintf("the run took longer than max_run_time (%s)", r.agent.settings.Guards.MaxRunTime))
+	case errors.Is(err, context.DeadlineExceeded):
+		r.stop(StopTimeout, "the run's deadline passed")
+	default:
+		r.stop(StopCanceled, "the run was canceled")
+	}
 }
 
 // requestMessages is what the model sees: the system prompt (rebuilt every turn and
@@ -284,6 +319,13 @@ func (r *run) executeTools() {
 	for i, tc := range last.ToolCalls {
 		c := &calls[i]
 		c.tc = tc
+		if i >= g.MaxCallsPerResponse {
+			if i == g.MaxCallsPerResponse {
+				r.emit(Event{Kind: EventGuard, Guard: GuardMaxCalls, Message: fmt.Sprintf("%d of %d calls run", g.MaxCallsPerResponse, len(last.ToolCalls))})
+			}
+			r.refuseExcess(c, len(last.ToolCalls), g.MaxCallsPerResponse)
+			continue
+		}
 		if !r.prepare(c) {
 			continue
 		}
@@ -314,7 +356,7 @@ func (r *run) executeTools() {
 		}
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments,
-			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration})
+			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish})
 	}
 	if err := r.ctx.Err(); err != nil {
 		r.stopForContext(err)
@@ -329,6 +371,13 @@ func (r *run) refuse(c *call, why Refusal, result, detail string) bool {
 	c.outcome, c.refusal, c.result = OutcomeRefused, why, result
 	r.emit(Event{Kind: EventToolRefused, Refusal: why, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: detail})
 	return false
+}
+
+// refuseExcess answers a call beyond guards.max_calls_per_response without running
+// it. One guard event stands for all of them: a response may hold thousands.
+func (r *run) refuseExcess(c *call, calls, limit int) {
+	c.outcome, c.refusal = OutcomeRefused, RefusedTooMany
+	c.result = fmt.Sprintf("Error: not run: the response asked for %d tool calls and at most %d run per response. Ask for the others in your next turn if you still need them.", calls, limit)
 }
 
 // prepare checks a call the model made — a tool offered here, JSON arguments that

@@ -775,7 +775,7 @@ func (c *checker) checkUnused() {
 // such as 9999999999h that overflow, which would otherwise silently become zero.
 func (c *checker) checkDurations() {
 	paths := [][]string{{"model", "timeout"}, {"routing", "model", "timeout"}, {"judge", "model", "timeout"},
-		{"memory", "ttl"}, {"guards", "tool_timeout"}}
+		{"memory", "ttl"}, {"guards", "tool_timeout"}, {"guards", "max_run_time"}}
 	for i := range c.spec.Tools[:c.ownTools] {
 		paths = append(paths, []string{"tools", strconv.Itoa(i), "timeout"})
 	}

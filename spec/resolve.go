@@ -11,13 +11,15 @@ import (
 // explain, graph and the docs' Default columns all read the result (a test compares
 // the docs with Defaults).
 const (
-	DefaultMaxTurns         = 10
-	DefaultMaxToolRounds    = 8 // and never more than max_turns
-	DefaultMaxParallelTools = 4
-	DefaultToolTimeout      = 30 * time.Second
-	DefaultMaxToolOutput    = 16000
-	DefaultFallback         = "I could not complete this request automatically. Please rephrase it or add details."
-	DefaultDuplicateCalls   = DuplicateStop
+	DefaultMaxTurns            = 10
+	DefaultMaxToolRounds       = 8 // and never more than max_turns
+	DefaultMaxParallelTools    = 4
+	DefaultToolTimeout         = 30 * time.Second
+	DefaultMaxToolOutput       = 16000
+	DefaultFallback            = "I could not complete this request automatically. Please rephrase it or add details."
+	DefaultDuplicateCalls      = DuplicateStop
+	DefaultMaxRunTime          = 10 * time.Minute
+	DefaultMaxCallsPerResponse = 32
 
 	DefaultJudgeRetries     = 2
 	DefaultJudgeCriterion   = "The answer responds to every part of the user's message."
@@ -33,6 +35,7 @@ const (
 	DefaultWindow       = 10
 	DefaultMaxFactChars = 500
 	DefaultExtraction   = ExtractOff
+	DefaultMaxSeen      = 10000
 
 	DefaultReplacement = "[redacted]"
 	DefaultDropMessage = "[this result was withheld by a filter]"
@@ -52,13 +55,15 @@ type Settings struct {
 
 // GuardSettings are the limits of a run.
 type GuardSettings struct {
-	MaxTurns         int
-	MaxToolRounds    int
-	MaxParallelTools int
-	DuplicateCalls   DuplicatePolicy
-	Fallback         string
-	ToolTimeout      time.Duration
-	MaxToolOutput    int
+	MaxTurns            int
+	MaxToolRounds       int
+	MaxParallelTools    int
+	DuplicateCalls      DuplicatePolicy
+	Fallback            string
+	ToolTimeout         time.Duration
+	MaxToolOutput       int
+	MaxRunTime          time.Duration
+	MaxCallsPerResponse int
 }
 
 // JudgeSettings are the judge's.
@@ -83,6 +88,7 @@ type MemorySettings struct {
 	Window       int // turns of history a run loads
 	MaxFactChars int
 	Extract      Extraction
+	MaxSeen      int // entities of one kind a conversation keeps
 }
 
 // IntentSettings is an intent with its kind, memory level and tool set resolved.
@@ -118,14 +124,18 @@ func Resolve(s *Spec) *Settings {
 	def("guards.fallback", g.Fallback == "")
 	def("guards.tool_timeout", g.ToolTimeout.Duration == 0)
 	def("guards.max_tool_output", g.MaxToolOutput == 0)
+	def("guards.max_run_time", g.MaxRunTime.Duration == 0)
+	def("guards.max_calls_per_response", g.MaxCallsPerResponse == 0)
 	st.Guards = GuardSettings{
-		MaxTurns:         maxTurns,
-		MaxToolRounds:    rounds,
-		MaxParallelTools: cmp.Or(g.MaxParallelTools, DefaultMaxParallelTools),
-		DuplicateCalls:   cmp.Or(g.DuplicateCalls, DefaultDuplicateCalls),
-		Fallback:         cmp.Or(g.Fallback, DefaultFallback),
-		ToolTimeout:      cmp.Or(g.ToolTimeout.Duration, DefaultToolTimeout),
-		MaxToolOutput:    cmp.Or(g.MaxToolOutput, DefaultMaxToolOutput),
+		MaxTurns:            maxTurns,
+		MaxToolRounds:       rounds,
+		MaxParallelTools:    cmp.Or(g.MaxParallelTools, DefaultMaxParallelTools),
+		DuplicateCalls:      cmp.Or(g.DuplicateCalls, DefaultDuplicateCalls),
+		Fallback:            cmp.Or(g.Fallback, DefaultFallback),
+		ToolTimeout:         cmp.Or(g.ToolTimeout.Duration, DefaultToolTimeout),
+		MaxToolOutput:       cmp.Or(g.MaxToolOutput, DefaultMaxToolOutput),
+		MaxRunTime:          cmp.Or(g.MaxRunTime.Duration, DefaultMaxRunTime),
+		MaxCallsPerResponse: cmp.Or(g.MaxCallsPerResponse, DefaultMaxCallsPerResponse),
 	}
 	if j := s.Judge; j != nil {
 		js := &JudgeSettings{
@@ -160,12 +170,13 @@ func Resolve(s *Spec) *Settings {
 	}
 	m := s.Memory
 	st.Memory = MemorySettings{Window: DefaultWindow, MaxFactChars: cmp.Or(m.Facts.MaxChars, DefaultMaxFactChars),
-		Extract: cmp.Or(m.Facts.Extract, DefaultExtraction)}
+		Extract: cmp.Or(m.Facts.Extract, DefaultExtraction), MaxSeen: cmp.Or(m.MaxSeen, DefaultMaxSeen)}
 	if !def("memory.window", m.Window == nil) {
 		st.Memory.Window = *m.Window
 	}
 	def("memory.facts.max_chars", m.Facts.MaxChars == 0)
 	def("memory.facts.extract", m.Facts.Extract == "")
+	def("memory.max_seen", m.MaxSeen == 0)
 	st.Intents = resolveIntents(s)
 	return st
 }
@@ -216,6 +227,8 @@ var Defaults = []struct{ Key, Value string }{
 	{"guards.max_parallel_tools", fmt.Sprint(DefaultMaxParallelTools)},
 	{"guards.tool_timeout", DefaultToolTimeout.String()},
 	{"guards.max_tool_output", fmt.Sprint(DefaultMaxToolOutput)},
+	{"guards.max_run_time", "10m"},
+	{"guards.max_calls_per_response", fmt.Sprint(DefaultMaxCallsPerResponse)},
 	{"judge.criteria", fmt.Sprintf("%q", DefaultJudgeCriterion)},
 	{"judge.max_retries", fmt.Sprint(DefaultJudgeRetries)},
 	{"judge.min_chars", "0"},
@@ -227,6 +240,7 @@ var Defaults = []struct{ Key, Value string }{
 	{"intents.kind", "`" + string(DefaultIntentKind) + "`"},
 	{"intents.memory", "`" + string(DefaultMemoryLevel) + "`"},
 	{"memory.window", fmt.Sprint(DefaultWindow)},
+	{"memory.max_seen", fmt.Sprint(DefaultMaxSeen)},
 	{"memory.facts.max_chars", fmt.Sprint(DefaultMaxFactChars)},
 	{"memory.facts.extract", "`" + string(DefaultExtraction) + "`"},
 }

@@ -60,6 +60,8 @@ type TestUser struct {
 type ScriptTurn struct {
 	Text      string           `yaml:"text" json:"text,omitempty"`
 	ToolCalls []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
+	// FinishReason overrides the turn's finish reason (stop, or tool_calls).
+	FinishReason string `yaml:"finish_reason" json:"finish_reason,omitempty"`
 }
 
 // ScriptToolCall is a scripted call; Arguments is a mapping or a verbatim string.

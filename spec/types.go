@@ -185,6 +185,7 @@ type MCPServer struct {
 	ConnectTimeout Duration             `yaml:"connect_timeout"`
 	Tools          []string             `yaml:"tools"`
 	Prefix         string               `yaml:"prefix"`
+	Idempotent     []string             `yaml:"idempotent"`
 }
 
 // Domain is a named group of base tools shared by intents.
@@ -222,11 +223,12 @@ type Routing struct {
 
 // Memory configures conversation history and long-term facts.
 type Memory struct {
-	Store  StoreKind `yaml:"store"`
-	URL    string    `yaml:"url"`
-	Window *int      `yaml:"window"`
-	TTL    Duration  `yaml:"ttl"`
-	Facts  Facts     `yaml:"facts"`
+	Store   StoreKind `yaml:"store"`
+	URL     string    `yaml:"url"`
+	Window  *int      `yaml:"window"`
+	TTL     Duration  `yaml:"ttl"`
+	MaxSeen int       `yaml:"max_seen"`
+	Facts   Facts     `yaml:"facts"`
 }
 
 // Facts configures long-term facts about a user.
@@ -262,6 +264,9 @@ type Guards struct {
 	MaxParallelTools int             `yaml:"max_parallel_tools"`
 	ToolTimeout      Duration        `yaml:"tool_timeout"`
 	MaxToolOutput    int             `yaml:"max_tool_output"`
+	MaxRunTime       Duration        `yaml:"max_run_time"`
+	// MaxCallsPerResponse bounds the tool calls of one response that run.
+	MaxCallsPerResponse int `yaml:"max_calls_per_response"`
 }
 
 // Judge gates the final answer.

@@ -138,6 +138,8 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 		return fmt.Sprintf("max_tool_rounds %d", g.MaxToolRounds)
 	case runtime.Trigger(runtime.StopDuplicateCall):
 		return "duplicate_calls " + string(g.DuplicateCalls)
+	case runtime.Trigger(runtime.StopTimeout):
+		return "timeout ≤ " + g.MaxRunTime.String()
 	}
 	return string(t)
 }

@@ -46,6 +46,9 @@ func (w *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 			// very same bytes: the same signatures, the same trajectory.
 			turn.ToolCalls = append(turn.ToolCalls, ScriptToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 		}
+		if f := resp.FinishReason; f == runtime.FinishLength || f == runtime.FinishContentFilter {
+			turn.FinishReason = string(f) // a replay stops the same way
+		}
 		w.r.turns = append(w.r.turns, turn)
 	case req.JSONSchema.Name == runtime.SchemaVerdict || req.JSONSchema.Name == runtime.SchemaIntent:
 		var v map[string]any

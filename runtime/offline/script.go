@@ -149,7 +149,11 @@ func (s *Script) Complete(ctx context.Context, req *runtime.ModelRequest) (*runt
 	if req.OnDelta != nil && msg.Content != "" {
 		req.OnDelta(msg.Content)
 	}
-	return respond(msg, req), nil
+	resp := respond(msg, req)
+	if turn.FinishReason != "" {
+		resp.FinishReason = runtime.FinishReason(turn.FinishReason)
+	}
+	return resp, nil
 }
 
 func scriptArguments(v any) (string, error) {

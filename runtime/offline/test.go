@@ -71,9 +71,9 @@ func offlineStructured(f *runtime.JSONSchemaFormat) any {
 }
 
 func respond(msg runtime.Message, req *runtime.ModelRequest) *runtime.ModelResponse {
-	finish := "stop"
+	finish := runtime.FinishStop
 	if len(msg.ToolCalls) > 0 {
-		finish = "tool_calls"
+		finish = runtime.FinishToolCalls
 	}
 	prompt := 0
 	for _, m := range req.Messages {

@@ -175,7 +175,7 @@ func (m *Model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runti
 	}
 	out := &runtime.ModelResponse{
 		Message:      msg,
-		FinishReason: choice.FinishReason,
+		FinishReason: runtime.FinishReason(choice.FinishReason),
 		Usage:        usage(resp.Usage),
 		Model:        resp.Model,
 	}

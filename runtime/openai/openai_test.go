@@ -318,7 +318,7 @@ func TestStream(t *testing.T) {
 		events []string
 		want   runtime.Message
 		deltas []string
-		finish string
+		finish runtime.FinishReason
 		usage  runtime.Usage
 	}{
 		{

@@ -137,5 +137,5 @@ func (a *accumulator) response() *runtime.ModelResponse {
 	for i, c := range a.calls {
 		msg.ToolCalls = append(msg.ToolCalls, toolCall(i, c.id, c.name, c.args.String()))
 	}
-	return &runtime.ModelResponse{Message: msg, FinishReason: a.finishReason, Usage: a.usage, Model: a.model}
+	return &runtime.ModelResponse{Message: msg, FinishReason: runtime.FinishReason(a.finishReason), Usage: a.usage, Model: a.model}
 }
