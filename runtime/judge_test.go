@@ -18,12 +18,13 @@ import (
 // the model block until the request's context ends and fail with its error; before,
 // when set, runs first (say, to cancel the run).
 type stubReply struct {
-	text   string
-	finish runtime.FinishReason
-	calls  []runtime.ToolCall
-	err    error
-	wait   bool
-	before func()
+	text      string
+	reasoning *runtime.Reasoning
+	finish    runtime.FinishReason
+	calls     []runtime.ToolCall
+	err       error
+	wait      bool
+	before    func()
 }
 
 // Token counts the stub reports, different per purpose so a test can tell whose
@@ -89,7 +90,7 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 		return nil, reply.err
 	}
 	return &runtime.ModelResponse{
-		Message:      runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls},
+		Message:      runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls, Reasoning: reply.reasoning},
 		FinishReason: reply.finish,
 		Usage:        runtime.Usage{TotalTokens: tokens},
 	}, nil

@@ -100,8 +100,13 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if len(observers) > 0 {
 		req.Observer = observers
 	}
-	if (o.stream || boolValue(agent.Spec.Model.Stream)) && !o.quiet {
-		req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
+	if o.stream || boolValue(agent.Spec.Model.Stream) {
+		// -q hides the text, but the request stays streamed: quiet never changes
+		// what goes over the wire.
+		req.OnDelta = func(string) {}
+		if !o.quiet {
+			req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
+		}
 	}
 	result, err := agent.Run(cmd.Context(), req)
 	if err != nil {
@@ -122,6 +127,9 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 	}
 	if !result.Completed() {
+		if o.quiet { // progress would have said it; a stopped run is never silent
+			fmt.Fprintf(errOut, "agentrun: stopped: %s: %s\n", result.Stop, result.Detail)
+		}
 		return exitError{exitStopped}
 	}
 	return nil
@@ -268,6 +276,9 @@ func (p *progress) Observe(e runtime.Event) {
 		what := "answer"
 		if e.Calls > 0 {
 			what = fmt.Sprintf("%d tool call(s)", e.Calls)
+		}
+		if e.Finish != "" {
+			what += " (" + string(e.Finish) + ")"
 		}
 		fmt.Fprintf(p.w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
 	case runtime.EventToolCall:

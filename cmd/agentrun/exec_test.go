@@ -97,7 +97,7 @@ guards: {duplicate_calls: stop, fallback: "Sorry, I got stuck."}
 	}{
 		{name: "completed", args: []string{"exec", "-q", specFile, "what is 1+1"}, code: 0, stdout: "test model: called calculator → 14\n"},
 		{name: "question from stdin", args: []string{"exec", "-q", specFile, "-"}, stdin: "what is 1+1\n", code: 0, stdout: "test model: called calculator → 14\n"},
-		{name: "stopped by a guard", args: []string{"exec", "-q", "--model", "script:" + loop, specFile, "loop"}, code: exitStopped, stdout: "Sorry, I got stuck.\n"},
+		{name: "stopped by a guard", args: []string{"exec", "-q", "--model", "script:" + loop, specFile, "loop"}, code: exitStopped, stdout: "Sorry, I got stuck.\n", stderr: "agentrun: stopped: duplicate_call: calculator was called again"},
 		{name: "script runs out", args: []string{"exec", "--model", "script:" + writeFile(t, "short.yaml", "turns: [{tool_calls: [{name: calculator, arguments: {expression: '1'}}]}]\n"), specFile, "x"}, code: exitStopped, stderr: "the script has only 1 turns"},
 		{name: "invalid spec", args: []string{"exec", "../../spec/testdata/invalid/many_mistakes.yaml", "x"}, code: 1, stderr: `unknown key "modle"`},
 		{name: "undeclared attribute", args: []string{"exec", "--set", "tier=gold", specFile, "x"}, code: 2, stderr: `declares no user attribute "tier"`},

@@ -488,3 +488,21 @@ func TestWireLimits(t *testing.T) {
 		}
 	})
 }
+
+// -q silences progress only: a streamed spec stays streamed on the wire, and nothing
+// of the text reaches stderr.
+func TestWireQuietStillStreams(t *testing.T) {
+	f := newFakeOpenAI(t, reply{sse: []string{
+		sseChunk(`{"role":"assistant","content":"A quiet answer, "}`, ""),
+		sseChunk(`{"content":"long enough for the judge."}`, ""),
+		sseChunk(`{}`, "stop"),
+		"[DONE]",
+	}})
+	code, stdout, stderr := runCLI(t, "exec", "-q", "--stream", codeAssistant, "hi")
+	if code != 0 || stdout != "A quiet answer, long enough for the judge.\n" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if f.requests[0]["stream"] != true {
+		t.Error("-q turned streaming off on the wire")
+	}
+}

@@ -1,0 +1,138 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+const finishSpec = `
+version: 1
+name: finish
+instructions: Answer.
+tools:
+  - name: lookup
+    parameters: {type: object, properties: {id: {type: string}}}
+    http: {url: "https://example.com/x"}
+`
+
+// A text answer the model did not finish — cut at the token limit, or stopped by the
+// provider's content filter — is no answer: the run stops, the user gets the
+// fallback, and the partial text is kept only in the result.
+func TestUnfinishedAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		finish runtime.FinishReason
+		stop   runtime.StopReason
+	}{
+		{runtime.FinishLength, runtime.StopTruncated},
+		{runtime.FinishContentFilter, runtime.StopContentFilter},
+	} {
+		t.Run(string(tt.finish), func(t *testing.T) {
+			model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), {text: "The order is on its wa", finish: tt.finish}}}
+			a := compile(t, finishSpec+"guards: {fallback: FALLBACK}\n", model, map[string]*funcTool{"lookup": echo()})
+			res, events := runAgent(t, context.Background(), a, "where is it?")
+			if res.Stop != tt.stop || res.Answer != "FALLBACK" || res.Partial != "The order is on its wa" {
+				t.Errorf("stop %s, answer %q, partial %q", res.Stop, res.Answer, res.Partial)
+			}
+			if got := res.FinishReasons; !slices.Equal(got, []runtime.FinishReason{"", tt.finish}) {
+				t.Errorf("finish reasons %v", got)
+			}
+			if mentions(res.Messages, "on its wa") != 0 {
+				t.Error("the partial answer is among the messages to keep")
+			}
+			responses := eventsOf(events, runtime.EventModelResponse)
+			if len(responses) != 2 || responses[1].Finish != tt.finish {
+				t.Errorf("model_response events %+v", responses)
+			}
+		})
+	}
+}
+
+// A response with more tool calls than guards.max_calls_per_response runs only that
+// many; every other call gets a tool error, in order, and one guard event says so.
+func TestMaxCallsPerResponse(t *testing.T) {
+	var many []runtime.ToolCall
+	for i := range 40 {
+		many = append(many, runtime.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "lookup", Arguments: fmt.Sprintf(`{"id":"%d"}`, i)})
+	}
+	model := &stubModel{agent: []stubReply{{calls: many, finish: runtime.FinishToolCalls}, stubSay("done")}}
+	lookup := echo()
+	a := compile(t, finishSpec+"guards: {max_calls_per_response: 32, duplicate_calls: allow}\n", model, map[string]*funcTool{"lookup": lookup})
+	res, events := runAgent(t, context.Background(), a, "all of them")
+	if res.Stop != runtime.StopCompleted || lookup.calls.Load() != 32 {
+		t.Fatalf("stop %s, %d calls ran", res.Stop, lookup.calls.Load())
+	}
+	if g := guardsOf(events); !slices.Equal(g, []runtime.Guard{runtime.GuardMaxCalls}) {
+		t.Errorf("guards %v", g)
+	}
+	second := model.agentReqs[1].Messages
+	var ids []string
+	for _, m := range second {
+		if m.Role == runtime.RoleTool {
+			ids = append(ids, m.ToolCallID)
+		}
+	}
+	if len(ids) != 40 || ids[0] != "c0" || ids[39] != "c39" {
+		t.Fatalf("tool messages %v", ids)
+	}
+	for i, s := range res.Steps {
+		want := runtime.OutcomeOK
+		if i >= 32 {
+			want = runtime.OutcomeRefused
+		}
+		if s.Outcome != want || (i >= 32) != (s.Refusal == runtime.RefusedTooMany) || s.Finish != runtime.FinishToolCalls {
+			t.Errorf("step %d: %s %s %s", i, s.Outcome, s.Refusal, s.Finish)
+		}
+	}
+	if !strings.Contains(res.Steps[39].Result, "at most 32 run per response") {
+		t.Errorf("the excess call's error: %q", res.Steps[39].Result)
+	}
+}
+
+// guards.max_run_time bounds the whole run, here while a tool hangs.
+func TestMaxRunTime(t *testing.T) {
+	model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), stubSay("never")}}
+	hang := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}}
+	a := compile(t, finishSpec+"guards: {max_run_time: 100ms, tool_timeout: 1h, fallback: FALLBACK}\n", model, map[string]*funcTool{"lookup": hang})
+	start := time.Now()
+	res, _ := runAgent(t, context.Background(), a, "go")
+	if res.Stop != runtime.StopTimeout || !strings.Contains(res.Detail, "max_run_time (100ms)") || res.Answer != "FALLBACK" {
+		t.Errorf("stop %s (%s), answer %q", res.Stop, res.Detail, res.Answer)
+	}
+	if time.Since(start) > time.Minute {
+		t.Error("the run outlived max_run_time by far")
+	}
+}
+
+// Reasoning stays with the assistant messages that made tool calls — in later
+// requests and in what the conversation keeps — and never with the answer.
+func TestReasoningGoesBackWithToolCalls(t *testing.T) {
+	think := &runtime.Reasoning{Field: "reasoning_content", Text: "I should look it up."}
+	model := &stubModel{agent: []stubReply{
+		{calls: []runtime.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"id":"1"}`}}, reasoning: think, finish: runtime.FinishToolCalls},
+		{text: "It is A1.", reasoning: &runtime.Reasoning{Field: "reasoning_content", Text: "Now answer."}, finish: runtime.FinishStop},
+	}}
+	a := compile(t, finishSpec, model, map[string]*funcTool{"lookup": echo()})
+	res, _ := runAgent(t, context.Background(), a, "which?")
+	if res.Answer != "It is A1." || strings.Contains(res.Answer, "answer.") {
+		t.Fatalf("answer %q", res.Answer)
+	}
+	if got := model.agentReqs[1].Messages[2]; got.Reasoning == nil || *got.Reasoning != *think {
+		t.Errorf("the tool-call message went back without its reasoning: %+v", got)
+	}
+	kept := res.Messages
+	if kept[1].Reasoning == nil || kept[len(kept)-1].Reasoning != nil {
+		t.Errorf("kept reasoning: tool call %+v, answer %+v", kept[1].Reasoning, kept[len(kept)-1].Reasoning)
+	}
+	if !slices.Equal(res.Reasoning, []string{"I should look it up.", "Now answer."}) {
+		t.Errorf("result reasoning %q", res.Reasoning)
+	}
+}
