@@ -65,37 +65,57 @@ func NewLoader() (*spec.Loader, error) {
 	return l, nil
 }
 
-// Open loads the spec at path and assembles its agent. A spec with errors is a
-// spec.Diagnostics error (print it with its positions); a file that cannot be read
-// is an *fs.PathError.
+// Open loads the spec at path and assembles its agent: Load, then Build.
 func Open(ctx context.Context, path string, opts Options) (*Agent, error) {
+	s, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return Build(ctx, s, opts)
+}
+
+// ReadError is a spec file that could not be read.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// Load reads and checks a spec file. A spec with errors is a spec.Diagnostics error
+// (print it with its positions); a file that cannot be read is a *ReadError.
+func Load(path string) (*spec.Spec, error) {
 	loader, err := NewLoader()
 	if err != nil {
 		return nil, err
 	}
 	res := loader.LoadFile(path)
 	if res.ReadErr != nil {
-		return nil, res.ReadErr
+		return nil, &ReadError{res.ReadErr}
 	}
 	if res.Diagnostics.HasErrors() {
 		return nil, res.Diagnostics.Errors()
 	}
-	return Build(ctx, res.Spec, opts)
+	return res.Spec, nil
 }
 
-// Build assembles the agent of a spec that is already loaded. Relative paths in it
-// resolve against the directory of the spec's file.
+// Build assembles the agent of a loaded spec. Relative paths in it resolve against
+// the directory of the spec's file. Compile errors are a spec.Diagnostics error.
 func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error) {
 	copied := *s // the model override must not change the caller's spec
 	s = &copied
 	a := &Agent{Spec: s}
 	defer func() {
-		if err != nil {
-			err = errors.Join(err, a.Close())
+		if err == nil {
+			return
+		}
+		if cerr := a.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	}()
-	lookup := cmpOrFunc(opts.LookupEnv, os.LookupEnv)
-	if missing := missingRequirements(s, lookup); len(missing) > 0 {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if missing := missingRequirements(s, lookup); len(missing) > 0 && !opts.Inspect {
 		return nil, fmt.Errorf("cannot run %s: %s", s.Name, strings.Join(missing, "; "))
 	}
 	if err := OverrideModel(&s.Model, opts.Model); err != nil {
@@ -113,7 +133,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 			return nil, err
 		}
 		if opts.Remember || NeedsStore(s) {
-			url, err := StoreURL(opts.Store, s.Memory)
+			url, err := StoreURL(opts.Store, s.Memory, lookup)
 			if err != nil {
 				return nil, err
 			}
@@ -196,12 +216,12 @@ func (a *Agent) SaveRecording(path string) error {
 }
 
 // CheckIntent refuses an intent the spec does not declare, suggesting the closest.
-func (a *Agent) CheckIntent(name string) error {
+func CheckIntent(s *spec.Spec, name string) error {
 	if name == "" {
 		return nil
 	}
 	var names []string
-	for _, in := range a.Spec.Intents {
+	for _, in := range s.Intents {
 		if in.Name == name {
 			return nil
 		}
@@ -219,16 +239,16 @@ func (a *Agent) CheckIntent(name string) error {
 
 // User builds the run context's user from an id and key=value attributes, which
 // the spec must declare under context.user.
-func (a *Agent) User(id string, attrs []string) (runtime.User, error) {
-	declared := a.Spec.Context.User
+func User(s *spec.Spec, id string, attrs []string) (runtime.User, error) {
+	declared := s.Context.User
 	u := runtime.User{ID: id, Attributes: map[string]string{}}
 	for _, kv := range attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return u, fmt.Errorf("attribute %q: want key=value", kv)
+			return u, fmt.Errorf("%q: want key=value", kv)
 		}
 		if !slices.Contains(declared, k) {
-			return u, fmt.Errorf("attribute %s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
+			return u, fmt.Errorf("%s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
 		}
 		u.Attributes[k] = v
 	}
@@ -266,11 +286,4 @@ func missingRequirements(s *spec.Spec, lookup func(string) (string, bool)) []str
 		}
 	}
 	return out
-}
-
-func cmpOrFunc(f, def func(string) (string, bool)) func(string) (string, bool) {
-	if f != nil {
-		return f
-	}
-	return def
 }

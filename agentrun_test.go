@@ -35,8 +35,14 @@ func TestOpenErrors(t *testing.T) {
 	if !errors.As(err, &diags) || len(diags) != 1 || diags[0].Pos.Line != 3 {
 		t.Errorf("a bad spec: %v", err)
 	}
-	if _, err := agentrun.Open(ctx, filepath.Join(t.TempDir(), "none.yaml"), agentrun.Options{}); !errors.Is(err, os.ErrNotExist) {
+	var readErr *agentrun.ReadError
+	if _, err := agentrun.Open(ctx, filepath.Join(t.TempDir(), "none.yaml"), agentrun.Options{}); !errors.As(err, &readErr) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing file: %v", err)
+	}
+	// Compile errors (found by the tool's own checks) are diagnostics too.
+	_, err = agentrun.Open(ctx, writeSpec(t, "version: 1\nname: x\ntools: [{builtin: read_file, with: {max_bytes: 0}}]\n"), agentrun.Options{Model: "test"})
+	if !errors.As(err, &diags) || !strings.Contains(diags.Error(), "max_bytes must be at least 1") {
+		t.Errorf("a compile error: %T %v", err, err)
 	}
 	if _, err := agentrun.Open(ctx, writeSpec(t, "version: 1\nname: x\n"), agentrun.Options{Model: "gpt"}); err == nil || !strings.Contains(err.Error(), `unknown --model "gpt"`) {
 		t.Errorf("a bad model override: %v", err)
@@ -93,18 +99,18 @@ routing: {fallback: order_status}
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.CheckIntent("cancel"); err == nil || !strings.Contains(err.Error(), `did you mean "cancel_order"?`) {
+	if err := agentrun.CheckIntent(a.Spec, "cancel"); err == nil || !strings.Contains(err.Error(), `did you mean "cancel_order"?`) {
 		t.Errorf("CheckIntent: %v", err)
 	}
-	if err := a.CheckIntent("order_status"); err != nil {
+	if err := agentrun.CheckIntent(a.Spec, "order_status"); err != nil {
 		t.Error(err)
 	}
-	u, err := a.User("u-1", []string{"tier=gold"})
+	u, err := agentrun.User(a.Spec, "u-1", []string{"tier=gold"})
 	if err != nil || u.ID != "u-1" || u.Attributes["tier"] != "gold" {
 		t.Errorf("User: %+v %v", u, err)
 	}
 	for _, bad := range []string{"tier", "vip=yes"} {
-		if _, err := a.User("u-1", []string{bad}); err == nil {
+		if _, err := agentrun.User(a.Spec, "u-1", []string{bad}); err == nil {
 			t.Errorf("attribute %q accepted", bad)
 		}
 	}

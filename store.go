@@ -18,14 +18,19 @@ import (
 // in the working directory.
 const DefaultStoreURL = "sqlite:.agentrun/state.db"
 
-// StoreURL picks the store: the --store flag, then AGENTRUN_STORE, then the spec's
-// memory.url, then its memory.store kind with its default place.
-func StoreURL(flag string, m spec.Memory) (string, error) {
+// StoreURL picks the store: the --store flag, then AGENTRUN_STORE (read through
+// lookup; nil means the process environment), then the spec's memory.url, then its
+// memory.store kind with its default place.
+func StoreURL(flag string, m spec.Memory, lookup func(string) (string, bool)) (string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	env, _ := lookup("AGENTRUN_STORE")
 	switch {
 	case flag != "":
 		return flag, nil
-	case os.Getenv("AGENTRUN_STORE") != "":
-		return os.Getenv("AGENTRUN_STORE"), nil
+	case env != "":
+		return env, nil
 	case m.URL != "":
 		return m.URL, nil
 	}

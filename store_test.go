@@ -29,7 +29,7 @@ func TestStoreURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("AGENTRUN_STORE", tt.env)
-			got, err := StoreURL(tt.flag, tt.memory)
+			got, err := StoreURL(tt.flag, tt.memory, nil)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("StoreURL = %q, %v; want error %q", got, err, tt.err)

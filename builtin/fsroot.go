@@ -34,14 +34,13 @@ type fileConfig struct {
 	MaxBytes int    `with:"max_bytes"`
 }
 
-// newFileTool reads a file tool's with: over its defaults. A tool whose defaults
-// have no root needs one: writing is never enabled by accident.
-func newFileTool(t *spec.Tool, dir, builtin string, cfg fileConfig) (fileTool, error) {
-	rootRequired := cfg.Root == ""
+// newFileTool reads a file tool's with: over its defaults. A tool that writes has
+// no default root: the spec must say where, so writing is never enabled by accident.
+func newFileTool(t *spec.Tool, dir, builtin string, cfg fileConfig, writes bool) (fileTool, error) {
 	if err := decodeWith(builtin, t.With, &cfg); err != nil {
 		return fileTool{}, err
 	}
-	if rootRequired && cfg.Root == "" {
+	if writes && cfg.Root == "" {
 		return fileTool{}, fmt.Errorf("%s needs with.root, the directory it may write in; "+
 			"there is no default, so that writing is never enabled by accident", builtin)
 	}

@@ -22,7 +22,7 @@ const binarySniffLen = 8000
 type readFile struct{ fileTool }
 
 func newReadFile(t *spec.Tool, dir string) (runtime.Tool, error) {
-	ft, err := newFileTool(t, dir, "read_file", fileConfig{Root: ".", MaxBytes: 64 << 10})
+	ft, err := newFileTool(t, dir, "read_file", fileConfig{Root: ".", MaxBytes: 64 << 10}, false)
 	if err != nil {
 		return nil, err
 	}

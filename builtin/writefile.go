@@ -20,7 +20,7 @@ type writeFile struct{ fileTool }
 
 func newWriteFile(t *spec.Tool, dir string) (runtime.Tool, error) {
 	// No default root: a spec that wants the model to write must say where.
-	ft, err := newFileTool(t, dir, "write_file", fileConfig{MaxBytes: 1 << 20})
+	ft, err := newFileTool(t, dir, "write_file", fileConfig{MaxBytes: 1 << 20}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/spec"
 )
 
 // cannedModel answers instantly from prepared responses: two rounds of tool calls,
@@ -50,5 +55,109 @@ func BenchmarkRunThreeTurns(b *testing.B) {
 		if err != nil || res.Stop != runtime.StopCompleted || res.Turns != 3 {
 			b.Fatalf("%v %+v", err, res)
 		}
+	}
+}
+
+// roundModel answers by the round of the current exchange — the assistant messages
+// after the last user message — so a conversation's history does not shift it.
+type roundModel struct {
+	rounds []func(i int) *runtime.ModelResponse
+}
+
+func (m *roundModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	round := 0
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != runtime.RoleUser; i-- {
+		if req.Messages[i].Role == runtime.RoleAssistant {
+			round++
+		}
+	}
+	return m.rounds[min(round, len(m.rounds)-1)](round), nil
+}
+
+const seenBenchSpec = `
+version: 1
+name: seen-bench
+instructions: Help.
+tools:
+  - name: list_orders
+    http: {url: "https://example.com/o"}
+    collect: {orders: 'map(result.orders, .number)'}
+  - name: cancel
+    parameters: {type: object, properties: {number: {type: string}}, required: [number]}
+    http: {url: "https://example.com/c", method: POST}
+    accept: args.number in seen("orders")
+memory:
+  max_seen: 1000000
+`
+
+// BenchmarkRunSeen is one run in a conversation that has already revealed n orders:
+// list the user's orders (one of a handful, so the data stays the same size), cancel
+// the one just listed — an accept rule on seen("orders") — and answer. The store is
+// loaded at the start and committed at the end, as in every run.
+func BenchmarkRunSeen(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) runtime.Store
+	}{
+		{"memory", func(*testing.B) runtime.Store { return memory.New() }},
+		{"sqlite", func(b *testing.B) runtime.Store {
+			s, err := sqlite.Open(filepath.Join(b.TempDir(), "state.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		}},
+	}
+	for _, st := range stores {
+		for _, n := range []int{0, 10_000, 100_000} {
+			b.Run(fmt.Sprintf("store=%s/seen=%d", st.name, n), func(b *testing.B) { benchRunSeen(b, st.open(b), n) })
+		}
+	}
+}
+
+func benchRunSeen(b *testing.B, store runtime.Store, n int) {
+	ctx := context.Background()
+	seed := make([]string, n)
+	for i := range seed {
+		seed[i] = fmt.Sprintf("A%06d", i)
+	}
+	if err := store.Commit(ctx, runtime.Record{UserID: "u-1", Conversation: "c-1", Seen: map[string][]string{"orders": seed}}); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	order := func() string { return fmt.Sprintf("B%02d", i%20) }
+	model := &roundModel{rounds: []func(int) *runtime.ModelResponse{
+		func(int) *runtime.ModelResponse {
+			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
+				ToolCalls: []runtime.ToolCall{{ID: "call_1", Name: "list_orders", Arguments: `{}`}}}}
+		},
+		func(int) *runtime.ModelResponse {
+			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
+				ToolCalls: []runtime.ToolCall{{ID: "call_2", Name: "cancel", Arguments: `{"number":"` + order() + `"}`}}}}
+		},
+		func(int) *runtime.ModelResponse {
+			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Cancelled."}}
+		},
+	}}
+	tools := map[string]runtime.Tool{
+		"list_orders": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+			return `{"orders":[{"number":"` + order() + `"}]}`, nil
+		}},
+		"cancel": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"ok":true}`, nil }},
+	}
+	reg := runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	a, diags := runtime.Compile(loadSpec(b, seenBenchSpec), runtime.Options{Tools: reg, Model: model, Store: store})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	req := runtime.Request{Input: "Cancel my latest order.", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := a.Run(ctx, req)
+		if err != nil || res.Stop != runtime.StopCompleted || len(res.Steps) != 2 || res.Steps[1].Outcome != runtime.OutcomeOK || res.MemoryError != "" {
+			b.Fatalf("%v %+v", err, res)
+		}
+		i++
 	}
 }

@@ -107,8 +107,8 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	a.filters = map[spec.FilterStage][]*spec.Filter{}
 	for i := range s.Filters {
 		f := &s.Filters[i]
-		if !f.On.Allows(f.Action) {
-			report(f.Source, "filter action %q does not apply on %q (actions there: %v)", f.Action, f.On, f.On.Actions())
+		if !f.On.Allows(f.EffectiveAction()) {
+			report(f.Source, "filter action %q does not apply on %q (actions there: %v)", f.EffectiveAction(), f.On, f.On.Actions())
 			continue
 		}
 		a.filters[f.On] = append(a.filters[f.On], f)
@@ -219,14 +219,12 @@ func normalizeJSON(v map[string]any) (map[string]any, error) {
 // Name is the agent's name.
 func (a *Agent) Name() string { return a.spec.Name }
 
-// Spec is the spec the agent was compiled from. Callers must not modify it.
-func (a *Agent) Spec() *spec.Spec { return a.spec }
-
 // Tools lists the tools as offered to the model.
 func (a *Agent) Tools() []ToolDef { return a.offered }
 
 // Settings are the agent's effective settings: the spec with every default applied.
-// explain, graph and serve show these, never defaults of their own.
+// explain, graph and serve show these, never defaults of their own. They are the
+// agent's own: read them, never change them.
 func (a *Agent) Settings() *spec.Settings { return a.settings }
 
 var printer = message.NewPrinter(language.English)

@@ -32,8 +32,6 @@ type Purpose string
 const (
 	PurposeAgent      Purpose = "agent"      // the agent's own turn
 	PurposeClassifier Purpose = "classifier" // intent recognition
-	PurposeJudge      Purpose = "judge"      // a verdict on a draft
-	PurposeExtract    Purpose = "extract"    // fact extraction
 )
 
 // Guard names a guard that tripped.

@@ -51,8 +51,12 @@ func (a *Agent) Route(ctx context.Context, req Request) (name string, how Routed
 			outer.Observe(e)
 		}
 	})
-	r := &run{agent: a, req: &req, ctx: ctx, result: &Result{}}
+	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}}
 	r.vars = runVars(a.spec, &req)
+	r.messages = []Message{{Role: RoleUser, Content: req.Input}}
+	if !r.filterText(spec.StageInput, &r.messages[0].Content) { // routes what a run would
+		return "", RoutedNone, r.result.Detail
+	}
 	r.prepareContext()
 	return r.result.Intent, r.result.IntentHow, last.Message
 }

@@ -42,8 +42,9 @@ func (r *run) filterText(stage spec.FilterStage, text *string) bool {
 		if !r.filterApplies(f, &vars) {
 			continue
 		}
-		acted := Event{Kind: EventFilter, Filter: filterName(f), Stage: stage, Action: f.Action}
-		switch f.Action {
+		action := f.EffectiveAction()
+		acted := Event{Kind: EventFilter, Filter: filterName(f), Stage: stage, Action: action}
+		switch action {
 		case spec.ActionBlock:
 			r.emit(acted)
 			r.stopWith(StopBlocked, fmt.Sprintf("%s blocked by filter %s", stage, filterName(f)), cmp.Or(f.Message, r.agent.settings.Guards.Fallback))
@@ -70,10 +71,11 @@ func (r *run) filterToolResult(c *call) {
 			continue
 		}
 		before := c.result
-		switch f.Action {
+		action := f.EffectiveAction()
+		switch action {
 		case spec.ActionError:
 			c.outcome = OutcomeError
-			c.result = "Error: " + cmp.Or(f.Message, fmt.Sprintf("%s failed.", c.tc.Name))
+			c.result = "Error: " + cmp.Or(f.Message, fmt.Sprintf(spec.DefaultErrorMessage, c.tc.Name))
 		case spec.ActionRedact:
 			c.result = redact(f, c.result)
 		case spec.ActionTruncate:
@@ -85,7 +87,7 @@ func (r *run) filterToolResult(c *call) {
 			c.result = cmp.Or(f.Message, spec.DefaultDropMessage)
 		}
 		if c.result != before {
-			r.emit(Event{Kind: EventFilter, Filter: filterName(f), Stage: spec.StageToolResult, Action: f.Action, Tool: c.tc.Name, CallID: c.tc.ID})
+			r.emit(Event{Kind: EventFilter, Filter: filterName(f), Stage: spec.StageToolResult, Action: action, Tool: c.tc.Name, CallID: c.tc.ID})
 		}
 	}
 }

@@ -486,3 +486,22 @@ func TestInputRedactionReachesNoModel(t *testing.T) {
 		})
 	}
 }
+
+// A filter's intent is the run's routed intent, not only one the request named.
+func TestFiltersSeeTheRoutedIntent(t *testing.T) {
+	model := &stubModel{agent: []stubReply{stubSay("Hello there!")}}
+	a := compile(t, `
+version: 1
+name: routed
+intents:
+  greet: {kind: chat, keywords: [hello]}
+  other: {kind: chat}
+routing: {recognizer: rules, fallback: other}
+filters:
+  - {on: answer, when: 'intent == "greet"', action: block, message: BLOCKED}
+`, model, nil)
+	res, _ := runAgent(t, context.Background(), a, "hello")
+	if res.Intent != "greet" || res.Stop != runtime.StopBlocked || res.Answer != "BLOCKED" {
+		t.Errorf("intent %s, stop %s, answer %q", res.Intent, res.Stop, res.Answer)
+	}
+}

@@ -44,7 +44,7 @@ func (r *run) loadMemory() []Fact {
 		}
 		r.req.History = conv.Messages
 		for kind, ids := range conv.Seen {
-			addSeen(r.seen, kind, ids)
+			r.seen.addEarlier(kind, ids)
 		}
 		r.emit(Event{Kind: EventMemory, Message: fmt.Sprintf("history: %d of %d turns", countTurns(conv.Messages), conv.Turns), Count: len(conv.Messages)})
 	}
@@ -66,7 +66,8 @@ func countTurns(msgs []Message) int {
 const commitTimeout = 5 * time.Second
 
 // commit writes what the run leaves behind in one transaction: the exchange when an
-// answer was accepted, the facts its tool calls wrote and the entities they revealed.
+// answer was accepted, the facts its tool calls wrote and the entities they revealed
+// (only those: the store merges them and drops the oldest beyond memory.max_seen).
 func (r *run) commit() {
 	a := r.agent
 	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" {
@@ -75,7 +76,8 @@ func (r *run) commit() {
 	if r.foreignConversation {
 		return // checked before the run began; nothing of it may touch that conversation
 	}
-	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges, Seen: r.seen}
+	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges,
+		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen}
 	if r.result.Completed() {
 		rec.Messages = r.result.Messages
 	}

@@ -44,6 +44,10 @@ const (
 	StopContentFilter StopReason = "content_filter" // the provider's content filter stopped the answer
 )
 
+// StopReasons lists every stop reason.
+var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
+	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter}
+
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
 type Result struct {
@@ -120,6 +124,9 @@ const (
 	OutcomeDuplicate Outcome = "duplicate" // not run again: the model had the result already (duplicate_calls: hint)
 	OutcomeFiltered  Outcome = "filtered"  // the tool ran but a filter withheld its result
 )
+
+// Outcomes lists every outcome.
+var Outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeRefused, OutcomeDuplicate, OutcomeFiltered}
 
 // Ran reports whether the tool was actually called.
 func (o Outcome) Ran() bool { return o == OutcomeOK || o == OutcomeError || o == OutcomeFiltered }

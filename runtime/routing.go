@@ -21,6 +21,9 @@ const (
 	RoutedNone     RoutedBy = ""         // the agent has no intents
 )
 
+// RoutedBys lists every way an intent is chosen.
+var RoutedBys = []RoutedBy{RoutedPre, RoutedRules, RoutedLLM, RoutedFallback}
+
 // intent is a compiled intent: the tools it may offer and how to recognise it.
 type intent struct {
 	name, description string

@@ -29,10 +29,10 @@ type run struct {
 	signatures  map[string]string
 	vars        spec.Values // user, conversation and intent, for every expression of the run
 	started     time.Time
-	seen        map[string][]string // entities revealed to the user, by kind
-	rejections  int                 // drafts the judge failed
-	feedback    []int               // indexes in messages of judge feedback, never stored
-	factChanges []FactChange        // what fact rules wrote, committed with the run
+	seen        seenEntities // entities revealed to the user, by kind
+	rejections  int          // drafts the judge failed
+	feedback    []int        // indexes in messages of judge feedback, never stored
+	factChanges []FactChange // what fact rules wrote, committed with the run
 	// foreignConversation: the request names a conversation another user started.
 	foreignConversation bool
 	intent              *intent      // the routed intent; nil without intents or a fallback
@@ -59,10 +59,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		result:     &Result{Intent: req.Intent},
 		signatures: map[string]string{},
 		started:    time.Now(),
-		seen:       make(map[string][]string, len(req.Seen)),
-	}
-	for kind, ids := range req.Seen {
-		r.seen[kind] = slices.Clone(ids)
+		seen:       newSeenEntities(req.Seen),
 	}
 	r.vars = runVars(a.spec, &req)
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
@@ -74,7 +71,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		r.loop()
 	}
 	r.result.Messages = r.storedMessages()
-	r.result.Seen = r.seen
+	r.result.Seen = r.seen.result(req.Seen)
 	r.commit()
 	r.result.Duration = time.Since(r.started)
 	return r.result, nil
@@ -521,7 +518,7 @@ func (r *run) execute(c *call) {
 	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
 	defer cancel()
 	start := time.Now()
-	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation})
+	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation, vars: &r.vars})
 	c.duration = time.Since(start)
 	switch {
 	case err != nil && ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil:

@@ -40,19 +40,30 @@ type Store interface {
 
 // Conversation is what a store keeps of a conversation.
 type Conversation struct {
-	User     string              `json:"user,omitempty"` // who started it; "" for a new one
-	Messages []Message           `json:"messages"`
-	Seen     map[string][]string `json:"seen,omitempty"`
-	Turns    int                 `json:"turns"` // turns stored in all, not only those returned
+	User     string    `json:"user,omitempty"` // who started it; "" for a new one
+	Messages []Message `json:"messages"`
+	// Seen holds the entities revealed in the conversation, by kind, each kind oldest
+	// first: in the order of their last revelation. The slices belong to the caller.
+	Seen  map[string][]string `json:"seen,omitempty"`
+	Turns int                 `json:"turns"` // turns stored in all, not only those returned
 }
 
 // Record is what one run writes.
 type Record struct {
 	UserID       string
-	Conversation string              // "" for a run outside any conversation: no history
-	Messages     []Message           // the accepted exchange, appended as one turn; nil for none
-	Seen         map[string][]string // entities revealed; merged into the conversation's
-	Facts        []FactChange        // applied in order
+	Conversation string    // "" for a run outside any conversation: no history
+	Messages     []Message // the accepted exchange, appended as one turn; nil for none
+	// Seen holds only what this run revealed, by kind, in order — not the entities
+	// of earlier runs, which the store has — so a commit costs what the run revealed,
+	// whatever the conversation's size. The store merges them into the conversation's:
+	// a new entity is added as the newest of its kind, one revealed before becomes the
+	// newest again.
+	Seen map[string][]string
+	// MaxSeen caps the entities of one kind the conversation keeps (memory.max_seen):
+	// beyond it the store drops the oldest of that kind in the same transaction.
+	// 0 keeps them all.
+	MaxSeen int
+	Facts   []FactChange // applied in order
 }
 
 // FactChange is one change to a user's facts.

@@ -19,6 +19,10 @@ type ToolInput struct {
 	Args         map[string]any // the model's arguments plus bound parameters
 	User         User
 	Conversation string
+
+	// vars are the run's variables, so templates see user exactly as the spec's
+	// checks typed it (every declared attribute, "" when unset).
+	vars *spec.Values
 }
 
 // ToolInfo is what a tool tells the model about itself when the spec does not say:
@@ -53,7 +57,12 @@ func Key(t *spec.Tool) string {
 // Env is the environment a tool's templates see: args, user and conversation, as
 // spec.EnvToolTemplate declares them for the checks at load.
 func (in ToolInput) Env() map[string]any {
-	return spec.EnvToolTemplate.Values(&spec.Values{
+	if in.vars != nil {
+		vars := *in.vars
+		vars.Args = in.Args
+		return spec.EnvToolTemplate.Values(&vars)
+	}
+	return spec.EnvToolTemplate.Values(&spec.Values{ // a caller outside a run
 		Args:         in.Args,
 		User:         spec.UserValue(slices.Collect(maps.Keys(in.User.Attributes)), in.User.ID, in.User.Attributes),
 		Conversation: spec.ConversationValue(in.Conversation),

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -123,8 +125,8 @@ func (c *checker) checkContext() {
 }
 
 func (c *checker) checkMCPServers() {
-	c.mcpTools = map[string]string{}
 	seen := map[string]int{}
+	allowed := map[string]string{} // tool name with the prefix → its server
 	for i, srv := range c.spec.MCPServers {
 		idx := strconv.Itoa(i)
 		at := c.at("mcp_servers", idx)
@@ -155,17 +157,109 @@ func (c *checker) checkMCPServers() {
 		for _, k := range slices.Sorted(maps.Keys(srv.Headers)) {
 			c.compileTemplate(srv.Headers[k], EnvMCPHeaders.Types(VarTypes{User: c.user}), c.at("mcp_servers", idx, "headers", k))
 		}
+		if replaceRefused(srv.Prefix) != srv.Prefix {
+			c.errorf(c.at("mcp_servers", idx, "prefix"), "use letters, digits, _ and -", "prefix %q has characters chat APIs refuse in tool names", srv.Prefix)
+		}
 		if srv.Tools == nil {
 			c.openMCP = append(c.openMCP, srv.Name)
 		}
 		for j, t := range srv.Tools {
 			name := srv.Prefix + t
-			if other, dup := c.mcpTools[name]; dup {
+			if other, dup := allowed[name]; dup {
 				c.errorf(c.at("mcp_servers", idx, "tools", strconv.Itoa(j)), "", "tool %q is already allowed from MCP server %q", name, other)
 			}
-			c.mcpTools[name] = srv.Name
+			allowed[name] = srv.Name
+		}
+		for j, t := range srv.Idempotent {
+			if srv.Tools == nil || slices.Contains(srv.Tools, t) {
+				continue
+			}
+			hint := suggest(t, srv.Tools)
+			if bare, ok := strings.CutPrefix(t, srv.Prefix); ok && srv.Prefix != "" && slices.Contains(srv.Tools, bare) {
+				hint = fmt.Sprintf("idempotent names tools by their names on the server, without the prefix: %q", bare)
+			}
+			c.errorf(c.at("mcp_servers", idx, "idempotent", strconv.Itoa(j)), cmp.Or(hint, "add it to the server's tools allow list, or remove it here"),
+				"tool %q is not in MCP server %q's allow list", t, srv.Name)
 		}
 	}
+	// Domains, intents, filters and fact rules name an MCP tool as the model sees it.
+	c.mcpTools = mcpToolNames(c.spec.MCPServers)
+}
+
+// ToolNameValid reports whether chat APIs accept name as a function name: 1 to 64
+// of A-Z, a-z, 0-9, _ and - (OpenAI's rule; the other providers' are no looser).
+func ToolNameValid(name string) bool {
+	if name == "" || len(name) > maxToolName {
+		return false
+	}
+	for i := range len(name) {
+		if !toolNameByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+const maxToolName = 64
+
+func toolNameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
+}
+
+// ModelToolNames returns, for each MCP tool named by its name on the server with the
+// server's prefix, the name the model sees. MCP allows names chat APIs refuse (spaces,
+// dots, more than 64 characters), and one such tool would make every model call fail,
+// so such a name is mapped rather than the tool refused: each refused character
+// becomes _, and a name that is then too long, or equal to another tool's, is cut to
+// 55 characters and ends in _ and 8 hex digits of the original name's SHA-256. A valid
+// name is never changed, and the result does not depend on the order of names. Two
+// names that still coincide (the same name from two servers) both keep it: the caller
+// cannot offer both.
+func ModelToolNames(names []string) []string {
+	out := make([]string, len(names))
+	var replaced []int // names that only had characters replaced
+	for i, n := range names {
+		switch r := replaceRefused(n); {
+		case ToolNameValid(n):
+			out[i] = n
+		case ToolNameValid(r):
+			out[i] = r
+			replaced = append(replaced, i)
+		default: // empty or too long
+			out[i] = hashedToolName(r, n)
+		}
+	}
+	count := map[string]int{}
+	for _, n := range out {
+		count[n]++
+	}
+	for _, i := range replaced {
+		if count[out[i]] > 1 {
+			out[i] = hashedToolName(out[i], names[i])
+		}
+	}
+	return out
+}
+
+// replaceRefused replaces each character chat APIs refuse in tool names with _.
+func replaceRefused(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r < 128 && toolNameByte(byte(r)) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// hashedToolName cuts a mapped name and appends a short hash of the original name,
+// so distinct originals get distinct names.
+func hashedToolName(mapped, original string) string {
+	const hexDigits = 8
+	sum := sha256.Sum256([]byte(original))
+	return mapped[:min(len(mapped), maxToolName-1-hexDigits)] + "_" + hex.EncodeToString(sum[:])[:hexDigits]
 }
 
 // shellCommand finds a shell asked to interpret a command string: the program (or
@@ -501,6 +595,10 @@ func (c *checker) toolRef(name string, tokens ...string) {
 		return
 	}
 	candidates := append(slices.Clone(c.toolNames), slices.Sorted(maps.Keys(c.mcpTools))...)
+	if seen, ok := mcpRenamed(c.spec.MCPServers)[name]; ok {
+		c.errorf(at, fmt.Sprintf("write %q, the name the model sees", seen), "MCP tool %q is offered to the model as %q: chat APIs refuse its name", name, seen)
+		return
+	}
 	if len(c.openMCP) > 0 {
 		c.warnf(at, suggest(name, candidates), "tool %q is not declared; it must come from MCP server %s", name, strings.Join(c.openMCP, " or "))
 		return
@@ -683,23 +781,21 @@ func (c *checker) checkFilters() {
 			}
 			names[f.Name] = true
 		}
-		if f.Action == "" && f.Redact != nil {
-			f.Action = ActionRedact
-		}
+		action := f.EffectiveAction()
 		allowed := f.On.Actions()
 		known := allowed != nil
 		hint := fmt.Sprintf("actions on %s: %s", f.On, joinValues(allowed, ", "))
 		switch {
 		case !known:
-		case f.Action == "":
+		case action == "":
 			c.errorf(at, hint, "filter needs an action")
-		case !f.On.Allows(f.Action):
+		case !f.On.Allows(action):
 			if !c.failed[c.at("filters", idx, "action").path] {
-				c.errorf(c.at("filters", idx, "action"), hint, "action %s does not apply on %s", f.Action, f.On)
+				c.errorf(c.at("filters", idx, "action"), hint, "action %s does not apply on %s", action, f.On)
 			}
-		case f.Action == ActionRedact && f.Redact == nil:
+		case action == ActionRedact && f.Redact == nil:
 			c.errorf(at, "give the pattern to mask: redact: '\\b1\\d{10}\\b'", "redact action without a redact pattern")
-		case f.Action == ActionTruncate && f.MaxChars == 0:
+		case action == ActionTruncate && f.MaxChars == 0:
 			c.errorf(at, "", "truncate action without max_chars")
 		}
 		if len(f.Tools) > 0 && f.On != StageToolResult && known {
@@ -710,18 +806,19 @@ func (c *checker) checkFilters() {
 		if known {
 			c.compileExpr(f.When, FilterEnv(f.On).Types(VarTypes{User: c.user}), true, c.at("filters", idx, "when"))
 		}
-		c.unusedFilterKeys(f, idx)
+		c.unusedFilterKeys(f, action, idx)
 	}
 }
 
 // unusedFilterKeys warns about keys that the filter's action ignores.
-func (c *checker) unusedFilterKeys(f *Filter, idx string) {
-	if f.Action == "" {
+func (c *checker) unusedFilterKeys(f *Filter, action FilterAction, idx string) {
+	if action == "" {
 		return
 	}
+	set := map[string]bool{"replacement": f.Replacement != "", "max_chars": f.MaxChars != 0, "message": f.Message != ""}
 	for _, k := range FilterKeys {
-		if at := c.at("filters", idx, k.Key); at.node != nil && !slices.Contains(k.Actions, f.Action) {
-			c.warnf(at.keyPos(c.file), "", "%s has no effect with action %s (only with %s)", k.Key, f.Action, joinOr(k.Actions))
+		if set[k.Key] && !slices.Contains(k.Actions, action) {
+			c.warnf(c.at("filters", idx, k.Key).keyPos(c.file), "", "%s has no effect with action %s (only with %s)", k.Key, action, joinOr(k.Actions))
 		}
 	}
 }

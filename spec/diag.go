@@ -80,7 +80,6 @@ func (ds Diagnostics) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// HasErrors reports whether any diagnostic is an Error.
 // Errors returns only the errors, without the warnings.
 func (ds Diagnostics) Errors() Diagnostics {
 	var out Diagnostics
@@ -92,6 +91,7 @@ func (ds Diagnostics) Errors() Diagnostics {
 	return out
 }
 
+// HasErrors reports whether any diagnostic is an Error.
 func (ds Diagnostics) HasErrors() bool {
 	return slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Severity == Error })
 }

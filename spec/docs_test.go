@@ -57,7 +57,7 @@ func tableRow(lines []string, first string) []string {
 
 func TestDocsDefaults(t *testing.T) {
 	lines := readSpecDoc(t)
-	headings := map[string]string{"guards": "## guards", "judge": "## judge", "routing": "## routing",
+	headings := map[string]string{"model": "## model", "guards": "## guards", "judge": "## judge", "routing": "## routing",
 		"intents": "## intents", "memory": "## memory", "memory.facts": "### facts"}
 	for _, d := range Defaults {
 		i := strings.LastIndex(d.Key, ".")

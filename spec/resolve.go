@@ -37,8 +37,13 @@ const (
 	DefaultExtraction   = ExtractOff
 	DefaultMaxSeen      = 10000
 
-	DefaultReplacement = "[redacted]"
-	DefaultDropMessage = "[this result was withheld by a filter]"
+	DefaultModelTimeout = 60 * time.Second // one model call: headers and the whole body
+	DefaultModelRetries = 2
+
+	DefaultReplacement   = "[redacted]"
+	DefaultDropMessage   = "[this result was withheld by a filter]"
+	DefaultErrorMessage  = "%s failed." // the tool's name fills in
+	DefaultAcceptMessage = "This call is not allowed for this user, so it was not run."
 )
 
 // Settings are a spec's effective settings: every value the spec leaves out is its
@@ -106,79 +111,67 @@ type IntentSettings struct {
 // written.
 func Resolve(s *Spec) *Settings {
 	st := &Settings{defaulted: map[string]bool{}}
-	def := func(key string, unset bool) bool {
-		if unset {
-			st.defaulted[key] = true
-		}
-		return unset
-	}
 	g := s.Guards
-	maxTurns := cmp.Or(g.MaxTurns, DefaultMaxTurns)
-	def("guards.max_turns", g.MaxTurns == 0)
-	rounds := g.MaxToolRounds
-	if def("guards.max_tool_rounds", rounds == 0) {
-		rounds = min(DefaultMaxToolRounds, maxTurns)
-	}
-	def("guards.max_parallel_tools", g.MaxParallelTools == 0)
-	def("guards.duplicate_calls", g.DuplicateCalls == "")
-	def("guards.fallback", g.Fallback == "")
-	def("guards.tool_timeout", g.ToolTimeout.Duration == 0)
-	def("guards.max_tool_output", g.MaxToolOutput == 0)
-	def("guards.max_run_time", g.MaxRunTime.Duration == 0)
-	def("guards.max_calls_per_response", g.MaxCallsPerResponse == 0)
+	maxTurns := pick(st, "guards.max_turns", g.MaxTurns, DefaultMaxTurns)
 	st.Guards = GuardSettings{
 		MaxTurns:            maxTurns,
-		MaxToolRounds:       rounds,
-		MaxParallelTools:    cmp.Or(g.MaxParallelTools, DefaultMaxParallelTools),
-		DuplicateCalls:      cmp.Or(g.DuplicateCalls, DefaultDuplicateCalls),
-		Fallback:            cmp.Or(g.Fallback, DefaultFallback),
-		ToolTimeout:         cmp.Or(g.ToolTimeout.Duration, DefaultToolTimeout),
-		MaxToolOutput:       cmp.Or(g.MaxToolOutput, DefaultMaxToolOutput),
-		MaxRunTime:          cmp.Or(g.MaxRunTime.Duration, DefaultMaxRunTime),
-		MaxCallsPerResponse: cmp.Or(g.MaxCallsPerResponse, DefaultMaxCallsPerResponse),
+		MaxToolRounds:       pick(st, "guards.max_tool_rounds", g.MaxToolRounds, min(DefaultMaxToolRounds, maxTurns)),
+		MaxParallelTools:    pick(st, "guards.max_parallel_tools", g.MaxParallelTools, DefaultMaxParallelTools),
+		DuplicateCalls:      pick(st, "guards.duplicate_calls", g.DuplicateCalls, DefaultDuplicateCalls),
+		Fallback:            pick(st, "guards.fallback", g.Fallback, DefaultFallback),
+		ToolTimeout:         pick(st, "guards.tool_timeout", g.ToolTimeout.Duration, DefaultToolTimeout),
+		MaxToolOutput:       pick(st, "guards.max_tool_output", g.MaxToolOutput, DefaultMaxToolOutput),
+		MaxRunTime:          pick(st, "guards.max_run_time", g.MaxRunTime.Duration, DefaultMaxRunTime),
+		MaxCallsPerResponse: pick(st, "guards.max_calls_per_response", g.MaxCallsPerResponse, DefaultMaxCallsPerResponse),
 	}
 	if j := s.Judge; j != nil {
-		js := &JudgeSettings{
-			Criteria:    j.Criteria,
-			MaxRetries:  DefaultJudgeRetries,
-			MinChars:    j.MinChars,
-			OnError:     cmp.Or(j.OnError, DefaultJudgeOnError),
-			OnExhausted: cmp.Or(j.OnExhausted, DefaultJudgeOnExhausted),
+		st.Judge = &JudgeSettings{
+			Criteria:    slices.Clone(j.Criteria),
+			MaxRetries:  pickPtr(st, "judge.max_retries", j.MaxRetries, DefaultJudgeRetries),
+			MinChars:    pick(st, "judge.min_chars", j.MinChars, 0),
+			OnError:     pick(st, "judge.on_error", j.OnError, DefaultJudgeOnError),
+			OnExhausted: pick(st, "judge.on_exhausted", j.OnExhausted, DefaultJudgeOnExhausted),
 		}
-		if !def("judge.criteria", len(j.Criteria) == 0) {
-			js.Criteria = slices.Clone(j.Criteria)
-		} else {
-			js.Criteria = []string{DefaultJudgeCriterion}
+		if len(j.Criteria) == 0 {
+			st.defaulted["judge.criteria"] = true
+			st.Judge.Criteria = []string{DefaultJudgeCriterion}
 		}
-		if !def("judge.max_retries", j.MaxRetries == nil) {
-			js.MaxRetries = *j.MaxRetries
-		}
-		def("judge.min_chars", j.MinChars == 0)
-		def("judge.on_error", j.OnError == "")
-		def("judge.on_exhausted", j.OnExhausted == "")
-		st.Judge = js
 	}
 	r := s.Routing
-	st.Routing = RoutingSettings{Recognizer: cmp.Or(r.Recognizer, DefaultRecognizer), Fallback: r.Fallback,
-		MinConfidence: DefaultMinConfidence, History: DefaultRoutingHistory}
-	def("routing.recognizer", r.Recognizer == "")
-	if !def("routing.min_confidence", r.MinConfidence == nil) {
-		st.Routing.MinConfidence = *r.MinConfidence
-	}
-	if !def("routing.history", r.History == nil) {
-		st.Routing.History = *r.History
+	st.Routing = RoutingSettings{
+		Recognizer:    pick(st, "routing.recognizer", r.Recognizer, DefaultRecognizer),
+		Fallback:      r.Fallback,
+		MinConfidence: pickPtr(st, "routing.min_confidence", r.MinConfidence, DefaultMinConfidence),
+		History:       pickPtr(st, "routing.history", r.History, DefaultRoutingHistory),
 	}
 	m := s.Memory
-	st.Memory = MemorySettings{Window: DefaultWindow, MaxFactChars: cmp.Or(m.Facts.MaxChars, DefaultMaxFactChars),
-		Extract: cmp.Or(m.Facts.Extract, DefaultExtraction), MaxSeen: cmp.Or(m.MaxSeen, DefaultMaxSeen)}
-	if !def("memory.window", m.Window == nil) {
-		st.Memory.Window = *m.Window
+	st.Memory = MemorySettings{
+		Window:       pickPtr(st, "memory.window", m.Window, DefaultWindow),
+		MaxFactChars: pick(st, "memory.facts.max_chars", m.Facts.MaxChars, DefaultMaxFactChars),
+		Extract:      pick(st, "memory.facts.extract", m.Facts.Extract, DefaultExtraction),
+		MaxSeen:      pick(st, "memory.max_seen", m.MaxSeen, DefaultMaxSeen),
 	}
-	def("memory.facts.max_chars", m.Facts.MaxChars == 0)
-	def("memory.facts.extract", m.Facts.Extract == "")
-	def("memory.max_seen", m.MaxSeen == 0)
 	st.Intents = resolveIntents(s)
 	return st
+}
+
+// pick is a key's value, or its default when the spec leaves it at the zero value.
+func pick[T comparable](st *Settings, key string, v, def T) T {
+	var zero T
+	if v == zero {
+		st.defaulted[key] = true
+		return def
+	}
+	return v
+}
+
+// pickPtr is pick for keys where the zero value is a valid setting (max_retries: 0).
+func pickPtr[T any](st *Settings, key string, v *T, def T) T {
+	if v == nil {
+		st.defaulted[key] = true
+		return def
+	}
+	return *v
 }
 
 func resolveIntents(s *Spec) []IntentSettings {
@@ -204,22 +197,20 @@ func resolveIntents(s *Spec) []IntentSettings {
 }
 
 // IsDefault reports whether the spec left a key out, so its value is the default.
-// Keys are YAML paths such as guards.max_tool_rounds.
-func (st *Settings) IsDefault(key string) bool { return st.defaulted[key] }
-
-// Intent returns an intent's settings.
-func (st *Settings) Intent(name string) (IntentSettings, bool) {
-	for _, it := range st.Intents {
-		if it.Name == name {
-			return it, true
-		}
+// Keys are YAML paths such as guards.max_tool_rounds, as Defaults lists them; any
+// other key is a bug of the caller.
+func (st *Settings) IsDefault(key string) bool {
+	if !slices.ContainsFunc(Defaults, func(d struct{ Key, Value string }) bool { return d.Key == key }) {
+		panic("spec: IsDefault of a key Resolve does not know: " + key)
 	}
-	return IntentSettings{}, false
+	return st.defaulted[key]
 }
 
 // Defaults lists each defaulted key with its default as the docs write it; a test
 // keeps the docs' Default columns equal to it.
 var Defaults = []struct{ Key, Value string }{
+	{"model.timeout", DefaultModelTimeout.String()},
+	{"model.retries", fmt.Sprint(DefaultModelRetries)},
 	{"guards.max_turns", fmt.Sprint(DefaultMaxTurns)},
 	{"guards.max_tool_rounds", fmt.Sprintf("%d (at most `max_turns`)", DefaultMaxToolRounds)},
 	{"guards.duplicate_calls", "`" + string(DefaultDuplicateCalls) + "`"},
@@ -237,10 +228,11 @@ var Defaults = []struct{ Key, Value string }{
 	{"routing.recognizer", "`" + string(DefaultRecognizer) + "`"},
 	{"routing.min_confidence", fmt.Sprint(DefaultMinConfidence)},
 	{"routing.history", fmt.Sprint(DefaultRoutingHistory)},
-	{"intents.kind", "`" + string(DefaultIntentKind) + "`"},
+	{"intents.kind", "`" + string(DefaultIntentKind) + "`"}, // per intent: IntentSettings
 	{"intents.memory", "`" + string(DefaultMemoryLevel) + "`"},
 	{"memory.window", fmt.Sprint(DefaultWindow)},
 	{"memory.max_seen", fmt.Sprint(DefaultMaxSeen)},
 	{"memory.facts.max_chars", fmt.Sprint(DefaultMaxFactChars)},
 	{"memory.facts.extract", "`" + string(DefaultExtraction) + "`"},
+	{"filters.replacement", "`" + DefaultReplacement + "`"},
 }

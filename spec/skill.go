@@ -451,13 +451,36 @@ func (c *checker) checkSkill(pack *SkillPack) {
 // mcpToolNames maps the tools MCP servers allow to their server, without checking
 // the servers (the agent's checker does that).
 func mcpToolNames(servers []MCPServer) map[string]string {
+	names, owners := allowedMCPTools(servers)
 	out := map[string]string{}
-	for _, s := range servers {
-		for _, t := range s.Tools {
-			out[s.Prefix+t] = s.Name
+	for i, name := range ModelToolNames(names) { // as the model sees them, like the agent's checks
+		out[name] = owners[i]
+	}
+	return out
+}
+
+// mcpRenamed maps each allowed MCP tool whose name chat APIs refuse (prefix
+// included) to the name the model sees instead.
+func mcpRenamed(servers []MCPServer) map[string]string {
+	names, _ := allowedMCPTools(servers)
+	out := map[string]string{}
+	for i, seen := range ModelToolNames(names) {
+		if seen != names[i] {
+			out[names[i]] = seen
 		}
 	}
 	return out
+}
+
+// allowedMCPTools lists the tools MCP servers allow, with their prefix, and each
+// one's server.
+func allowedMCPTools(servers []MCPServer) (names, owners []string) {
+	for _, s := range servers {
+		for _, t := range s.Tools {
+			names, owners = append(names, s.Prefix+t), append(owners, s.Name)
+		}
+	}
+	return names, owners
 }
 
 // mergeInstructions appends each skill's instructions to the agent's, under the

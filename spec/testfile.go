@@ -204,3 +204,6 @@ const (
 	OrderInOrder  CallOrder = "in_order"  // these calls in this order, others between allowed
 	OrderAnyOrder CallOrder = "any_order" // each of them, in any order
 )
+
+// CallOrders lists every call order.
+var CallOrders = []CallOrder{OrderExact, OrderInOrder, OrderAnyOrder}

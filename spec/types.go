@@ -294,6 +294,15 @@ type Filter struct {
 	MaxChars    int          `yaml:"max_chars"`
 }
 
+// EffectiveAction is the filter's action: redact when it names none but has a
+// redact pattern.
+func (f *Filter) EffectiveAction() FilterAction {
+	if f.Action == "" && f.Redact != nil {
+		return ActionRedact
+	}
+	return f.Action
+}
+
 // Expr is an expr-lang expression, compiled when the spec loads.
 type Expr struct {
 	Source  string

@@ -85,11 +85,11 @@ func TestCompiledOnce(t *testing.T) {
 	if note.Name != "save_note" || note.Skill != "notes" || note.Command.Env["NOTES_DIR"].Source != "notes" || !strings.HasSuffix(note.Pos.File, "skills/notes/skill.yaml") {
 		t.Errorf("skill tool %+v", note)
 	}
-	if f := s.Filters[len(s.Filters)-1]; len(f.Tools) != 1 || f.Tools[0] != "save_note" || f.Action != "redact" {
+	if f := s.Filters[len(s.Filters)-1]; len(f.Tools) != 1 || f.Tools[0] != "save_note" || f.EffectiveAction() != ActionRedact {
 		t.Errorf("skill filter %+v", f)
 	}
-	if s.Filters[3].Action != "redact" {
-		t.Errorf("a filter with only redact: action = %q, want redact", s.Filters[3].Action)
+	if s.Filters[3].EffectiveAction() != ActionRedact {
+		t.Errorf("a filter with only redact: action = %q, want redact", s.Filters[3].EffectiveAction())
 	}
 	if s.Tools[0].Name != "current_time" {
 		t.Errorf("builtin without a name is named %q", s.Tools[0].Name)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,8 +72,16 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if err := checkModelFlag(o.model); err != nil {
 		return err
 	}
+	s, err := loadSpec(cmd, specPath)
+	if err != nil {
+		return err
+	}
+	req, err := execRequest(s, question, o) // usage errors before anything is opened
+	if err != nil {
+		return err
+	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
-	if o.audit != "" {
+	if o.audit != "" && len(s.MCPServers) > 0 {
 		f, err := os.Create(o.audit)
 		if err != nil {
 			return err
@@ -83,15 +90,11 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		audit := &traceWriter{enc: json.NewEncoder(f)}
 		opts.Audit = func(r mcp.AuditRecord) { audit.write(r) }
 	}
-	agent, err := openAgent(cmd, specPath, opts)
+	agent, err := buildAgent(cmd, s, opts)
 	if err != nil {
 		return err
 	}
 	defer agent.Close() // stops every MCP server process, also after Ctrl-C
-	req, err := execRequest(agent, question, o)
-	if err != nil {
-		return err
-	}
 	observers, closeTrace, err := execObservers(errOut, agent, o)
 	if err != nil {
 		return err
@@ -157,20 +160,34 @@ func readQuestion(in io.Reader, question string) (string, error) {
 	return question, nil
 }
 
-// openAgent assembles a spec's agent for a command. A spec with errors prints its
-// diagnostics and an assembly failure its reason (exit 1); an unreadable file is an
-// I/O error (exit 2).
-func openAgent(cmd *cobra.Command, path string, opts agentrun.Options) (*agentrun.Agent, error) {
-	agent, err := agentrun.Open(cmd.Context(), path, opts)
+// loadSpec loads a spec for a command: one with errors prints its diagnostics
+// (exit 1); an unreadable file is an I/O error (exit 2).
+func loadSpec(cmd *cobra.Command, path string) (*spec.Spec, error) {
+	s, err := agentrun.Load(path)
 	var diags spec.Diagnostics
-	var pathErr *fs.PathError
+	var readErr *agentrun.ReadError
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.As(err, &readErr):
+		return nil, readErr.Err
+	case errors.As(err, &diags):
+		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
+		return nil, exitError{1}
+	}
+	return nil, err
+}
+
+// buildAgent assembles a loaded spec's agent for a command; a failure prints its
+// diagnostics or its reason (exit 1).
+func buildAgent(cmd *cobra.Command, s *spec.Spec, opts agentrun.Options) (*agentrun.Agent, error) {
+	agent, err := agentrun.Build(cmd.Context(), s, opts)
+	var diags spec.Diagnostics
 	switch {
 	case err == nil:
 		return agent, nil
 	case errors.As(err, &diags):
 		fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
-	case errors.As(err, &pathErr):
-		return nil, err
 	default:
 		fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
 	}
@@ -178,11 +195,11 @@ func openAgent(cmd *cobra.Command, path string, opts agentrun.Options) (*agentru
 }
 
 // execRequest is the run's request from the flags: the question and the run context.
-func execRequest(agent *agentrun.Agent, question string, o execOptions) (runtime.Request, error) {
-	if err := agent.CheckIntent(o.intent); err != nil {
+func execRequest(s *spec.Spec, question string, o execOptions) (runtime.Request, error) {
+	if err := agentrun.CheckIntent(s, o.intent); err != nil {
 		return runtime.Request{}, fmt.Errorf("--%w", err)
 	}
-	user, err := agent.User(o.user, o.set)
+	user, err := agentrun.User(s, o.user, o.set)
 	if err != nil {
 		return runtime.Request{}, fmt.Errorf("--set %w", err)
 	}

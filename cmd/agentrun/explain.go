@@ -47,7 +47,7 @@ func newExplainCommand() *cobra.Command {
 				writeIntentTable(out, agent.Agent, s)
 				return nil
 			}
-			if err := agent.CheckIntent(intent); err != nil {
+			if err := agentrun.CheckIntent(s, intent); err != nil {
 				return fmt.Errorf("--%w", err)
 			}
 			plan, _ := agent.Explain(intent)
@@ -67,7 +67,11 @@ func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*age
 	if err := checkModelFlag(modelFlag); err != nil {
 		return nil, err
 	}
-	return openAgent(cmd, path, agentrun.Options{Model: modelFlag, Inspect: true, NoModel: !needModel})
+	s, err := loadSpec(cmd, path)
+	if err != nil {
+		return nil, err
+	}
+	return buildAgent(cmd, s, agentrun.Options{Model: modelFlag, Inspect: true, NoModel: !needModel})
 }
 
 func toolsTokens(defs []runtime.ToolDef) int {
@@ -128,7 +132,7 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 		g.DuplicateCalls, setting(st, "guards.max_parallel_tools", g.MaxParallelTools), g.ToolTimeout)
 	if j := st.Judge; j != nil {
 		fmt.Fprintf(w, "judge: %d criteria · max_retries %s · min_chars %d · on_error %s · on_exhausted %s\n",
-			len(s.Judge.Criteria), setting(st, "judge.max_retries", j.MaxRetries), j.MinChars, j.OnError, j.OnExhausted)
+			len(j.Criteria), setting(st, "judge.max_retries", j.MaxRetries), j.MinChars, j.OnError, j.OnExhausted)
 	} else {
 		fmt.Fprintln(w, "judge: none (every draft is accepted)")
 	}

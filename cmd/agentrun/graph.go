@@ -121,7 +121,7 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 	case runtime.TriggerDraft:
 		return "draft answer"
 	case runtime.TriggerResults:
-		return fmt.Sprintf("results · ≤ %d in parallel", g.MaxParallelTools)
+		return "results · ≤ " + setting(st, "guards.max_parallel_tools", g.MaxParallelTools) + " in parallel"
 	case runtime.TriggerAccepted:
 		if st.Judge == nil {
 			return "no judge: accepted"
@@ -131,15 +131,15 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 		if st.Judge == nil {
 			return "judge feedback (no judge)"
 		}
-		return fmt.Sprintf("judge feedback · max_retries %d", st.Judge.MaxRetries)
+		return "judge feedback · max_retries " + setting(st, "judge.max_retries", st.Judge.MaxRetries)
 	case runtime.Trigger(runtime.StopMaxTurns):
-		return fmt.Sprintf("max_turns %d", g.MaxTurns)
+		return "max_turns " + setting(st, "guards.max_turns", g.MaxTurns)
 	case runtime.Trigger(runtime.StopMaxToolRounds):
-		return fmt.Sprintf("max_tool_rounds %d", g.MaxToolRounds)
+		return "max_tool_rounds " + setting(st, "guards.max_tool_rounds", g.MaxToolRounds)
 	case runtime.Trigger(runtime.StopDuplicateCall):
-		return "duplicate_calls " + string(g.DuplicateCalls)
+		return "duplicate_calls " + setting(st, "guards.duplicate_calls", g.DuplicateCalls)
 	case runtime.Trigger(runtime.StopTimeout):
-		return "timeout ≤ " + g.MaxRunTime.String()
+		return "timeout ≤ " + setting(st, "guards.max_run_time", g.MaxRunTime)
 	}
 	return string(t)
 }

@@ -27,7 +27,7 @@ func newMemoryCommand() *cobra.Command {
 		if user == "" {
 			return nil, errors.New("--user is required")
 		}
-		url, err := agentrun.StoreURL(storeFlag, spec.Memory{})
+		url, err := agentrun.StoreURL(storeFlag, spec.Memory{}, nil)
 		if err != nil {
 			return nil, err
 		}

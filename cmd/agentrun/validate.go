@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -181,16 +183,55 @@ func ghProperty(s string) string {
 var argsRefRe = regexp.MustCompile(`\bargs\.([A-Za-z_][A-Za-z0-9_]*)`)
 
 // checkLive connects to a spec's MCP servers and checks what only they know: the
-// allow-listed tools exist (Start fails otherwise) and the parameters that bind and
-// accept name are the tools' real parameters.
+// allow-listed tools exist (Start fails otherwise), every allowed tool can be offered
+// under a name chat APIs accept (a mapped name is a warning that shows it), the names
+// in idempotent are the servers' tools, and the parameters that bind and accept name
+// are the tools' real parameters.
 func checkLive(ctx context.Context, s *spec.Spec, file string) spec.Diagnostics {
 	mgr, err := mcp.Start(ctx, s.MCPServers, mcp.Options{Dir: filepath.Dir(file)})
 	if err != nil {
-		return spec.Diagnostics{{Severity: spec.Error, Pos: s.MCPServers[0].Pos, Path: "mcp_servers", Message: err.Error(),
-			Hint: "validate --live connects to every server; check its command or URL"}}
+		at := s.MCPServers[0].Source
+		if serverErr, ok := errors.AsType[*mcp.ServerError](err); ok {
+			for _, srv := range s.MCPServers {
+				if srv.Name == serverErr.Server {
+					at = srv.Source
+				}
+			}
+		}
+		hint := "validate --live connects to every server; check its command or URL"
+		if _, clash := errors.AsType[*mcp.NameClash](err); clash {
+			hint = "" // the message says what to do
+		}
+		return spec.Diagnostics{{Severity: spec.Error, Pos: at.Pos, Path: at.Path, Message: err.Error(), Hint: hint}}
 	}
 	defer mgr.Close()
 	var diags spec.Diagnostics
+	offered := mgr.Offered()
+	for _, srv := range s.MCPServers {
+		var tools []string
+		for _, o := range offered {
+			if o.Server != srv.Name {
+				continue
+			}
+			tools = append(tools, o.Tool)
+			if o.Name != srv.Prefix+o.Tool {
+				diags = append(diags, spec.Diagnostic{Severity: spec.Warning, Pos: srv.Pos, Path: srv.Path,
+					Message: fmt.Sprintf("MCP server %s's tool %q is offered to the model as %q: chat APIs accept only letters, digits, _ and - (at most 64) in tool names", srv.Name, o.Tool, o.Name),
+					Hint:    fmt.Sprintf("intents, domains, filters and fact rules name it %q; to choose the name, declare a tool with mcp: {server: %s, tool: %q}", o.Name, srv.Name, o.Tool)})
+			}
+		}
+		for _, name := range srv.Idempotent {
+			if slices.Contains(tools, name) {
+				continue
+			}
+			hint := "idempotent names tools by their names on the server"
+			if c := spec.Closest(name, tools); c != "" {
+				hint = fmt.Sprintf("did you mean %q?", c)
+			}
+			diags = append(diags, spec.Diagnostic{Severity: spec.Warning, Pos: srv.Pos, Path: srv.Path + ".idempotent",
+				Message: fmt.Sprintf("idempotent names %q, which MCP server %s does not offer", name, srv.Name), Hint: hint})
+		}
+	}
 	for _, t := range s.Tools {
 		if t.MCP == nil {
 			continue

@@ -53,8 +53,7 @@ var (
 		long:     "the middle layer (runtime/..., skills, builtin, scenario)",
 		patterns: []string{"runtime/...", "skills", "builtin", "scenario"},
 	}
-	// The assembly is the root package; it may not exist yet, and nothing below
-	// needs it to.
+	// The assembly is the root package.
 	assembly     = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
 	cmdPkgs      = group{name: "cmd/...", patterns: []string{"cmd/..."}}
 	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -33,9 +34,11 @@ type AuditRecord struct {
 	Arguments    map[string]any `json:"arguments"`
 	User         string         `json:"user"`
 	Conversation string         `json:"conversation,omitempty"`
-	Outcome      string         `json:"outcome"` // ok, tool_error, protocol_error
-	Error        string         `json:"error,omitempty"`
-	Duration     time.Duration  `json:"duration_ns"`
+	// Outcome is ok, tool_error, protocol_error, or interrupted: the server stopped
+	// during the call, which may have taken effect, and it was not sent again.
+	Outcome  string        `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // Options configure a Manager.
@@ -56,16 +59,31 @@ type Manager struct {
 }
 
 type server struct {
-	spec    spec.MCPServer
+	spec spec.MCPServer
+	// tools are as listed at start: what the agent offers does not change when a
+	// restarted server lists others.
+	tools []*sdk.Tool
+	// names are the allowed tools' names as the model sees them, by name on the server.
+	names map[string]string
+
 	mu      sync.Mutex
 	session *sdk.ClientSession
-	tools   []*sdk.Tool
 	// restarted: a crashed stdio server is started again once, then its tools fail.
 	restarted bool
 }
 
-// Start connects to every server and lists its tools. An error names the server
-// that failed; servers already connected are closed again.
+// ServerError is a server that could not be started, or whose tools cannot all be
+// offered to a model.
+type ServerError struct {
+	Server string
+	Err    error
+}
+
+func (e *ServerError) Error() string { return "MCP server " + e.Server + ": " + e.Err.Error() }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// Start connects to every server, lists its tools and names the allowed ones for the
+// model. An error is a *ServerError; servers already connected are closed again.
 func Start(ctx context.Context, servers []spec.MCPServer, opts Options) (*Manager, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
@@ -77,51 +95,143 @@ func Start(ctx context.Context, servers []spec.MCPServer, opts Options) (*Manage
 	m := &Manager{opts: opts, servers: map[string]*server{}}
 	for _, sp := range servers {
 		s := &server{spec: sp}
-		if err := m.connect(ctx, s); err != nil {
+		session, tools, err := m.connect(ctx, sp)
+		if err != nil {
 			m.Close()
-			return nil, fmt.Errorf("MCP server %s: %w", sp.Name, err)
+			return nil, &ServerError{sp.Name, err}
 		}
+		s.session, s.tools = session, tools
 		m.servers[sp.Name] = s
 		m.order = append(m.order, sp.Name)
+	}
+	if err := m.nameTools(); err != nil {
+		m.Close()
+		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Manager) connect(ctx context.Context, s *server) error {
-	timeout := s.spec.ConnectTimeout.Duration
+func (m *Manager) connect(ctx context.Context, sp spec.MCPServer) (*sdk.ClientSession, []*sdk.Tool, error) {
+	timeout := sp.ConnectTimeout.Duration
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	transport, err := m.transport(s.spec)
+	transport, err := m.transport(sp)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "agentrun", Version: "0.1.0"}, nil)
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("did not answer within %s", timeout)
+			return nil, nil, fmt.Errorf("did not answer within %s", timeout)
 		}
-		return fmt.Errorf("cannot connect: %v", err)
+		return nil, nil, fmt.Errorf("cannot connect: %v", err)
 	}
 	var tools []*sdk.Tool
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			session.Close()
-			return fmt.Errorf("listing tools: %v", err)
+			return nil, nil, fmt.Errorf("listing tools: %v", err)
 		}
 		tools = append(tools, tool)
 	}
-	for _, name := range s.spec.Tools {
+	for _, name := range sp.Tools {
 		if !slices.ContainsFunc(tools, func(t *sdk.Tool) bool { return t.Name == name }) {
 			session.Close()
-			return fmt.Errorf("the allow list names %q, which the server does not offer", name)
+			return nil, nil, fmt.Errorf("the allow list names %q, which the server does not offer", name)
 		}
 	}
-	s.session, s.tools = session, tools
+	return session, tools, nil
+}
+
+// nameTools gives every allowed tool the name the model sees. Chat APIs accept only
+// ^[a-zA-Z0-9_-]{1,64}$ as a function name, and one tool named otherwise makes every
+// model call of the run fail, while MCP allows dots, spaces and up to 128 characters.
+// Such a tool is mapped to a valid name (spec.ModelToolNames) rather than refused,
+// because refusing would take away a tool the agent was written to use for the sake
+// of a name the model never needs to match; validate --live shows the mapped name.
+// Two tools left with the same name are an error: the model could not tell them apart.
+func (m *Manager) nameTools() error {
+	type ref struct {
+		s    *server
+		tool string
+	}
+	var refs []ref
+	var full []string
+	for _, name := range m.order {
+		s := m.servers[name]
+		for _, t := range s.allowed() {
+			refs = append(refs, ref{s, t.Name})
+			full = append(full, s.spec.Prefix+t.Name)
+		}
+	}
+	names := spec.ModelToolNames(full)
+	first := map[string]int{}
+	var clash *ServerError
+	for i, name := range names {
+		r := refs[i]
+		if j, dup := first[name]; dup {
+			if clash == nil {
+				clash = &ServerError{r.s.spec.Name, &NameClash{Name: name, Tool: r.tool, OtherServer: refs[j].s.spec.Name, OtherTool: refs[j].tool}}
+			} else {
+				clash.Err.(*NameClash).More++
+			}
+			continue
+		}
+		first[name] = i
+		if r.s.names == nil {
+			r.s.names = map[string]string{}
+		}
+		r.s.names[r.tool] = name
+	}
+	if clash != nil {
+		return clash
+	}
 	return nil
+}
+
+// NameClash is an allowed tool that the model would see under the name of another.
+type NameClash struct {
+	Name        string // the name both would have
+	Tool        string // the tool, by its name on its server
+	OtherServer string
+	OtherTool   string
+	More        int // further clashes like it
+}
+
+func (e *NameClash) Error() string {
+	msg := fmt.Sprintf("its tool %q would be offered to the model as %q, like tool %q of MCP server %s", e.Tool, e.Name, e.OtherTool, e.OtherServer)
+	if e.More > 0 {
+		msg += fmt.Sprintf(" (and %d more tools alike)", e.More)
+	}
+	return msg + "; give one of the servers a prefix, or leave one tool out of its allow list (tools)"
+}
+
+// allowed are the server's tools the agent may use: its allow list, or all.
+func (s *server) allowed() []*sdk.Tool {
+	if s.spec.Tools == nil {
+		return s.tools
+	}
+	var out []*sdk.Tool
+	for _, t := range s.tools {
+		if slices.Contains(s.spec.Tools, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// idempotent reports whether a call of the tool interrupted by a crash may be sent
+// again: the spec says so, or the server's annotations say that repeating the call
+// has no further effect (idempotentHint) or that the tool changes nothing (readOnlyHint).
+func (s *server) idempotent(t *sdk.Tool) bool {
+	if slices.Contains(s.spec.Idempotent, t.Name) {
+		return true
+	}
+	return t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
 }
 
 // transport builds the connection a server spec asks for. A stdio server gets only
@@ -175,16 +285,35 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// Tools are the servers' allowed tools for the runtime, named with the server's prefix.
+// Tools are the servers' allowed tools for the runtime, named as the model sees them:
+// with the server's prefix, and mapped when chat APIs would refuse that name.
 func (m *Manager) Tools() []runtime.ExternalTool {
 	var out []runtime.ExternalTool
 	for _, name := range m.order {
 		s := m.servers[name]
-		for _, t := range s.tools {
-			if s.spec.Tools != nil && !slices.Contains(s.spec.Tools, t.Name) {
-				continue
-			}
-			out = append(out, runtime.ExternalTool{Def: definition(s.spec.Prefix+t.Name, t), Impl: &tool{m: m, s: s, remote: t.Name}})
+		for _, t := range s.allowed() {
+			out = append(out, runtime.ExternalTool{Def: definition(s.names[t.Name], t), Impl: &tool{m: m, s: s, remote: t.Name, idempotent: s.idempotent(t)}})
+		}
+	}
+	return out
+}
+
+// Offered is an allowed tool as the agent offers it.
+type Offered struct {
+	Server string
+	Tool   string // its name on the server
+	Name   string // the name the model sees: the prefix and Tool, unless that was mapped
+	// Idempotent: a call interrupted by the server's crash is sent again after the restart.
+	Idempotent bool
+}
+
+// Offered lists the allowed tools of every server, in the servers' order.
+func (m *Manager) Offered() []Offered {
+	var out []Offered
+	for _, name := range m.order {
+		s := m.servers[name]
+		for _, t := range s.allowed() {
+			out = append(out, Offered{Server: name, Tool: t.Name, Name: s.names[t.Name], Idempotent: s.idempotent(t)})
 		}
 	}
 	return out
@@ -225,7 +354,7 @@ func (m *Manager) Register(r runtime.Registry) {
 		if i < 0 {
 			return nil, fmt.Errorf("MCP server %s has no tool %q", s.spec.Name, remote)
 		}
-		return &tool{m: m, s: s, remote: remote, def: definition(t.Name, s.tools[i])}, nil
+		return &tool{m: m, s: s, remote: remote, def: definition(t.Name, s.tools[i]), idempotent: s.idempotent(s.tools[i])}, nil
 	}
 }
 
@@ -254,10 +383,11 @@ func stoppedBySignal(err error) bool {
 
 // tool is one MCP tool as the runtime calls it.
 type tool struct {
-	m      *Manager
-	s      *server
-	remote string
-	def    runtime.ToolDef
+	m          *Manager
+	s          *server
+	remote     string
+	def        runtime.ToolDef
+	idempotent bool
 }
 
 var (
@@ -294,15 +424,30 @@ func (t *tool) call(ctx context.Context, args map[string]any) (string, string, e
 	if args == nil {
 		args = map[string]any{} // servers validate arguments as an object
 	}
-	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: args})
+	params := &sdk.CallToolParams{Name: t.remote, Arguments: args}
+	res, err := session.CallTool(ctx, params)
 	if t.died(ctx, err) {
-		// The process died: start it again, once, and try the call again.
-		if session, err = t.restart(ctx, session); err == nil {
-			res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: args})
-			if t.died(ctx, err) {
-				t.stop(session)
-				err = errors.New("it stopped again after one restart; its tools are unavailable for now")
+		// A connection found closed before sending means the process died while idle:
+		// the server never saw the call. Otherwise it may have acted before dying, and
+		// sending the call again could do it twice (two orders, two payments).
+		unsent := errors.Is(err, sdk.ErrConnectionClosed)
+		session, err = t.restart(ctx, session)
+		switch {
+		case err != nil && unsent:
+			return "", "protocol_error", fmt.Errorf("MCP server %s had stopped, and %v", s.spec.Name, err)
+		case err != nil:
+			return "", "interrupted", fmt.Errorf("the MCP server %s stopped during this call, and %v; whether %s took effect is unknown", s.spec.Name, err, t.remote)
+		case !unsent && !t.idempotent:
+			return "", "interrupted", fmt.Errorf("the MCP server %s stopped during this call and was restarted; whether %s took effect is unknown, so it was not sent again", s.spec.Name, t.remote)
+		}
+		res, err = session.CallTool(ctx, params)
+		if t.died(ctx, err) {
+			t.stop(session)
+			msg := fmt.Sprintf("MCP server %s, tool %s: it stopped again after one restart; its tools are unavailable for now", s.spec.Name, t.remote)
+			if !t.idempotent && !errors.Is(err, sdk.ErrConnectionClosed) {
+				return "", "interrupted", fmt.Errorf("%s, and whether %s took effect is unknown", msg, t.remote)
 			}
+			return "", "protocol_error", errors.New(msg)
 		}
 	}
 	if err != nil {
@@ -331,27 +476,35 @@ func (t *tool) stop(session *sdk.ClientSession) {
 	}
 }
 
+// restart starts a dead server again, once in the manager's life; the error says
+// why it did not.
 func (t *tool) restart(ctx context.Context, dead *sdk.ClientSession) (*sdk.ClientSession, error) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.session != dead { // another call restarted it already
+	if s.session != dead { // another call restarted it already, or gave up on it
+		if s.session == nil {
+			return nil, errors.New("it is not running after its one restart; its tools are unavailable for now")
+		}
 		return s.session, nil
 	}
 	dead.Close()
 	s.session = nil
 	if s.restarted {
-		return nil, fmt.Errorf("it stopped again after one restart; its tools are unavailable for now")
+		return nil, errors.New("it was not restarted again after its one restart; its tools are unavailable for now")
 	}
 	s.restarted = true
-	if err := t.m.connect(ctx, s); err != nil {
-		return nil, fmt.Errorf("it stopped and could not be restarted: %v", err)
+	session, _, err := t.m.connect(ctx, s.spec)
+	if err != nil {
+		return nil, fmt.Errorf("it could not be restarted: %v", err)
 	}
-	return s.session, nil
+	s.session = session
+	return session, nil
 }
 
-// contentText joins a result's text parts; without any, it is the structured
-// content as JSON, or a note about content a chat model cannot take.
+// contentText joins a result's text parts, with notes for content a chat model cannot
+// take. Structured content follows as JSON unless the text already carries it: a
+// server may answer with the data there and only a stub ("ok") as text.
 func contentText(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
@@ -370,9 +523,70 @@ func contentText(res *sdk.CallToolResult) string {
 			}
 		}
 	}
-	if len(parts) == 0 && res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		return string(b)
+	text := strings.Join(parts, "\n")
+	if res.StructuredContent == nil {
+		return text
 	}
-	return strings.Join(parts, "\n")
+	data, value, err := normalize(res.StructuredContent)
+	switch {
+	case err != nil:
+		return text
+	case text == "":
+		return data
+	case carries(parts, value):
+		return text
+	}
+	return text + "\n" + data
+}
+
+// normalize gives structured content as compact JSON, HTML characters kept as they
+// are (a model reads them), and as the value that JSON decodes to.
+func normalize(v any) (string, any, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", nil, err
+	}
+	data := strings.TrimSuffix(b.String(), "\n")
+	var value any
+	err := json.Unmarshal([]byte(data), &value)
+	return data, value, err
+}
+
+// carries reports whether the text parts hold the structured value: one of them is
+// that JSON (in any formatting), or together they contain every value in it — as a
+// server that sends {"content": text} beside the text does.
+func carries(parts []string, value any) bool {
+	for _, p := range parts {
+		var v any
+		if json.Unmarshal([]byte(p), &v) == nil && reflect.DeepEqual(v, value) {
+			return true
+		}
+	}
+	text := strings.Join(parts, "\n")
+	var all func(v any) bool
+	all = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, x := range v {
+				if !all(x) {
+					return false
+				}
+			}
+		case []any:
+			for _, x := range v {
+				if !all(x) {
+					return false
+				}
+			}
+		case string:
+			return strings.Contains(text, v)
+		case float64, bool:
+			b, _ := json.Marshal(v)
+			return strings.Contains(text, string(b))
+		}
+		return true // null
+	}
+	return all(value)
 }

@@ -2,11 +2,15 @@ package mcp_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/nodetools"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/mcp"
+	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -50,8 +55,60 @@ func serve(mode string) {
 	sdk.AddTool(s, &sdk.Tool{Name: "fail", Description: "Fails."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "the order service is down"}}}, nil, nil
 	})
+
+	// Names chat APIs refuse, as MCP servers use them (the SDK's own example server has
+	// "greet (structured)"), and one that only collides once mapped.
+	type greeting struct {
+		Name string `json:"name"`
+	}
+	for _, name := range []string{"greet (structured)", longName, "report.v2", "report_v2"} {
+		sdk.AddTool(s, &sdk.Tool{Name: name, Description: "Says which tool answered."}, func(ctx context.Context, _ *sdk.CallToolRequest, in greeting) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "hello " + in.Name + " from " + name}}}, nil, nil
+		})
+	}
+
+	// Tools with an effect that kill the server after acting and before answering, the
+	// first time: each execution adds a line to its marker file.
+	act := func(tool string) {
+		marker := os.Getenv("AGENTRUN_TEST_MCP_MARKER") + "." + tool
+		before, _ := os.ReadFile(marker)
+		f, _ := os.OpenFile(marker, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		f.WriteString("executed\n")
+		f.Close()
+		if len(before) == 0 {
+			os.Exit(3)
+		}
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "create_entities", Description: "Creates entities; not idempotent."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+		act("create_entities")
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "created"}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "set_flag", Description: "Sets a flag; idempotent.", Annotations: &sdk.ToolAnnotations{IdempotentHint: true}}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+		act("set_flag")
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "flag set"}}}, nil, nil
+	})
+	// die_soon answers, then the process dies while idle: the next call finds it gone.
+	sdk.AddTool(s, &sdk.Tool{Name: "die_soon", Description: "Exits after answering."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+		time.AfterFunc(100*time.Millisecond, func() { os.Exit(4) })
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "bye"}}}, nil, nil
+	})
+
+	// Structured results: with a stub text, and with the data as text too (what the
+	// SDK sends for a tool with an output type).
+	sdk.AddTool(s, &sdk.Tool{Name: "stats", Description: "Order statistics."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}},
+			StructuredContent: map[string]any{"open_orders": 3, "latest": "A<1024>"}}, nil, nil
+	})
+	type totals struct {
+		Sum int `json:"sum"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "add"}, func(ctx context.Context, _ *sdk.CallToolRequest, in struct{ A, B int }) (*sdk.CallToolResult, totals, error) {
+		return nil, totals{in.A + in.B}, nil
+	})
 	s.Run(context.Background(), &sdk.StdioTransport{})
 }
+
+const longName = "lookup_the_shipping_status_of_an_order_by_its_number_and_carrier_code"
 
 func everything(t *testing.T) string {
 	return filepath.Join(nodetools.Dir(t), "node_modules", ".bin", "mcp-server-everything")
@@ -194,7 +251,10 @@ func self(t *testing.T, mode string, env map[string]string) spec.MCPServer {
 func TestToolErrorAndRestart(t *testing.T) {
 	ctx := context.Background()
 	marker := filepath.Join(t.TempDir(), "crashed")
-	m := start(t, []spec.MCPServer{self(t, "once", map[string]string{"AGENTRUN_TEST_MCP_MARKER": marker})}, nil)
+	// crash is idempotent here; TestInterruptedCall covers tools that are not.
+	server := self(t, "once", map[string]string{"AGENTRUN_TEST_MCP_MARKER": marker})
+	server.Idempotent = []string{"crash"}
+	m := start(t, []spec.MCPServer{server}, nil)
 	if _, err := find(t, m, "fail").Call(ctx, runtime.ToolInput{}); err == nil || err.Error() != "the order service is down" {
 		t.Errorf("isError result: %v", err)
 	}
@@ -206,7 +266,9 @@ func TestToolErrorAndRestart(t *testing.T) {
 		t.Errorf("the restarted server: %q %v", out, err)
 	}
 
-	always := start(t, []spec.MCPServer{self(t, "always", map[string]string{})}, nil)
+	server = self(t, "always", map[string]string{})
+	server.Idempotent = []string{"crash"}
+	always := start(t, []spec.MCPServer{server}, nil)
 	_, err := find(t, always, "crash").Call(ctx, runtime.ToolInput{})
 	if err == nil || !strings.Contains(err.Error(), "stopped again after one restart") {
 		t.Errorf("a server that keeps crashing: %v", err)
@@ -246,5 +308,217 @@ routing: {recognizer: off, fallback: talk}
 		if strings.Join(got, ",") != want {
 			t.Errorf("intent %s offers %v, want %s", intent, got, want)
 		}
+	}
+}
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+var chatToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// A tool whose name chat APIs refuse is offered under a valid name, and a call under
+// that name reaches the tool by its own name.
+func TestToolNamesChatAPIsAccept(t *testing.T) {
+	m := start(t, []spec.MCPServer{self(t, "once", map[string]string{})}, nil)
+	want := map[string]string{ // name on the server → name the model sees
+		"greet (structured)": "greet__structured_",
+		longName:             longName[:55] + "_" + shortHash(longName),
+		"report.v2":          "report_v2_" + shortHash("report.v2"), // report_v2 is taken
+		"report_v2":          "report_v2",
+		"ping":               "ping",
+	}
+	if len(longName) <= 64 {
+		t.Fatal("longName must be too long for chat APIs")
+	}
+	offered := map[string]mcp.Offered{}
+	for _, o := range m.Offered() {
+		offered[o.Tool] = o
+	}
+	for tool, name := range want {
+		if o := offered[tool]; o.Name != name || o.Server != "crashy" {
+			t.Errorf("%q is offered as %+v, want the name %q", tool, o, name)
+		}
+	}
+	for _, x := range m.Tools() {
+		if !chatToolName.MatchString(x.Def.Name) {
+			t.Errorf("%q is not a name chat APIs accept", x.Def.Name)
+		}
+	}
+	for tool, name := range want {
+		if tool == "ping" {
+			continue
+		}
+		out, err := find(t, m, name).Call(context.Background(), runtime.ToolInput{Args: map[string]any{"name": "Ada"}})
+		if err != nil || out != "hello Ada from "+tool {
+			t.Errorf("%s: %q %v", name, out, err)
+		}
+	}
+}
+
+// Two servers offering tools the model would see under one name cannot both be
+// offered: Start fails naming the servers, and a prefix resolves it.
+func TestToolNameCollision(t *testing.T) {
+	a, b := self(t, "once", map[string]string{}), self(t, "once", map[string]string{})
+	a.Name, b.Name = "orders", "billing"
+	_, err := mcp.Start(context.Background(), []spec.MCPServer{a, b}, mcp.Options{Dir: t.TempDir()})
+	var serverErr *mcp.ServerError
+	if !errors.As(err, &serverErr) || serverErr.Server != "billing" ||
+		!strings.HasPrefix(err.Error(), `MCP server billing: its tool "add" would be offered to the model as "add", like tool "add" of MCP server orders (and `) ||
+		!strings.HasSuffix(err.Error(), `more tools alike); give one of the servers a prefix, or leave one tool out of its allow list (tools)`) {
+		t.Fatalf("err = %v", err)
+	}
+	b.Prefix = "billing_"
+	m := start(t, []spec.MCPServer{a, b}, nil)
+	if out, err := find(t, m, "billing_greet__structured_").Call(context.Background(), runtime.ToolInput{Args: map[string]any{"name": "Bo"}}); err != nil || out != "hello Bo from greet (structured)" {
+		t.Errorf("%q %v", out, err)
+	}
+}
+
+func executions(t *testing.T, marker string) int {
+	t.Helper()
+	b, _ := os.ReadFile(marker)
+	return strings.Count(string(b), "executed\n")
+}
+
+// A server that dies after acting and before answering: the call is not sent again
+// unless the tool is idempotent, by the spec or by the server's idempotentHint.
+func TestInterruptedCall(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		tool       string
+		idempotent []string
+		want       string
+		executions int
+	}{
+		{name: "not idempotent", tool: "create_entities", executions: 1,
+			want: "the MCP server crashy stopped during this call and was restarted; whether create_entities took effect is unknown, so it was not sent again"},
+		{name: "idempotent in the spec", tool: "create_entities", idempotent: []string{"create_entities"}, want: "created", executions: 2},
+		{name: "idempotentHint", tool: "set_flag", want: "flag set", executions: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "marker")
+			server := self(t, "once", map[string]string{"AGENTRUN_TEST_MCP_MARKER": marker})
+			server.Idempotent = tc.idempotent
+			var audits []mcp.AuditRecord
+			m := start(t, []spec.MCPServer{server}, func(r mcp.AuditRecord) { audits = append(audits, r) })
+			out, err := find(t, m, tc.tool).Call(ctx, runtime.ToolInput{})
+			got, outcome := out, "ok"
+			if err != nil {
+				got, outcome = err.Error(), "interrupted"
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if n := executions(t, marker+"."+tc.tool); n != tc.executions {
+				t.Errorf("the tool ran %d times, want %d", n, tc.executions)
+			}
+			if len(audits) != 1 || audits[0].Outcome != outcome {
+				t.Errorf("audit %+v, want outcome %s", audits, outcome)
+			}
+			if out, err := find(t, m, "ping").Call(ctx, runtime.ToolInput{}); err != nil || out != "pong" {
+				t.Errorf("the restarted server: %q %v", out, err)
+			}
+		})
+	}
+}
+
+// A server that died while idle never saw the next call: that call is sent to the
+// restarted server, idempotent or not.
+func TestCallAfterIdleCrash(t *testing.T) {
+	ctx := context.Background()
+	m := start(t, []spec.MCPServer{self(t, "once", map[string]string{})}, nil)
+	if out, err := find(t, m, "die_soon").Call(ctx, runtime.ToolInput{}); err != nil || out != "bye" {
+		t.Fatalf("%q %v", out, err)
+	}
+	time.Sleep(time.Second) // the process exits 100ms after answering
+	if out, err := find(t, m, "ping").Call(ctx, runtime.ToolInput{}); err != nil || out != "pong" {
+		t.Errorf("the call after the crash: %q %v", out, err)
+	}
+}
+
+// The model sees structured content as JSON when the text is only a stub, and the
+// text alone when it already is that JSON.
+func TestStructuredContent(t *testing.T) {
+	m := start(t, []spec.MCPServer{self(t, "once", map[string]string{})}, nil)
+	ctx := context.Background()
+	if out, err := find(t, m, "stats").Call(ctx, runtime.ToolInput{}); err != nil || out != "ok\n"+`{"latest":"A<1024>","open_orders":3}` {
+		t.Errorf("stats: %q %v", out, err)
+	}
+	if out, err := find(t, m, "add").Call(ctx, runtime.ToolInput{Args: map[string]any{"A": 2, "B": 3}}); err != nil || out != `{"sum":5}` {
+		t.Errorf("add: %q %v", out, err)
+	}
+}
+
+// recording remembers the tools each model request offered.
+type recording struct {
+	runtime.Model
+	offered [][]string
+}
+
+func (r *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	var names []string
+	for _, d := range req.Tools {
+		names = append(names, d.Name)
+	}
+	r.offered = append(r.offered, names)
+	return r.Model.Complete(ctx, req)
+}
+
+// What the model itself gets in a run: valid tool names, the original tool's answer
+// under a mapped name, structured data, and word of a call interrupted by a crash.
+func TestWhatTheModelSees(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "marker")
+	server := self(t, "once", map[string]string{"AGENTRUN_TEST_MCP_MARKER": marker})
+	server.Prefix = "shop_"
+	m := start(t, []spec.MCPServer{server}, nil)
+	l, _ := spec.NewLoader()
+	s, diags := l.Load("a.yaml", []byte("version: 1\nname: a\nmcp_servers:\n  - {name: crashy, command: [x], prefix: shop_}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	call := func(name string, args map[string]any) offline.ScriptTurn {
+		return offline.ScriptTurn{ToolCalls: []offline.ScriptToolCall{{Name: name, Arguments: args}}}
+	}
+	model := &recording{Model: offline.NewScript("mcp", []offline.ScriptTurn{
+		call("shop_greet__structured_", map[string]any{"name": "Ada"}),
+		call("shop_stats", map[string]any{}),
+		call("shop_create_entities", map[string]any{}),
+		{Text: "done"},
+	})}
+	a, diags := runtime.Compile(s, runtime.Options{Tools: runtime.Registry{}, External: m.Tools(), Model: model})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	res, err := a.Run(context.Background(), runtime.Request{Input: "go"})
+	if err != nil || res.Answer != "done" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, name := range model.offered[0] {
+		if !chatToolName.MatchString(name) {
+			t.Errorf("the model was offered %q", name)
+		}
+	}
+	if !slices.Contains(model.offered[0], "shop_greet__structured_") {
+		t.Errorf("offered %v", model.offered[0])
+	}
+	var results []string
+	for _, msg := range res.Messages {
+		if msg.Role == runtime.RoleTool {
+			results = append(results, msg.Content)
+		}
+	}
+	want := []string{
+		"hello Ada from greet (structured)",
+		"ok\n" + `{"latest":"A<1024>","open_orders":3}`,
+		"Error: the MCP server crashy stopped during this call and was restarted; whether create_entities took effect is unknown, so it was not sent again",
+	}
+	if !slices.Equal(results, want) {
+		t.Errorf("tool results:\n%q\nwant\n%q", results, want)
+	}
+	if n := executions(t, marker+".create_entities"); n != 1 {
+		t.Errorf("create_entities ran %d times", n)
 	}
 }

@@ -1,10 +1,13 @@
 package openai
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/agentrun/agentrun/runtime"
 )
@@ -65,36 +68,133 @@ func messages(in []runtime.Message) ([]oai.ChatCompletionMessageParamUnion, erro
 }
 
 // assistantMessage is built by hand: ChatCompletionMessage.ToParam drops every tool
-// call whose "type" the server left out, sending "tool_calls":[null].
+// call whose "type" the server left out, sending "tool_calls":[null]. What the
+// provider sent besides the standard fields goes back as it came: the reasoning
+// under its own field (DeepSeek answers 400 without it) and each call's extra
+// fields (Gemini's thought signature in extra_content).
 func assistantMessage(msg runtime.Message) oai.ChatCompletionMessageParamUnion {
 	a := &oai.ChatCompletionAssistantMessageParam{}
 	if msg.Content != "" || len(msg.ToolCalls) == 0 {
 		a.Content.OfString = oai.String(msg.Content)
 	}
+	if r := msg.Reasoning; r != nil && isReasoningField(r.Field) {
+		a.SetExtraFields(map[string]any{r.Field: r.Text})
+	}
 	for _, tc := range msg.ToolCalls {
-		a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
-				ID: tc.ID,
-				Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{
-					Name:      tc.Name,
-					Arguments: tc.Arguments,
-				},
+		fn := &oai.ChatCompletionMessageFunctionToolCallParam{
+			ID: tc.ID,
+			Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{
+				Name:      tc.Name,
+				Arguments: tc.Arguments,
 			},
-		})
+		}
+		if extra := extraFields(tc.Extra); extra != nil {
+			fn.SetExtraFields(extra)
+		}
+		a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{OfFunction: fn})
 	}
 	return oai.ChatCompletionMessageParamUnion{OfAssistant: a}
 }
 
-// toolCall normalises one tool call of a response: servers that omit the id get one
-// (tool results are paired by it), and empty arguments mean no arguments.
-func toolCall(i int, id, name, args string) runtime.ToolCall {
+// extraFields is a tool call's provider fields as SetExtraFields takes them; a
+// standard field never comes from there, so a stored call cannot override its id.
+func extraFields(extra map[string]json.RawMessage) map[string]any {
+	var out map[string]any
+	for k, v := range extra {
+		if standardCallFields[k] || !json.Valid(v) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(extra))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// standardCallFields are the tool call fields of the chat completions protocol
+// ("index" only in streamed deltas); every other field is the provider's own.
+var standardCallFields = map[string]bool{"id": true, "type": true, "function": true, "index": true, "custom": true}
+
+// reasoningFields are the wire names reasoning text comes in, the first preferred:
+// DeepSeek's (and older vLLM's) reasoning_content, and reasoning (vLLM, OpenRouter,
+// Ollama).
+var reasoningFields = [...]string{"reasoning_content", "reasoning"}
+
+func isReasoningField(name string) bool {
+	for _, f := range reasoningFields {
+		if name == f {
+			return true
+		}
+	}
+	return false
+}
+
+// reasoningOf finds the reasoning text among a message's non-standard fields. A
+// field that is null, empty or not a string (OpenRouter's reasoning_details, say)
+// is not reasoning text.
+func reasoningOf(extra map[string]respjson.Field) *runtime.Reasoning {
+	for _, name := range reasoningFields {
+		if text := jsonString(extra[name]); text != "" {
+			return &runtime.Reasoning{Field: name, Text: text}
+		}
+	}
+	return nil
+}
+
+// jsonString is the value of a JSON string field, or "" for anything else.
+func jsonString(f respjson.Field) string {
+	raw := f.Raw()
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// callExtra is the non-standard fields of a tool call given as its raw JSON, or
+// nil when it has none.
+func callExtra(raw string) map[string]json.RawMessage {
+	if raw == "" {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &fields) != nil {
+		return nil
+	}
+	for k, v := range fields {
+		if standardCallFields[k] || string(v) == "null" {
+			delete(fields, k)
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return fields
+}
+
+// toolCall normalises one tool call of a response: servers that omit the id get a
+// new one (tool results are paired by it, and a made-up id must not repeat in later
+// rounds of the conversation), and empty arguments mean no arguments.
+func toolCall(id, name, args string, extra map[string]json.RawMessage) runtime.ToolCall {
 	if id == "" {
-		id = fmt.Sprintf("call_%d", i)
+		id = newCallID()
 	}
 	if args == "" {
 		args = "{}"
 	}
-	return runtime.ToolCall{ID: id, Name: name, Arguments: args}
+	return runtime.ToolCall{ID: id, Name: name, Arguments: args, Extra: extra}
+}
+
+// newCallID is a random tool call id: 96 bits make a repeat within one
+// conversation practically impossible.
+func newCallID() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return "call_" + hex.EncodeToString(b[:])
 }
 
 func usage(u oai.CompletionUsage) runtime.Usage {

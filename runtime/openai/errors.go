@@ -22,6 +22,9 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
+	if errors.Is(err, errResponseTooLarge) {
+		return &runtime.ModelError{Err: fmt.Errorf("the response is larger than %d MiB, the most one model call reads", MaxResponseBytes>>20)}
+	}
 	var apiErr *oai.Error
 	status := 0
 	switch {

@@ -19,11 +19,6 @@ import (
 // DefaultBaseURL is used when neither the spec nor the environment names a server.
 const DefaultBaseURL = "https://api.openai.com/v1/"
 
-const (
-	defaultTimeout = 60 * time.Second
-	defaultRetries = 2
-)
-
 // Model is a chat model on an OpenAI-compatible server. It holds no per-call state
 // and is safe for concurrent use.
 type Model struct {
@@ -53,7 +48,7 @@ func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
 
 // build is New with extra SDK options, which tests use to shorten the backoff.
 func build(m spec.Model, env func(string) (string, bool), extra ...option.RequestOption) (*Model, error) {
-	if m.Provider != "" && m.Provider != "openai" {
+	if m.Provider != "" && m.Provider != spec.ProviderOpenAI {
 		return nil, fmt.Errorf("openai: provider %q is not openai", m.Provider)
 	}
 	if env == nil {
@@ -90,9 +85,9 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 	case timeout < 0:
 		return nil, fmt.Errorf("openai: negative timeout %s", timeout)
 	case timeout == 0:
-		timeout = defaultTimeout
+		timeout = spec.DefaultModelTimeout
 	}
-	retries := defaultRetries
+	retries := spec.DefaultModelRetries
 	if m.Retries != nil {
 		if *m.Retries < 0 { // option.WithMaxRetries panics on a negative value
 			return nil, fmt.Errorf("openai: negative retries %d", *m.Retries)
@@ -110,8 +105,9 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 		transport = t.Clone()
 	}
 	transport.ResponseHeaderTimeout = timeout
-	plain := &http.Client{Transport: transport, Timeout: timeout}
-	stream := &http.Client{Transport: transport}
+	capped := cappedTransport{base: transport, limit: MaxResponseBytes}
+	plain := &http.Client{Transport: capped, Timeout: timeout}
+	stream := &http.Client{Transport: capped}
 
 	// openai.NewClient would first read OPENAI_API_KEY, OPENAI_BASE_URL,
 	// OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the process;
@@ -164,14 +160,15 @@ func (m *Model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runti
 			break
 		}
 	}
-	msg := runtime.Message{Role: runtime.RoleAssistant, Content: choice.Message.Content}
+	msg := runtime.Message{Role: runtime.RoleAssistant, Content: choice.Message.Content,
+		Reasoning: reasoningOf(choice.Message.JSON.ExtraFields)}
 	if msg.Content == "" {
 		msg.Content = choice.Message.Refusal // a refusal is the model's answer too
 	}
-	for i, tc := range choice.Message.ToolCalls {
+	for _, tc := range choice.Message.ToolCalls {
 		// Read the fields directly rather than through AsFunction/ToParam: servers
 		// that omit "type" still mean a function call.
-		msg.ToolCalls = append(msg.ToolCalls, toolCall(i, tc.ID, tc.Function.Name, tc.Function.Arguments))
+		msg.ToolCalls = append(msg.ToolCalls, toolCall(tc.ID, tc.Function.Name, tc.Function.Arguments, callExtra(tc.RawJSON())))
 	}
 	out := &runtime.ModelResponse{
 		Message:      msg,

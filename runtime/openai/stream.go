@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,33 +15,51 @@ import (
 	"github.com/agentrun/agentrun/runtime"
 )
 
-// errStreamIdle is the cause of a stream canceled because no data arrived in time.
-var errStreamIdle = errors.New("stream idle")
+// errStreamTotal is the cause of a stream canceled because the attempt that
+// answered took longer than the timeout.
+var errStreamTotal = errors.New("stream too long")
 
 // completeStream streams the response, passing text to onDelta as it arrives. Tool
 // calls are returned only from a stream that ended with a finish_reason: a stream
 // cut off earlier may hold half an argument object.
+//
+// model.timeout bounds each attempt as a whole, as the http.Client timeout does
+// for an unstreamed one: the wait for the headers (the transport's
+// ResponseHeaderTimeout, after which the SDK may retry) and the whole stream, so a
+// server that trickles or never ends is cut off. A silent gap cannot outlast the
+// attempt, so no separate idle timer is needed.
 func (m *Model) completeStream(ctx context.Context, params oai.ChatCompletionNewParams, onDelta func(string)) (*runtime.ModelResponse, error) {
 	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var httpRes *http.Response
-	// NewStreaming returns once the response headers are in (after the SDK's
-	// retries); from then on the idle timer bounds each wait for more data.
-	s := m.chat.NewStreaming(sctx, params, option.WithHTTPClient(m.stream), option.WithResponseInto(&httpRes))
+	// The start of the attempt that answered: the stream's time counts from there.
+	var attempt time.Time
+	started := option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		attempt = time.Now()
+		return next(req)
+	})
+	// NewStreaming returns once the response headers are in, after the SDK's
+	// retries; the body is read below.
+	s := m.chat.NewStreaming(sctx, params, option.WithHTTPClient(m.stream), option.WithResponseInto(&httpRes), started)
 	defer s.Close()
-	idle := time.AfterFunc(m.timeout, func() { cancel(errStreamIdle) })
-	defer idle.Stop()
+	if s.Err() == nil && !attempt.IsZero() { // else the request failed: no stream to time
+		deadline := time.AfterFunc(time.Until(attempt.Add(m.timeout)), func() { cancel(errStreamTotal) })
+		defer deadline.Stop()
+	}
 
 	var acc accumulator
 	for s.Next() {
-		idle.Reset(m.timeout)
 		acc.add(s.Current(), onDelta)
 	}
 	if err := s.Err(); err != nil {
-		if ctx.Err() == nil && errors.Is(context.Cause(sctx), errStreamIdle) {
-			return nil, &runtime.ModelError{Err: fmt.Errorf("no data from the stream for %s", m.timeout)}
+		if ctx.Err() == nil && errors.Is(context.Cause(sctx), errStreamTotal) {
+			what := "the stream did not finish"
+			if acc.chunks == 0 {
+				what = "no data came from the stream"
+			}
+			return nil, &runtime.ModelError{Err: fmt.Errorf("%s within %s (model.timeout)", what, m.timeout)}
 		}
 		return nil, m.fail(ctx, err, httpRes)
 	}
@@ -64,14 +83,19 @@ func (m *Model) completeStream(ctx context.Context, params oai.ChatCompletionNew
 
 // accumulator assembles choice 0 of a streamed response. It is written here rather
 // than taken from openai.ChatCompletionAccumulator so that tool calls without a
-// "type" or an "index" survive and nothing depends on JustFinishedToolCall timing.
+// "type", an "index" or an "id" survive and nothing depends on JustFinishedToolCall
+// timing. It holds no more than the stream sent, which the transport caps.
 type accumulator struct {
-	chunks       int
-	model        string
-	content      strings.Builder
-	refusal      strings.Builder
+	chunks  int
+	model   string
+	content strings.Builder
+	refusal strings.Builder
+	// reasoning collects the text of each reasoning field by its wire name.
+	reasoning    [len(reasoningFields)]strings.Builder
 	calls        []*partialCall
-	byIndex      map[int64]int // tool call index on the wire → position in calls
+	byIndex      map[int64]int  // tool call index on the wire → position in calls
+	byID         map[string]int // tool call id → position in calls
+	current      int            // position of the call the last delta went to
 	finishReason string
 	usage        runtime.Usage
 }
@@ -79,6 +103,7 @@ type accumulator struct {
 type partialCall struct {
 	id, name string
 	args     strings.Builder
+	extra    map[string]json.RawMessage
 }
 
 func (a *accumulator) add(ch oai.ChatCompletionChunk, onDelta func(string)) {
@@ -98,6 +123,9 @@ func (a *accumulator) add(ch oai.ChatCompletionChunk, onDelta func(string)) {
 			onDelta(d)
 		}
 		a.refusal.WriteString(c.Delta.Refusal)
+		for i, name := range reasoningFields {
+			a.reasoning[i].WriteString(jsonString(c.Delta.JSON.ExtraFields[name]))
+		}
 		for _, d := range c.Delta.ToolCalls {
 			a.addToolCall(d)
 		}
@@ -107,26 +135,61 @@ func (a *accumulator) add(ch oai.ChatCompletionChunk, onDelta func(string)) {
 	}
 }
 
+// addToolCall adds a delta to the call it continues, or starts a new call: on a
+// new index; on a new id (some servers send every call whole, all at index 0); and,
+// when the delta has neither (some gateways in front of Gemini), on a function name
+// for a call that has one already. Arguments of different calls never merge.
 func (a *accumulator) addToolCall(d oai.ChatCompletionChunkChoiceDeltaToolCall) {
 	if a.byIndex == nil {
 		a.byIndex = map[int64]int{}
+		a.byID = map[string]int{}
 	}
-	i, ok := a.byIndex[d.Index]
-	// A new id at a known index is a new call: some servers send every call
-	// whole, each without an index (so all at 0).
-	if !ok || (d.ID != "" && a.calls[i].id != "" && d.ID != a.calls[i].id) {
-		i = len(a.calls)
-		a.byIndex[d.Index] = i
-		a.calls = append(a.calls, &partialCall{})
-	}
+	i := a.callFor(d)
+	a.current = i
 	c := a.calls[i]
-	if d.ID != "" {
+	if d.ID != "" && c.id == "" {
 		c.id = d.ID
+		a.byID[d.ID] = i
 	}
 	if d.Function.Name != "" {
 		c.name = d.Function.Name
 	}
 	c.args.WriteString(d.Function.Arguments)
+	// The SDK marks fields it has no type for as invalid; their raw text is exact.
+	for k, f := range d.JSON.ExtraFields {
+		if raw := f.Raw(); raw != "" && raw != "null" && !standardCallFields[k] {
+			if c.extra == nil {
+				c.extra = map[string]json.RawMessage{}
+			}
+			c.extra[k] = json.RawMessage(raw)
+		}
+	}
+}
+
+func (a *accumulator) callFor(d oai.ChatCompletionChunkChoiceDeltaToolCall) int {
+	switch {
+	case d.JSON.Index.Valid(): // present and not null; Index == 0 may be absent
+		i, ok := a.byIndex[d.Index]
+		if ok && (d.ID == "" || a.calls[i].id == "" || d.ID == a.calls[i].id) {
+			return i
+		}
+		i = a.newCall()
+		a.byIndex[d.Index] = i
+		return i
+	case d.ID != "":
+		if i, ok := a.byID[d.ID]; ok {
+			return i
+		}
+		return a.newCall()
+	case len(a.calls) == 0 || d.Function.Name != "" && a.calls[a.current].name != "":
+		return a.newCall()
+	}
+	return a.current
+}
+
+func (a *accumulator) newCall() int {
+	a.calls = append(a.calls, &partialCall{})
+	return len(a.calls) - 1
 }
 
 func (a *accumulator) response() *runtime.ModelResponse {
@@ -134,8 +197,14 @@ func (a *accumulator) response() *runtime.ModelResponse {
 	if msg.Content == "" {
 		msg.Content = a.refusal.String()
 	}
-	for i, c := range a.calls {
-		msg.ToolCalls = append(msg.ToolCalls, toolCall(i, c.id, c.name, c.args.String()))
+	for i, name := range reasoningFields {
+		if text := a.reasoning[i].String(); text != "" {
+			msg.Reasoning = &runtime.Reasoning{Field: name, Text: text}
+			break
+		}
+	}
+	for _, c := range a.calls {
+		msg.ToolCalls = append(msg.ToolCalls, toolCall(c.id, c.name, c.args.String(), c.extra))
 	}
 	return &runtime.ModelResponse{Message: msg, FinishReason: runtime.FinishReason(a.finishReason), Usage: a.usage, Model: a.model}
 }

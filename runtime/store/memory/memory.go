@@ -3,6 +3,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"maps"
 	"slices"
@@ -23,7 +24,37 @@ type Store struct {
 type conversation struct {
 	user  string
 	turns [][]runtime.Message
-	seen  map[string][]string
+	seen  map[string]*seenKind
+}
+
+// seenKind holds the entities of one kind in the order of their last revelation,
+// oldest first, with an index into that order: adding, renewing and dropping the
+// oldest each cost O(1), whatever the number kept.
+type seenKind struct {
+	order *list.List               // of string
+	index map[string]*list.Element // entity → its place in order
+}
+
+// reveal adds ids as the newest entities, then drops the oldest beyond limit (0: none).
+func (k *seenKind) reveal(ids []string, limit int) {
+	for _, id := range ids {
+		if e, ok := k.index[id]; ok {
+			k.order.MoveToBack(e)
+			continue
+		}
+		k.index[id] = k.order.PushBack(id)
+	}
+	for limit > 0 && k.order.Len() > limit {
+		delete(k.index, k.order.Remove(k.order.Front()).(string))
+	}
+}
+
+func (k *seenKind) list() []string {
+	out := make([]string, 0, k.order.Len())
+	for e := k.order.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(string))
+	}
+	return out
 }
 
 var _ runtime.Store = (*Store)(nil)
@@ -49,8 +80,8 @@ func (s *Store) Conversation(_ context.Context, id string, turns int) (runtime.C
 		return runtime.Conversation{}, nil
 	}
 	out := runtime.Conversation{User: c.user, Turns: len(c.turns), Seen: map[string][]string{}}
-	for k, v := range c.seen {
-		out.Seen[k] = slices.Clone(v)
+	for kind, k := range c.seen {
+		out.Seen[kind] = k.list()
 	}
 	for _, t := range c.turns[max(0, len(c.turns)-turns):] {
 		out.Messages = append(out.Messages, t...)
@@ -70,18 +101,22 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	}
 	c := s.conversations[rec.Conversation]
 	if c == nil {
-		c = &conversation{user: rec.UserID, seen: map[string][]string{}}
+		c = &conversation{user: rec.UserID, seen: map[string]*seenKind{}}
 		s.conversations[rec.Conversation] = c
 	}
 	if len(rec.Messages) > 0 {
 		c.turns = append(c.turns, slices.Clone(rec.Messages))
 	}
 	for kind, ids := range rec.Seen {
-		for _, id := range ids {
-			if !slices.Contains(c.seen[kind], id) {
-				c.seen[kind] = append(c.seen[kind], id)
-			}
+		if len(ids) == 0 {
+			continue
 		}
+		k := c.seen[kind]
+		if k == nil {
+			k = &seenKind{order: list.New(), index: map[string]*list.Element{}}
+			c.seen[kind] = k
+		}
+		k.reveal(ids, rec.MaxSeen)
 	}
 	return nil
 }

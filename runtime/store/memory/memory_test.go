@@ -11,3 +11,8 @@ import (
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) runtime.Store { return memory.New() })
 }
+
+// BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
+func BenchmarkLoadSave(b *testing.B) {
+	storetest.Bench(b, func(*testing.B) runtime.Store { return memory.New() })
+}

@@ -9,11 +9,20 @@
 // the parts of a key and no two ids share a key.
 //
 //	<prefix>conv:<id>:turns          LIST   one JSON array of runtime.Message per turn, oldest first
-//	<prefix>conv:<id>:meta           HASH   user (its owner), turns (count), updated (RFC 3339, UTC)
+//	<prefix>conv:<id>:meta           HASH   user (its owner), turns (count), updated (RFC 3339, UTC),
+//	                                        reveals (entities revealed so far, counted)
 //	<prefix>conv:<id>:seen           SET    the entity kinds revealed in the conversation
-//	<prefix>conv:<id>:seen:<kind>    SET    the entity ids of one kind
+//	<prefix>conv:<id>:seen:<kind>    ZSET   the entity ids of one kind, each scored by the reveals
+//	                                        count of its last revelation
 //	<prefix>user:<user>:facts        HASH   fact key → JSON {"value", "source", "updated"}
 //	<prefix>user:<user>:conversations SET   the ids of the conversations the user owns
+//
+// A commit adds only the entities its run revealed, each with the next score, and
+// drops the lowest scored beyond Record.MaxSeen. Before the sorted sets (layout 1),
+// seen:<kind> were plain sets and meta had no reveals: such a conversation reads as
+// before, its entities in sorted order, and its next commit converts the sets, their
+// entities becoming the oldest. All processes sharing a server must run a version
+// with the same layout: an older one fails with WRONGTYPE on a converted conversation.
 //
 // A conversation belongs to the user of its first commit, as in the memory store.
 // With Options.TTL set, each commit resets the expiry of every key of the

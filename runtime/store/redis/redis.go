@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -124,12 +125,34 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 	return out, nil
 }
 
+// revealsField is the meta field counting the revelations of entities so far: the
+// score of the newest. A conversation without it was written by an agentrun whose
+// seen:<kind> keys were plain sets (layout 1); its next commit converts them.
+const revealsField = "reveals"
+
 func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+	// A commit converting the conversation's seen keys between the two reads below
+	// makes the second fail with WRONGTYPE; the next attempt sees the new layout.
+	for attempt := 0; ; attempt++ {
+		out, err := s.conversation(ctx, id, turns)
+		if err != nil && attempt < 2 && isWrongType(err) {
+			continue
+		}
+		if err != nil {
+			return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
+		}
+		return out, nil
+	}
+}
+
+func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
+
+func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
 	var meta *goredis.SliceCmd
 	var list, kinds *goredis.StringSliceCmd
 	// MULTI/EXEC so the turn count and the messages come from the same moment.
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		meta = p.HMGet(ctx, s.metaKey(id), "turns", "user")
+		meta = p.HMGet(ctx, s.metaKey(id), "turns", "user", revealsField)
 		if turns > 0 { // LRANGE -0 -1 would be the whole list
 			list = p.LRange(ctx, s.turnsKey(id), int64(-turns), -1)
 		}
@@ -137,7 +160,7 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 		return nil
 	})
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
+		return runtime.Conversation{}, err
 	}
 	count, ok := meta.Val()[0].(string)
 	if !ok {
@@ -145,14 +168,15 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 	}
 	out := runtime.Conversation{Seen: map[string][]string{}}
 	out.User, _ = meta.Val()[1].(string)
+	_, ordered := meta.Val()[2].(string)
 	if out.Turns, err = strconv.Atoi(count); err != nil {
-		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: turns: %w", id, err)
+		return runtime.Conversation{}, fmt.Errorf("turns: %w", err)
 	}
 	if list != nil {
 		for _, raw := range list.Val() {
 			var msgs []runtime.Message
 			if err := json.Unmarshal([]byte(raw), &msgs); err != nil {
-				return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: turn: %w", id, err)
+				return runtime.Conversation{}, fmt.Errorf("turn: %w", err)
 			}
 			out.Messages = append(out.Messages, msgs...)
 		}
@@ -160,19 +184,28 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 	if len(kinds.Val()) == 0 {
 		return out, nil
 	}
-	// Seen sets only grow, so reading them after the snapshot above loses nothing.
+	// Read after the snapshot above: a commit in between can only have added entities
+	// or dropped the oldest, which the next read would see anyway.
 	ids := map[string]*goredis.StringSliceCmd{}
 	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, kind := range kinds.Val() {
-			ids[kind] = p.SMembers(ctx, s.seenKey(id, kind))
+			if ordered {
+				ids[kind] = p.ZRange(ctx, s.seenKey(id, kind), 0, -1)
+			} else {
+				ids[kind] = p.SMembers(ctx, s.seenKey(id, kind))
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: seen: %w", id, err)
+		return runtime.Conversation{}, fmt.Errorf("seen: %w", err)
 	}
 	for kind, cmd := range ids {
-		out.Seen[kind] = slices.Sorted(slices.Values(cmd.Val()))
+		if ordered {
+			out.Seen[kind] = cmd.Val()
+		} else {
+			out.Seen[kind] = slices.Sorted(slices.Values(cmd.Val())) // a set has no order
+		}
 	}
 	return out, nil
 }
@@ -200,15 +233,15 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		}
 	}
 	err := s.transact(ctx, func(tx *goredis.Tx) error {
-		old, owner, kinds, err := s.readForCommit(ctx, tx, rec)
+		read, err := s.readForCommit(ctx, tx, rec)
 		if err != nil {
 			return err
 		}
-		facts := changedFacts(old, rec.Facts, time.Now().UTC())
+		facts := changedFacts(read.facts, rec.Facts, time.Now().UTC())
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			s.writeFacts(ctx, p, rec.UserID, facts)
 			if rec.Conversation != "" {
-				s.writeConversation(ctx, p, rec, owner, kinds, turn)
+				s.writeConversation(ctx, p, rec, read, turn)
 			}
 			return nil
 		})
@@ -220,33 +253,42 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	return nil
 }
 
-// readForCommit reads, in one round trip, the current values of the facts the record
-// changes, the conversation's owner and its seen kinds (to renew their expiry).
-func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.Record) (old map[string]string, owner string, kinds []string, err error) {
+// committed is what a commit reads under WATCH before it writes.
+type committed struct {
+	facts   map[string]string // the current values of the facts the record changes
+	owner   string            // the conversation's owner
+	kinds   []string          // its seen kinds, to renew their expiry
+	reveals int64             // its revelations so far: the score of its newest entity
+	// layout1 holds, for a conversation written before seen:<kind> were sorted sets,
+	// each kind's entities, to convert; nil otherwise.
+	layout1 map[string][]string
+}
+
+// readForCommit reads, in one round trip (two for a layout 1 conversation), what the
+// commit builds on: the facts it changes and the conversation's meta and seen kinds.
+func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.Record) (committed, error) {
 	var keys []string
 	for _, c := range rec.Facts {
 		if !slices.Contains(keys, c.Key) {
 			keys = append(keys, c.Key)
 		}
 	}
-	var factsCmd, ownerCmd *goredis.SliceCmd
+	var factsCmd, metaCmd *goredis.SliceCmd
 	var kindsCmd *goredis.StringSliceCmd
-	_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		if len(keys) > 0 {
 			factsCmd = p.HMGet(ctx, s.factsKey(rec.UserID), keys...)
 		}
 		if rec.Conversation != "" {
-			ownerCmd = p.HMGet(ctx, s.metaKey(rec.Conversation), "user")
-			if s.ttl > 0 {
-				kindsCmd = p.SMembers(ctx, s.kindsKey(rec.Conversation))
-			}
+			metaCmd = p.HMGet(ctx, s.metaKey(rec.Conversation), "user", revealsField)
+			kindsCmd = p.SMembers(ctx, s.kindsKey(rec.Conversation))
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, "", nil, err
+		return committed{}, err
 	}
-	old = map[string]string{}
+	out := committed{facts: map[string]string{}, owner: rec.UserID}
 	if factsCmd != nil {
 		for i, v := range factsCmd.Val() {
 			raw, ok := v.(string)
@@ -255,21 +297,45 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 			}
 			var f storedFact
 			if err := json.Unmarshal([]byte(raw), &f); err != nil {
-				return nil, "", nil, fmt.Errorf("fact %q: %w", keys[i], err)
+				return committed{}, fmt.Errorf("fact %q: %w", keys[i], err)
 			}
-			old[keys[i]] = f.Value
+			out.facts[keys[i]] = f.Value
 		}
 	}
-	owner = rec.UserID
-	if ownerCmd != nil {
-		if u, ok := ownerCmd.Val()[0].(string); ok {
-			owner = u
+	if metaCmd == nil {
+		return out, nil
+	}
+	out.kinds = kindsCmd.Val()
+	owner, exists := metaCmd.Val()[0].(string)
+	if exists {
+		out.owner = owner
+	}
+	reveals, ordered := metaCmd.Val()[1].(string)
+	if ordered {
+		if out.reveals, err = strconv.ParseInt(reveals, 10, 64); err != nil {
+			return committed{}, fmt.Errorf("meta %s: %w", revealsField, err)
 		}
 	}
-	if kindsCmd != nil {
-		kinds = kindsCmd.Val()
+	if !exists || ordered || len(out.kinds) == 0 {
+		return out, nil
 	}
-	return old, owner, kinds, nil
+	// Layout 1: read the plain sets to convert them. Meta is watched, and every
+	// writer changes it, so the sets cannot change before EXEC unnoticed.
+	sets := make([]*goredis.StringSliceCmd, len(out.kinds))
+	_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, kind := range out.kinds {
+			sets[i] = p.SMembers(ctx, s.seenKey(rec.Conversation, kind))
+		}
+		return nil
+	})
+	if err != nil {
+		return committed{}, err
+	}
+	out.layout1 = map[string][]string{}
+	for i, kind := range out.kinds {
+		out.layout1[kind] = slices.Sorted(slices.Values(sets[i].Val()))
+	}
+	return out, nil
 }
 
 // changedFacts applies the changes in order and returns each touched key's final
@@ -312,7 +378,7 @@ func (s *Store) writeFacts(ctx context.Context, p goredis.Pipeliner, user string
 	}
 }
 
-func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec runtime.Record, owner string, kinds []string, turn []byte) {
+func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec runtime.Record, read committed, turn []byte) {
 	id := rec.Conversation
 	meta := s.metaKey(id)
 	added := int64(0)
@@ -322,20 +388,34 @@ func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec 
 	}
 	// HINCRBY by 0 still creates the count, so a conversation without turns reads as 0.
 	p.HIncrBy(ctx, meta, "turns", added)
-	p.HSet(ctx, meta, "user", owner, "updated", time.Now().UTC().Format(time.RFC3339Nano))
-	for kind, ids := range rec.Seen {
+	kinds, reveals := read.kinds, read.reveals
+	// Convert layout 1: its entities, whose order a set did not keep, come first.
+	for _, kind := range slices.Sorted(maps.Keys(read.layout1)) {
+		key := s.seenKey(id, kind)
+		p.Del(ctx, key)
+		if members := scored(read.layout1[kind], &reveals); len(members) > 0 {
+			p.ZAdd(ctx, key, members...)
+			s.capSeen(ctx, p, key, rec.MaxSeen)
+		}
+	}
+	// Each entity revealed, new or not, takes the next score: the newest of its kind.
+	for _, kind := range slices.Sorted(maps.Keys(rec.Seen)) {
+		ids := rec.Seen[kind]
 		if len(ids) == 0 {
 			continue
 		}
-		p.SAdd(ctx, s.seenKey(id, kind), toAny(ids)...)
+		key := s.seenKey(id, kind)
+		p.ZAdd(ctx, key, scored(ids, &reveals)...)
+		s.capSeen(ctx, p, key, rec.MaxSeen)
 		p.SAdd(ctx, s.kindsKey(id), kind)
 		if !slices.Contains(kinds, kind) {
 			kinds = append(kinds, kind)
 		}
 	}
-	p.SAdd(ctx, s.userConvsKey(owner), id)
+	p.HSet(ctx, meta, "user", read.owner, "updated", time.Now().UTC().Format(time.RFC3339Nano), revealsField, reveals)
+	p.SAdd(ctx, s.userConvsKey(read.owner), id)
 	if s.ttl > 0 {
-		keys := []string{s.turnsKey(id), meta, s.kindsKey(id), s.userConvsKey(owner)}
+		keys := []string{s.turnsKey(id), meta, s.kindsKey(id), s.userConvsKey(read.owner)}
 		for _, kind := range kinds {
 			keys = append(keys, s.seenKey(id, kind))
 		}
@@ -345,10 +425,20 @@ func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec 
 	}
 }
 
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
+// capSeen drops all but the limit newest entities of a kind (limit 0: none).
+func (s *Store) capSeen(ctx context.Context, p goredis.Pipeliner, key string, limit int) {
+	if limit > 0 {
+		p.ZRemRangeByRank(ctx, key, 0, int64(-limit-1))
+	}
+}
+
+// scored gives ids the scores after *last, in order, and advances *last. A member
+// given twice keeps its later score, as ZADD does.
+func scored(ids []string, last *int64) []goredis.Z {
+	out := make([]goredis.Z, len(ids))
+	for i, id := range ids {
+		*last++
+		out[i] = goredis.Z{Score: float64(*last), Member: id}
 	}
 	return out
 }

@@ -138,8 +138,8 @@ func TestKeyLayout(t *testing.T) {
 		conv + "turns":         "list",
 		conv + "meta":          "hash",
 		conv + "seen":          "set",
-		conv + "seen:orders":   "set",
-		conv + "seen:a%3Ab":    "set",
+		conv + "seen:orders":   "zset",
+		conv + "seen:a%3Ab":    "zset",
 		user + "facts":         "hash",
 		user + "conversations": "set",
 	}
@@ -162,7 +162,7 @@ func TestKeyLayout(t *testing.T) {
 		t.Errorf("turns %q", turns)
 	}
 	meta := c.HGetAll(ctx, conv+"meta").Val()
-	if meta["user"] != "u:1" || meta["turns"] != "1" {
+	if meta["user"] != "u:1" || meta["turns"] != "1" || meta["reveals"] != "2" {
 		t.Errorf("meta %v", meta)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, meta["updated"]); err != nil {
@@ -171,8 +171,9 @@ func TestKeyLayout(t *testing.T) {
 	if kinds := slices.Sorted(slices.Values(c.SMembers(ctx, conv+"seen").Val())); !slices.Equal(kinds, []string{"a:b", "orders"}) {
 		t.Errorf("seen kinds %q", kinds)
 	}
-	if ids := c.SMembers(ctx, conv+"seen:orders").Val(); !slices.Equal(ids, []string{"A1"}) {
-		t.Errorf("seen orders %q", ids)
+	// Kinds take their scores in sorted order: "a:b" before "orders".
+	if ids := c.ZRangeWithScores(ctx, conv+"seen:orders", 0, -1).Val(); !reflect.DeepEqual(ids, []goredis.Z{{Score: 2, Member: "A1"}}) {
+		t.Errorf("seen orders %v", ids)
 	}
 	var fact map[string]any
 	if err := json.Unmarshal([]byte(c.HGet(ctx, user+"facts", "tier").Val()), &fact); err != nil {
@@ -183,6 +184,42 @@ func TestKeyLayout(t *testing.T) {
 	}
 	if ids := c.SMembers(ctx, user+"conversations").Val(); !slices.Equal(ids, []string{"shop:42%"}) {
 		t.Errorf("user's conversations %q", ids)
+	}
+}
+
+// A conversation written with layout 1 — seen:<kind> plain sets, no reveals in its
+// meta — reads as before, and its next commit converts it to sorted sets: the old
+// entities, in sorted order, become the oldest.
+func TestLayout1Conversion(t *testing.T) {
+	s, c, prefix := testStore(t, 0)
+	conv := prefix + "conv:c1:"
+	if _, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HSet(ctx, conv+"meta", "user", "u1", "turns", "0", "updated", time.Now().UTC().Format(time.RFC3339Nano))
+		p.SAdd(ctx, conv+"seen", "orders", "cards")
+		p.SAdd(ctx, conv+"seen:orders", "A2", "A1", "A3")
+		p.SAdd(ctx, conv+"seen:cards", "x")
+		p.SAdd(ctx, prefix+"user:u1:conversations", "c1")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Conversation(ctx, "c1", 10)
+	if want := map[string][]string{"orders": {"A1", "A2", "A3"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got.Seen, want) {
+		t.Fatalf("layout 1 read: %v, %v; want %v", got.Seen, err, want)
+	}
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "B1"}}, MaxSeen: 3})
+	got, err = s.Conversation(ctx, "c1", 10)
+	if want := map[string][]string{"orders": {"A3", "A1", "B1"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got.Seen, want) {
+		t.Errorf("after the converting commit: %v, %v; want %v", got.Seen, err, want)
+	}
+	for _, kind := range []string{"orders", "cards"} {
+		if typ := c.Type(ctx, conv+"seen:"+kind).Val(); typ != "zset" {
+			t.Errorf("seen:%s is a %s after the commit", kind, typ)
+		}
+	}
+	// cards x: 1, orders A1-A3: 2-4, then A1 again: 5, B1: 6.
+	if n := c.HGet(ctx, conv+"meta", "reveals").Val(); n != "6" {
+		t.Errorf("reveals %q, want 6", n)
 	}
 }
 
@@ -329,35 +366,10 @@ func TestForgetDuringCommits(t *testing.T) {
 	}
 }
 
-// BenchmarkLoadSave is one run's use of the store: load the last 10 turns of a
-// 50-turn conversation, then commit a 4-message turn with a fact change.
+// BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
-	s, _, _ := testStore(b, 0)
-	turn := func(i int) []runtime.Message {
-		id := fmt.Sprint("call_", i)
-		return []runtime.Message{
-			{Role: runtime.RoleUser, Content: fmt.Sprintf("where is my order %d?", i)},
-			{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: id, Name: "get_order", Arguments: fmt.Sprintf(`{"order_ref":"A%d"}`, i)}}},
-			{Role: runtime.RoleTool, ToolCallID: id, Content: fmt.Sprintf(`{"ref":"A%d","status":"shipped"}`, i)},
-			{Role: runtime.RoleAssistant, Content: fmt.Sprintf("Order A%d has shipped.", i)},
-		}
-	}
-	record := func(i int) runtime.Record {
-		return runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i),
-			Seen:  map[string][]string{"orders": {fmt.Sprint("A", i%20)}}, // a conversation reveals a handful of orders
-			Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "orders", Value: fmt.Sprint("A", i), Source: "tool", MaxChars: 500}}}
-	}
-	for i := range 50 {
-		commit(b, s, record(i))
-	}
-	i := 50
-	for b.Loop() {
-		if _, err := s.Conversation(ctx, "c1", 10); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Commit(ctx, record(i)); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
+	storetest.Bench(b, func(b *testing.B) runtime.Store {
+		s, _, _ := testStore(b, 0)
+		return s
+	})
 }

@@ -3,16 +3,20 @@
 // and several agentrun processes may share the file: the database runs in WAL mode,
 // every write is one IMMEDIATE transaction and waits up to five seconds for the lock.
 //
-// The file holds four tables (PRAGMA user_version is the schema version; Open applies
+// The file holds five tables (PRAGMA user_version is the schema version; Open applies
 // the missing migrations and refuses a file written by a newer agentrun):
 //
 //	conversations(id, user_id, turns, updated_at)           one row per conversation
 //	messages(conversation_id, seq, turn, role, content,     a conversation's messages in
 //	         tool_calls JSON, tool_call_id)                  order, each tagged with its turn
-//	seen(conversation_id, kind, value)                      entities revealed, in order
+//	seen(seq, conversation_id, kind, value)                 entities revealed, seq in the order
+//	                                                         of their last revelation
+//	seen_kinds(conversation_id, kind, entities)             how many entities of a kind are kept
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
 //
-// Deleting a conversation cascades to its messages and seen rows.
+// A commit writes only the entities its run revealed and drops the oldest of a kind
+// beyond Record.MaxSeen, so its cost does not grow with the conversation. Deleting a
+// conversation cascades to its messages and seen rows.
 //
 // sqlite imports runtime only; it must not import cmd.
 package sqlite

@@ -48,6 +48,34 @@ var migrations = []string{
 		updated_at TEXT NOT NULL,
 		PRIMARY KEY (user_id, key)
 	) WITHOUT ROWID;`,
+
+	// 2: seen entities in the order of their last revelation, by seq — an INTEGER
+	// PRIMARY KEY, which VACUUM keeps, unlike version 1's implicit rowid — so the
+	// oldest of a kind can be dropped beyond memory.max_seen; seen_kinds counts each
+	// kind's entities, so a commit need not count them. Version 1's rows keep their order.
+	`CREATE TABLE seen_v2 (
+		seq             INTEGER PRIMARY KEY,
+		conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+		kind            TEXT NOT NULL,
+		value           TEXT NOT NULL
+	);
+	INSERT INTO seen_v2(conversation_id, kind, value) SELECT conversation_id, kind, value FROM seen ORDER BY rowid;
+	DROP TABLE seen;
+	ALTER TABLE seen_v2 RENAME TO seen;
+	CREATE UNIQUE INDEX seen_entity ON seen(conversation_id, kind, value);
+	CREATE INDEX seen_order ON seen(conversation_id, kind, seq);
+
+	CREATE TABLE seen_kinds (
+		conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+		kind            TEXT NOT NULL,
+		entities        INTEGER NOT NULL,
+		PRIMARY KEY (conversation_id, kind)
+	) WITHOUT ROWID;
+	INSERT INTO seen_kinds SELECT conversation_id, kind, count(*) FROM seen GROUP BY conversation_id, kind;`,
+
+	// 3: an assistant message's reasoning (JSON of runtime.Reasoning, NULL without),
+	// which providers such as DeepSeek require back with the messages that called tools.
+	`ALTER TABLE messages ADD COLUMN reasoning TEXT;`,
 }
 
 // ErrNewerSchema reports a database written by a newer agentrun, whose schema this

@@ -145,7 +145,7 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 	}
 	if turns > 0 {
 		// Turns are numbered from 1, so the last n are those above Turns-n.
-		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM messages
+		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, reasoning FROM messages
 			WHERE conversation_id = ? AND turn > ? ORDER BY turn, seq`, id, out.Turns-turns)
 		if err != nil {
 			return runtime.Conversation{}, err
@@ -153,13 +153,18 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 		defer rows.Close()
 		for rows.Next() {
 			var m runtime.Message
-			var calls sql.NullString
-			if err := rows.Scan(&m.Role, &m.Content, &calls, &m.ToolCallID); err != nil {
+			var calls, reasoning sql.NullString
+			if err := rows.Scan(&m.Role, &m.Content, &calls, &m.ToolCallID, &reasoning); err != nil {
 				return runtime.Conversation{}, err
 			}
 			if calls.Valid {
 				if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 					return runtime.Conversation{}, fmt.Errorf("tool calls: %w", err)
+				}
+			}
+			if reasoning.Valid {
+				if err := json.Unmarshal([]byte(reasoning.String), &m.Reasoning); err != nil {
+					return runtime.Conversation{}, fmt.Errorf("reasoning: %w", err)
 				}
 			}
 			out.Messages = append(out.Messages, m)
@@ -170,13 +175,14 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 	}
 
 	out.Seen = map[string][]string{}
-	rows, err := tx.QueryContext(ctx, `SELECT kind, value FROM seen WHERE conversation_id = ? ORDER BY rowid`, id)
+	// seen_order gives each kind's entities oldest first without sorting.
+	rows, err := tx.QueryContext(ctx, `SELECT kind, value FROM seen WHERE conversation_id = ? ORDER BY kind, seq`, id)
 	if err != nil {
 		return runtime.Conversation{}, err
 	}
 	defer rows.Close()
+	var kind, value string // outside the loop: Scan's pointers would move them to the heap per row
 	for rows.Next() {
-		var kind, value string
 		if err := rows.Scan(&kind, &value); err != nil {
 			return runtime.Conversation{}, err
 		}
@@ -235,34 +241,94 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 			rec.Conversation).Scan(&seq); err != nil {
 			return err
 		}
-		insert, err := tx.PrepareContext(ctx, `INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id)
-			VALUES(?, ?, ?, ?, ?, ?, ?)`)
+		insert, err := tx.PrepareContext(ctx, `INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id, reasoning)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		defer insert.Close()
 		for _, m := range rec.Messages {
 			seq++
-			var calls sql.NullString
-			if len(m.ToolCalls) > 0 {
-				b, err := json.Marshal(m.ToolCalls)
-				if err != nil {
-					return err
-				}
-				calls = sql.NullString{String: string(b), Valid: true}
+			calls, err := nullJSON(len(m.ToolCalls) > 0, m.ToolCalls)
+			if err != nil {
+				return err
 			}
-			if _, err := insert.ExecContext(ctx, rec.Conversation, seq, turn, string(m.Role), m.Content, calls, m.ToolCallID); err != nil {
+			reasoning, err := nullJSON(m.Reasoning != nil, m.Reasoning)
+			if err != nil {
+				return err
+			}
+			if _, err := insert.ExecContext(ctx, rec.Conversation, seq, turn, string(m.Role), m.Content, calls, m.ToolCallID, reasoning); err != nil {
 				return err
 			}
 		}
 	}
-	// Sorted kinds keep the insertion order, which Conversation returns, deterministic.
+	return commitSeen(ctx, tx, rec)
+}
+
+// nullJSON is v as JSON text, or NULL when there is nothing to store.
+func nullJSON(present bool, v any) (sql.NullString, error) {
+	if !present {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(v)
+	return sql.NullString{String: string(b), Valid: err == nil}, err
+}
+
+// commitSeen merges the entities the run revealed: each becomes the newest of its
+// kind (deleted and inserted again, so it takes the next seq), then the oldest
+// beyond rec.MaxSeen go. seen_kinds keeps the count, so the cost is that of the
+// entities written, not of those kept.
+func commitSeen(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
+	if len(rec.Seen) == 0 {
+		return nil
+	}
+	del, err := tx.PrepareContext(ctx, `DELETE FROM seen WHERE conversation_id = ? AND kind = ? AND value = ?`)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO seen(conversation_id, kind, value) VALUES(?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	// Sorted kinds keep the order of seq, and so the database, deterministic.
 	for _, kind := range slices.Sorted(maps.Keys(rec.Seen)) {
+		if len(rec.Seen[kind]) == 0 {
+			continue
+		}
+		added := int64(0)
 		for _, v := range rec.Seen[kind] {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO seen(conversation_id, kind, value) VALUES(?, ?, ?)`,
-				rec.Conversation, kind, v); err != nil {
+			res, err := del.ExecContext(ctx, rec.Conversation, kind, v)
+			if err != nil {
 				return err
 			}
+			renewed, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if _, err := ins.ExecContext(ctx, rec.Conversation, kind, v); err != nil {
+				return err
+			}
+			added += 1 - renewed
+		}
+		var count int
+		if err := tx.QueryRowContext(ctx, `INSERT INTO seen_kinds(conversation_id, kind, entities) VALUES(?, ?, ?)
+			ON CONFLICT(conversation_id, kind) DO UPDATE SET entities = entities + excluded.entities
+			RETURNING entities`, rec.Conversation, kind, added).Scan(&count); err != nil {
+			return err
+		}
+		if rec.MaxSeen <= 0 || count <= rec.MaxSeen {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM seen WHERE seq IN (
+			SELECT seq FROM seen WHERE conversation_id = ? AND kind = ? ORDER BY seq LIMIT ?)`,
+			rec.Conversation, kind, count-rec.MaxSeen); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE seen_kinds SET entities = ? WHERE conversation_id = ? AND kind = ?`,
+			rec.MaxSeen, rec.Conversation, kind); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -231,6 +232,51 @@ func TestMigrations(t *testing.T) {
 	}
 }
 
+// A version 1 file keeps its seen entities, in the order they were revealed, and
+// their counts, so the cap applies from the first commit after the upgrade.
+func TestMigrationToOrderedSeen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", fileURI(path)+"?"+writeParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, db, migrations[:1]); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO conversations VALUES('c1', 'u1', 0, '2025-01-01T00:00:00Z'), ('c2', 'u1', 0, '2025-01-01T00:00:00Z')`,
+		`INSERT INTO seen(conversation_id, kind, value) VALUES('c1', 'orders', 'A3'), ('c2', 'orders', 'Z'), ('c1', 'cards', 'x'), ('c1', 'orders', 'A1'), ('c1', 'orders', 'A2')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v := userVersion(t, s.read); v != len(migrations) {
+		t.Errorf("user_version %d, want %d", v, len(migrations))
+	}
+	c, err := s.Conversation(ctx, "c1", 10)
+	if want := map[string][]string{"orders": {"A3", "A1", "A2"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(c.Seen, want) {
+		t.Errorf("after the migration: %v, %v; want %v", c.Seen, err, want)
+	}
+	if err := s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A4"}}, MaxSeen: 3}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = s.Conversation(ctx, "c1", 10)
+	if want := []string{"A1", "A2", "A4"}; !slices.Equal(c.Seen["orders"], want) {
+		t.Errorf("the first capped commit: %v, want %v", c.Seen["orders"], want)
+	}
+	if c, _ := s.Conversation(ctx, "c2", 10); !slices.Equal(c.Seen["orders"], []string{"Z"}) {
+		t.Errorf("c2: %v", c.Seen)
+	}
+}
+
 func TestMigrationFailureLeavesNoTrace(t *testing.T) {
 	s, _ := openTemp(t)
 	bad := append(slices.Clone(migrations), `CREATE TABLE half (x TEXT)`, `NOT SQL`)
@@ -278,7 +324,7 @@ func TestForgetLeavesNoRows(t *testing.T) {
 	if err := s.Forget(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"conversations", "messages", "seen", "facts"} {
+	for _, table := range []string{"conversations", "messages", "seen", "seen_kinds", "facts"} {
 		var n int
 		if err := s.read.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -475,27 +521,10 @@ func TestKilledProcessLosesNothingCommitted(t *testing.T) {
 	}
 }
 
-// BenchmarkLoadSave is one run's use of the store: load the last 10 turns of a
-// 50-turn conversation, then commit a 4-message turn with a fact change.
+// BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
-	s, _ := openTemp(b)
-	for i := range 50 {
-		if err := s.Commit(ctx, record("w", i)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	i := 50
-	for b.Loop() {
-		c, err := s.Conversation(ctx, "shared", 10)
-		if err != nil || len(c.Messages) != 40 {
-			b.Fatalf("%d messages, %v", len(c.Messages), err)
-		}
-		rec := record("w", i)
-		// A set, not record's append, so the fact does not grow with b.N.
-		rec.Facts = []runtime.FactChange{{Op: runtime.FactSet, Key: "last_order", Value: strconv.Itoa(i), Source: "tool"}}
-		if err := s.Commit(ctx, rec); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
+	storetest.Bench(b, func(b *testing.B) runtime.Store {
+		s, _ := openTemp(b)
+		return s
+	})
 }

@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -25,6 +26,9 @@ func Run(t *testing.T, open Open) {
 	t.Run("History", func(t *testing.T) { testHistory(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { testWindow(t, open(t)) })
 	t.Run("Seen", func(t *testing.T) { testSeen(t, open(t)) })
+	t.Run("SeenMerge", func(t *testing.T) { testSeenMerge(t, open(t)) })
+	t.Run("SeenCap", func(t *testing.T) { testSeenCap(t, open(t)) })
+	t.Run("SeenConcurrent", func(t *testing.T) { testSeenConcurrent(t, open(t)) })
 	t.Run("OutsideConversation", func(t *testing.T) { testOutside(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, open(t)) })
@@ -33,7 +37,7 @@ func Run(t *testing.T, open Open) {
 
 var ctx = context.Background()
 
-func commit(t *testing.T, s runtime.Store, rec runtime.Record) {
+func commit(t testing.TB, s runtime.Store, rec runtime.Record) {
 	t.Helper()
 	if err := s.Commit(ctx, rec); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -46,7 +50,11 @@ func turn(i int, withTool bool) []runtime.Message {
 	if withTool {
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
-			runtime.Message{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: id, Name: "lookup", Arguments: fmt.Sprintf(`{"id":%d}`, i)}}},
+			// Reasoning and a call's provider fields must survive: DeepSeek and Gemini
+			// refuse a later request without them.
+			runtime.Message{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: id, Name: "lookup", Arguments: fmt.Sprintf(`{"id":%d}`, i),
+				Extra: map[string]json.RawMessage{"extra_content": json.RawMessage(`{"google":{"thought_signature":"c2ln"}}`)}}},
+				Reasoning: &runtime.Reasoning{Field: "reasoning_content", Text: fmt.Sprintf("look %d up first", i)}},
 			runtime.Message{Role: runtime.RoleTool, ToolCallID: id, Content: fmt.Sprintf(`{"n":%d}`, i)})
 	}
 	return append(msgs, runtime.Message{Role: runtime.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
@@ -171,6 +179,133 @@ func testSeen(t *testing.T, s runtime.Store) {
 	}
 	if c.Turns != 1 {
 		t.Errorf("a record without messages added a turn: %d", c.Turns)
+	}
+}
+
+// A record carries only what its run revealed; the store merges it into what the
+// conversation has: each kind oldest first, an entity revealed again the newest.
+func testSeenMerge(t *testing.T, s runtime.Store) {
+	commits := []map[string][]string{
+		{"orders": {"A1", "A2", "A3"}, "cards": {"x"}},
+		{"orders": {"A4"}},
+		{"orders": {"A2", "A5", "A5"}, "tickets": {"T1"}}, // A2 renewed; A5 twice in one record
+		{"orders": nil, "cards": {}},                      // nothing revealed
+		{"cards": {"y", "x"}},
+	}
+	for _, seen := range commits {
+		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: seen})
+	}
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "other", Seen: map[string][]string{"orders": {"Z9"}}})
+	c, err := s.Conversation(ctx, "c1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"orders": {"A1", "A3", "A4", "A2", "A5"}, "cards": {"y", "x"}, "tickets": {"T1"}}
+	if !reflect.DeepEqual(c.Seen, want) {
+		t.Errorf("seen\n got %v\nwant %v", c.Seen, want)
+	}
+	if c.Turns != 0 {
+		t.Errorf("records without messages made %d turns", c.Turns)
+	}
+	// What Conversation returns is the caller's: changing it changes nothing stored.
+	c.Seen["orders"][0] = "changed"
+	if again, _ := s.Conversation(ctx, "c1", 10); again.Seen["orders"][0] != "A1" {
+		t.Errorf("the store shares its slices: %v", again.Seen["orders"])
+	}
+	if o, _ := s.Conversation(ctx, "other", 10); !reflect.DeepEqual(o.Seen, map[string][]string{"orders": {"Z9"}}) {
+		t.Errorf("another conversation: %v", o.Seen)
+	}
+}
+
+// Beyond MaxSeen the store drops the oldest entities of the kind that outgrew it,
+// and only of that kind and conversation; an entity revealed again is new again.
+func testSeenCap(t *testing.T, s runtime.Store) {
+	rec := func(conv string, seen map[string][]string) runtime.Record {
+		return runtime.Record{UserID: "u1", Conversation: conv, Seen: seen, MaxSeen: 3}
+	}
+	commit(t, s, rec("c1", map[string][]string{"orders": {"A1", "A2"}, "cards": {"x", "y", "z"}}))
+	commit(t, s, rec("c2", map[string][]string{"orders": {"A1", "A2", "A3"}}))
+	commit(t, s, rec("c1", map[string][]string{"orders": {"A3"}}))
+	commit(t, s, rec("c1", map[string][]string{"orders": {"A1", "A4"}})) // A1 renewed: A2 is the oldest
+	commit(t, s, rec("c1", map[string][]string{"orders": {"A5", "A6", "A7", "A8"}}))
+	c1, err := s.Conversation(ctx, "c1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"orders": {"A6", "A7", "A8"}, "cards": {"x", "y", "z"}}
+	if !reflect.DeepEqual(c1.Seen, want) {
+		t.Errorf("c1 after the cap\n got %v\nwant %v", c1.Seen, want)
+	}
+	steps := []struct {
+		seen map[string][]string
+		want []string
+	}{
+		{map[string][]string{"orders": {"A6"}}, []string{"A7", "A8", "A6"}},
+		{map[string][]string{"orders": {"A9"}}, []string{"A8", "A6", "A9"}},
+	}
+	for _, st := range steps {
+		commit(t, s, rec("c1", st.seen))
+		if c, _ := s.Conversation(ctx, "c1", 10); !slices.Equal(c.Seen["orders"], st.want) {
+			t.Errorf("after %v: orders %v, want %v", st.seen, c.Seen["orders"], st.want)
+		}
+	}
+	if c2, _ := s.Conversation(ctx, "c2", 10); !slices.Equal(c2.Seen["orders"], []string{"A1", "A2", "A3"}) {
+		t.Errorf("another conversation lost entities: %v", c2.Seen)
+	}
+	// Without a cap nothing is dropped; a later cap applies when the kind grows again.
+	for i := range 5 {
+		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c3", Seen: map[string][]string{"orders": {fmt.Sprint("B", i)}}})
+	}
+	if c3, _ := s.Conversation(ctx, "c3", 10); len(c3.Seen["orders"]) != 5 {
+		t.Errorf("MaxSeen 0 dropped entities: %v", c3.Seen)
+	}
+	commit(t, s, rec("c3", map[string][]string{"orders": {"B5"}}))
+	if c3, _ := s.Conversation(ctx, "c3", 10); !slices.Equal(c3.Seen["orders"], []string{"B3", "B4", "B5"}) {
+		t.Errorf("a cap after uncapped commits: %v", c3.Seen)
+	}
+}
+
+// Runs committing entities to one conversation at once lose none of them.
+func testSeenConcurrent(t *testing.T, s runtime.Store) {
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		wg.Go(func() {
+			// Each run reveals its own entities and two every run reveals.
+			errs <- s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, false), MaxSeen: 1000,
+				Seen: map[string][]string{"orders": {fmt.Sprint("A", i), "shared-1", fmt.Sprint("B", i), "shared-2"}}})
+		})
+		wg.Go(func() { // and another conversation, with its own cap
+			errs <- s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c2", MaxSeen: 5,
+				Seen: map[string][]string{"orders": {fmt.Sprint("C", i)}}})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := s.Conversation(ctx, "c1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(slices.Values(c.Seen["orders"]))
+	want := []string{"shared-1", "shared-2"}
+	for i := range n {
+		want = append(want, fmt.Sprint("A", i), fmt.Sprint("B", i))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%d entities kept of %d: %v", len(got), len(want), got)
+	}
+	if c.Turns != n {
+		t.Errorf("%d turns", c.Turns)
+	}
+	if c2, _ := s.Conversation(ctx, "c2", 1); len(c2.Seen["orders"]) != 5 {
+		t.Errorf("concurrent commits under a cap of 5 kept %v", c2.Seen["orders"])
 	}
 }
 
@@ -328,5 +463,61 @@ func checkPaired(t *testing.T, msgs []runtime.Message) {
 				t.Fatalf("orphan tool message %s", m.ToolCallID)
 			}
 		}
+	}
+}
+
+// Bench measures one run's use of a store — load the last 10 turns of a conversation
+// with its seen entities, then commit a 4-message turn with a fact change and an
+// entity revealed again — in a conversation of 50 to 250 turns that has revealed
+// 0, 10k or 100k entities. The data stays that size whatever b.N: the fact is set,
+// not appended, the entity is one of a handful, and every 200 runs the conversation
+// is forgotten and seeded again, off the clock. open is called once per size.
+func Bench(b *testing.B, open func(b *testing.B) runtime.Store) {
+	for _, n := range []int{0, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("seen=%d", n), func(b *testing.B) { benchLoadSave(b, open(b), n) })
+	}
+}
+
+func benchLoadSave(b *testing.B, s runtime.Store, n int) {
+	const (
+		seedTurns = 50
+		handful   = 20  // entities the benchmark's runs reveal again and again
+		epoch     = 200 // runs between two resets
+	)
+	record := func(i int) runtime.Record {
+		return runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, true), MaxSeen: n + handful,
+			Seen:  map[string][]string{"orders": {fmt.Sprint("B", i%handful)}},
+			Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "last_order", Value: fmt.Sprint("B", i%handful), Source: "tool"}}}
+	}
+	seed := func() {
+		if err := s.Forget(ctx, "u1"); err != nil {
+			b.Fatal(err)
+		}
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("A%06d", i)
+		}
+		commit(b, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": ids}})
+		for i := range seedTurns {
+			commit(b, s, record(i))
+		}
+	}
+	seed()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i > 0 && i%epoch == 0 {
+			b.StopTimer()
+			seed()
+			b.StartTimer()
+		}
+		c, err := s.Conversation(ctx, "c1", 10)
+		if err != nil || len(c.Messages) != 40 || len(c.Seen["orders"]) != n+handful {
+			b.Fatalf("%d messages, %d entities, %v", len(c.Messages), len(c.Seen["orders"]), err)
+		}
+		if err := s.Commit(ctx, record(seedTurns+i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
