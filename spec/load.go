@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -87,7 +86,9 @@ func (l *Loader) LoadFiles(paths []string) []Result {
 	return results
 }
 
-var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
+// yamlLineRe and parserErrorRe read yaml.v3's error messages. They are compiled on
+// the first syntax error, not when every run of the program starts.
+var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: (?:line (\d+): )?`) })
 
 // Load parses, validates and checks one spec. The spec is returned whenever the file
 // could be decoded, even with errors, so callers can show more than the first problem.
@@ -134,10 +135,15 @@ func (l *Loader) lookupEnv() func(string) (string, bool) {
 	return os.LookupEnv
 }
 
+// validator is a compiled schema, or one compiled on its first use.
+type validator interface {
+	Validate(v any) error
+}
+
 // prepare parses a document, lets before rewrite its tree (a skill's options),
 // expands ${VAR} and validates it against a schema. It returns false when nothing
 // more can be checked: the file does not parse, or aliases blow it up.
-func (l *Loader) prepare(d *document, sch *jsonschema.Schema, before func(root *yaml.Node)) (*yaml.Node, bool) {
+func (l *Loader) prepare(d *document, sch validator, before func(root *yaml.Node)) (*yaml.Node, bool) {
 	root, ok := d.parse()
 	if !ok {
 		return nil, false
@@ -198,12 +204,12 @@ func (d *document) parse() (*yaml.Node, bool) {
 func (d *document) syntaxError(err error) {
 	msg := err.Error()
 	line := 0
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRe().FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = msg[len(m[0]):]
 	}
 	hint := ""
-	if m := parserErrorRe.FindStringSubmatch(msg); m != nil {
+	if m := parserErrorRe().FindStringSubmatch(msg); m != nil {
 		// yaml.v3 prints a 0-based line for parser errors: the line where the
 		// enclosing mapping, list or document starts.
 		line++
@@ -213,7 +219,9 @@ func (d *document) syntaxError(err error) {
 	d.errorf(location{pos: Pos{File: d.file, Line: max(line, 1), Col: 1}}, hint, "YAML syntax: %s", msg)
 }
 
-var parserErrorRe = regexp.MustCompile(`^(?:did not find expected (key|',' or '\]'|',' or '\}'|node content|'-' indicator|<document start>|<stream-start>)|found (?:duplicate %|incompatible YAML|undefined tag))`)
+var parserErrorRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:did not find expected (key|',' or '\]'|',' or '\}'|node content|'-' indicator|<document start>|<stream-start>)|found (?:duplicate %|incompatible YAML|undefined tag))`)
+})
 
 // SpecFiles expands the arguments of `validate`: files are taken as they are,
 // directories are searched for *.yaml and *.yml agent specs (skipping test files,

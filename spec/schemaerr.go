@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agentrun/agentrun/schema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -18,16 +19,23 @@ import (
 
 const metaSchemaURL = "https://json-schema.org/draft/2020-12/schema"
 
-// schemas are the compiled agent schema and the JSON-schema metaschema (for tools'
-// parameters), compiled once per Loader.
+// schemas are the compiled agent schema and, compiled on first use, the skill and
+// test file schemas and the JSON-schema metaschema (for tools' parameters): a run of
+// a spec without skills or inline parameters never pays for those at start-up.
 type schemas struct {
 	agent *jsonschema.Schema
-	skill *jsonschema.Schema
-	test  *jsonschema.Schema
-	meta  *jsonschema.Schema
+	skill *lazySchema
+	test  *lazySchema
+	meta  *lazySchema
 	doc   any // the agent schema as JSON, to list the keys a mapping may have
-	// testDoc is the test schema as JSON, for the same in test files.
+	// testDoc is the test schema as JSON, for the same in test files; set when test
+	// is compiled, which comes before any error it could explain.
 	testDoc any
+
+	// mu guards compiler, shared by the lazy schemas: the skill schema refers to the
+	// agent schema's definitions, which it finds there already loaded.
+	mu       sync.Mutex
+	compiler *jsonschema.Compiler
 }
 
 func compileSchemas() (*schemas, error) {
@@ -43,33 +51,53 @@ func compileSchemas() (*schemas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent schema: %w", err)
 	}
-	skillDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.SkillJSON))
+	s := &schemas{agent: agent, doc: doc, compiler: c}
+	s.skill = s.lazy("skill schema", schema.SkillID, schema.SkillJSON, nil)
+	s.test = s.lazy("test schema", schema.TestID, schema.TestJSON, &s.testDoc)
+	s.meta = s.lazy("metaschema", metaSchemaURL, nil, nil)
+	return s, nil
+}
+
+// lazy is the schema at url, compiled on its first use with the shared compiler. src,
+// when not nil, is its text, added to the compiler first; doc then receives it as
+// JSON.
+func (s *schemas) lazy(what, url string, src []byte, doc *any) *lazySchema {
+	return &lazySchema{compile: sync.OnceValues(func() (*jsonschema.Schema, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if src != nil {
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			if err := s.compiler.AddResource(url, v); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			if doc != nil {
+				*doc = v
+			}
+		}
+		sch, err := s.compiler.Compile(url)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return sch, nil
+	})}
+}
+
+// lazySchema is compiled once, when it first validates something. Its schema is
+// embedded and covered by the tests, so a compile error is a bug in this build; it
+// comes back as the validation's error.
+type lazySchema struct {
+	compile func() (*jsonschema.Schema, error)
+}
+
+func (l *lazySchema) Validate(v any) error {
+	sch, err := l.compile()
 	if err != nil {
-		return nil, fmt.Errorf("skill schema: %w", err)
+		return err
 	}
-	if err := c.AddResource(schema.SkillID, skillDoc); err != nil {
-		return nil, fmt.Errorf("skill schema: %w", err)
-	}
-	skill, err := c.Compile(schema.SkillID)
-	if err != nil {
-		return nil, fmt.Errorf("skill schema: %w", err)
-	}
-	testDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.TestJSON))
-	if err != nil {
-		return nil, fmt.Errorf("test schema: %w", err)
-	}
-	if err := c.AddResource(schema.TestID, testDoc); err != nil {
-		return nil, fmt.Errorf("test schema: %w", err)
-	}
-	test, err := c.Compile(schema.TestID)
-	if err != nil {
-		return nil, fmt.Errorf("test schema: %w", err)
-	}
-	meta, err := c.Compile(metaSchemaURL)
-	if err != nil {
-		return nil, fmt.Errorf("metaschema: %w", err)
-	}
-	return &schemas{agent: agent, skill: skill, test: test, meta: meta, doc: doc, testDoc: testDoc}, nil
+	return sch.Validate(v)
 }
 
 var printer = message.NewPrinter(language.English)
