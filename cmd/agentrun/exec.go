@@ -41,8 +41,19 @@ func newExecCommand() *cobra.Command {
 		Short: "Run an agent once",
 		Long: "Run an agent on one question (\"-\" reads it from stdin). Progress goes to stderr, the\n" +
 			"answer to stdout. Exit status: 0 completed, 3 stopped by a guard or a fault (the\n" +
-			"spec's fallback message is printed), 1 error, 2 usage error.",
-		Args: cobra.ExactArgs(2),
+			"spec's fallback message is printed and the reason on stderr), 1 error, 2 usage error.\n\n" +
+			"The model's server comes from the spec's model section; what it leaves out comes from\n" +
+			"the environment: LLM_BASE_URL or OPENAI_BASE_URL, LLM_API_KEY or OPENAI_API_KEY (unless\n" +
+			"the spec names its own variable with api_key_env), LLM_MODEL_NAME. AGENTRUN_STORE names\n" +
+			"the memory store unless --store does.",
+		Example: "  agentrun exec --model test examples/agents/code-assistant.yaml \"What is 2*(3+4)?\"\n" +
+			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return fmt.Errorf("exec takes a spec and a question, got %d argument(s)\n\n%s", len(args), cmd.UsageString())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExec(cmd, args[0], args[1], o)
 		},

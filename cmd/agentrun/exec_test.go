@@ -102,6 +102,7 @@ guards: {duplicate_calls: stop, fallback: "Sorry, I got stuck."}
 		{name: "invalid spec", args: []string{"exec", "../../spec/testdata/invalid/many_mistakes.yaml", "x"}, code: 1, stderr: `unknown key "modle"`},
 		{name: "undeclared attribute", args: []string{"exec", "--set", "tier=gold", specFile, "x"}, code: 2, stderr: `declares no user attribute "tier"`},
 		{name: "empty question", args: []string{"exec", specFile, " "}, code: 2, stderr: "the question is empty"},
+		{name: "no arguments", args: []string{"exec"}, code: 2, stderr: "Usage:\n  agentrun exec SPEC QUESTION [flags]"},
 		{name: "bad model flag", args: []string{"exec", "--model", "gpt", specFile, "x"}, code: 2, stderr: `unknown --model "gpt"`},
 		{name: "missing spec", args: []string{"exec", "nope.yaml", "x"}, code: 2, stderr: "no such file"},
 	}

@@ -59,6 +59,8 @@ func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = buildVersion() // --version, like `agentrun version`
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,12 +51,16 @@ func newMemoryCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "conversation %s: %d turns\n", conversation, conv.Turns)
+				fmt.Fprintf(out, "conversation %s: %s\n", conversation, count(conv.Turns, "turn"))
 				for _, m := range conv.Messages {
 					writeMessage(out, m)
 				}
-				for kind, ids := range conv.Seen {
-					fmt.Fprintf(out, "seen %s: %s\n", kind, strings.Join(ids, ", "))
+				seen, err := st.SeenEntities(ctx, conversation)
+				if err != nil {
+					return err
+				}
+				for _, kind := range slices.Sorted(maps.Keys(seen)) {
+					fmt.Fprintf(out, "seen %s: %s\n", kind, strings.Join(seen[kind], ", "))
 				}
 				return nil
 			}
@@ -62,7 +68,7 @@ func newMemoryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "user %s: %d facts, %d conversations\n", user, len(facts), len(ids))
+			fmt.Fprintf(out, "user %s: %s, %s\n", user, count(len(facts), "fact"), count(len(ids), "conversation"))
 			if len(facts) > 0 {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE\tUPDATED")
@@ -95,7 +101,7 @@ func newMemoryCommand() *cobra.Command {
 			if err := st.Forget(ctx, user); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "forgot user %s: %d facts, %d conversations\n", user, len(facts), len(ids))
+			fmt.Fprintf(cmd.OutOrStdout(), "forgot user %s: %s, %s\n", user, count(len(facts), "fact"), count(len(ids), "conversation"))
 			return nil
 		},
 	}
@@ -106,6 +112,14 @@ func newMemoryCommand() *cobra.Command {
 	show.Flags().StringVar(&conversation, "conversation", "", "print this conversation's messages")
 	cmd.AddCommand(show, forget)
 	return cmd
+}
+
+// count says "1 turn", "2 turns".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // userMemory is what a store keeps of a user: facts and conversation ids.

@@ -90,12 +90,17 @@ func TestExecRemembersAcrossProcesses(t *testing.T) {
 	show := exec.Command(bin, "memory", "show", "--user", "u-42")
 	show.Dir = work
 	out, err := show.Output()
-	if err != nil || !strings.Contains(string(out), "user u-42: 1 facts, 1 conversations") || !strings.Contains(string(out), "cancelled order A1001") {
+	if err != nil || !strings.Contains(string(out), "user u-42: 1 fact, 1 conversation") || !strings.Contains(string(out), "cancelled order A1001") {
 		t.Errorf("memory show: %v\n%s", err, out)
+	}
+	show = exec.Command(bin, "memory", "show", "--user", "u-42", "--conversation", "c-7")
+	show.Dir = work
+	if out, err := show.Output(); err != nil || !strings.Contains(string(out), "conversation c-7: 2 turns\n") || !strings.Contains(string(out), "\nseen orders: A1001") {
+		t.Errorf("memory show of the conversation: %v\n%s", err, out)
 	}
 	forget := exec.Command(bin, "memory", "forget", "--user", "u-42")
 	forget.Dir = work
-	if out, err := forget.Output(); err != nil || string(out) != "forgot user u-42: 1 facts, 1 conversations\n" {
+	if out, err := forget.Output(); err != nil || string(out) != "forgot user u-42: 1 fact, 1 conversation\n" {
 		t.Errorf("memory forget: %v %q", err, out)
 	}
 	show = exec.Command(bin, "memory", "show", "--user", "u-42", "--conversation", "c-7")
@@ -174,7 +179,7 @@ tools:
 	if err != nil {
 		t.Fatalf("the store is not readable after the kill: %v", err)
 	}
-	want := "conversation c: 1 turns\n  user      one\n  assistant first answer\n"
+	want := "conversation c: 1 turn\n  user      one\n  assistant first answer\n"
 	if string(out) != want {
 		t.Errorf("after the kill:\n%s\nwant\n%s", out, want)
 	}

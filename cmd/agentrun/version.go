@@ -15,14 +15,19 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print agentrun's version, the commit it was built from and the Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info, ok := debug.ReadBuildInfo()
-			if !ok { // a binary built without module support: only the toolchain is known
-				info = &debug.BuildInfo{GoVersion: goruntime.Version()}
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionLine(info))
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
 			return err
 		},
 	}
+}
+
+// buildVersion is the version line of this binary.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok { // a binary built without module support: only the toolchain is known
+		info = &debug.BuildInfo{GoVersion: goruntime.Version()}
+	}
+	return versionLine(info)
 }
 
 // versionLine formats what the build recorded, e.g.

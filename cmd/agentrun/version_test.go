@@ -69,3 +69,12 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("version with an argument: exit %d, want 2", code)
 	}
 }
+
+// --version prints the same line as `agentrun version`.
+func TestVersionFlag(t *testing.T) {
+	_, flag, _ := runCLI(t, "--version")
+	_, cmd, _ := runCLI(t, "version")
+	if flag == "" || flag != cmd {
+		t.Errorf("--version %q, version %q", flag, cmd)
+	}
+}

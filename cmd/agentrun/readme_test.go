@@ -1,0 +1,139 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README shows what its commands print. These tests run the commands and compare,
+// so the README cannot drift from the program again.
+
+// readmeBlock returns the lines of a fenced block: the one that follows the prose
+// line containing marker, or, when marker is a line inside a block (a shown
+// command), that block from the line after it.
+func readmeBlock(t *testing.T, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, marker) })
+	if start < 0 {
+		t.Fatalf("README has no line with %q", marker)
+	}
+	if !strings.HasPrefix(marker, "$ ") {
+		for start < len(lines) && !strings.HasPrefix(lines[start], "```") {
+			start++
+		}
+	}
+	var out []string
+	for _, l := range lines[start+1:] {
+		if strings.HasPrefix(l, "```") {
+			return out
+		}
+		out = append(out, l)
+	}
+	t.Fatalf("the block after %q is not closed", marker)
+	return nil
+}
+
+var (
+	durationRe = regexp.MustCompile(`\d+(\.\d+)?(ns|µs|ms|s)\b`)
+	numberRe   = regexp.MustCompile(`\d+`)
+)
+
+// normalizeRun hides what changes from run to run or commit to commit: durations,
+// token counts, sizes.
+func normalizeRun(s string) string {
+	return numberRe.ReplaceAllString(durationRe.ReplaceAllString(s, "<time>"), "<n>")
+}
+
+// sameLines compares the README's lines with the output's: equal after
+// normalizing, except that a README line ending in … shows only the start of its
+// line. Tool results of one response arrive in any order, so the indented lines of
+// a turn are compared as a set.
+func sameLines(t *testing.T, readme, got []string) {
+	t.Helper()
+	key := func(l string) string {
+		if i := strings.Index(l, "   "); strings.HasPrefix(l, "[") && i > 0 {
+			return l[:i] // a tool line: "[1]" and its indentation
+		}
+		return l
+	}
+	group := func(lines []string) [][]string {
+		var out [][]string
+		for _, l := range lines {
+			l = normalizeRun(l)
+			if n := len(out); n > 0 && strings.Contains(l, "]   ") && strings.Contains(out[n-1][0], "]   ") && key(l) == key(out[n-1][0]) {
+				out[n-1] = append(out[n-1], l)
+				continue
+			}
+			out = append(out, []string{l})
+		}
+		for _, g := range out {
+			slices.Sort(g)
+		}
+		return out
+	}
+	want, have := group(readme), group(got)
+	if len(want) != len(have) {
+		t.Fatalf("the README shows %d lines, the command prints %d:\nREADME:\n%s\nprinted:\n%s",
+			len(readme), len(got), strings.Join(readme, "\n"), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if len(want[i]) != len(have[i]) {
+			t.Errorf("README group %v, printed %v", want[i], have[i])
+			continue
+		}
+		for j, w := range want[i] {
+			h := have[i][j]
+			if prefix, cut := strings.CutSuffix(w, "…"); cut && strings.HasPrefix(h, prefix) || w == h {
+				continue
+			}
+			t.Errorf("README line\n  %s\ndoes not match the printed line\n  %s", w, h)
+		}
+	}
+}
+
+func TestReadmeQuickStart(t *testing.T) {
+	readme := readmeBlock(t, "Progress goes to stderr, the answer to")
+	code, stdout, stderr := runCLI(t, "exec", "--model", "test", "../../examples/agents/code-assistant.yaml", "How long is README.md, and what is 2*(3+4)?")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	printed := strings.Split(strings.TrimRight(stderr+stdout, "\n"), "\n")
+	sameLines(t, readme, printed)
+}
+
+func TestReadmeExplainTable(t *testing.T) {
+	readme := readmeBlock(t, "$ agentrun explain examples/agents/shop-support.yaml")
+	code, stdout, stderr := runCLI(t, "explain", shopSupport)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	printed := strings.Split(stdout, "\n")
+	if len(printed) < len(readme) {
+		t.Fatalf("explain printed %d lines, the README shows %d", len(printed), len(readme))
+	}
+	for i, l := range readme {
+		if printed[i] != l {
+			t.Errorf("README line %d\n  %s\nexplain prints\n  %s", i+1, l, printed[i])
+		}
+	}
+}
+
+func TestReadmeValidateExample(t *testing.T) {
+	readme := readmeBlock(t, "$ agentrun validate spec/testdata/invalid/intent_unknown_domain.yaml")
+	code, stdout, _ := runCLI(t, "validate", "../../spec/testdata/invalid/intent_unknown_domain.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	printed := strings.ReplaceAll(strings.TrimRight(stdout, "\n"), "../../", "")
+	if want := strings.Join(readme, "\n"); printed != want {
+		t.Errorf("README shows\n%s\nvalidate prints\n%s", want, printed)
+	}
+}
