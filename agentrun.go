@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
@@ -238,10 +240,19 @@ func CheckIntent(s *spec.Spec, name string) error {
 }
 
 // User builds the run context's user from an id and key=value attributes, which
-// the spec must declare under context.user.
+// the spec must declare under context.user. Tools bind these values where the model
+// cannot change them, so values no tool could use safely are refused here, at the
+// edge: an id that is empty, "." or "..", or holds "/" or a control character (see
+// checkUserID), and an attribute value with a control character or, for an
+// attribute an http tool renders into its URL, one that would make a path segment
+// empty, "." or "..".
 func User(s *spec.Spec, id string, attrs []string) (runtime.User, error) {
 	declared := s.Context.User
 	u := runtime.User{ID: id, Attributes: map[string]string{}}
+	if err := checkUserID(id); err != nil {
+		return u, err
+	}
+	inURL := urlAttributes(s)
 	for _, kv := range attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -250,9 +261,76 @@ func User(s *spec.Spec, id string, attrs []string) (runtime.User, error) {
 		if !slices.Contains(declared, k) {
 			return u, fmt.Errorf("%s: the spec declares no user attribute %q (context.user: %s)", kv, k, strings.Join(declared, ", "))
 		}
+		if strings.ContainsFunc(v, unicode.IsControl) {
+			return u, fmt.Errorf("%q: the value of %s contains a control character", kv, k)
+		}
+		if inURL[k] {
+			if err := kinds.CheckPathValue(v); err != nil {
+				return u, fmt.Errorf("%q: user.%s goes into an http tool's URL, and %v", kv, k, err)
+			}
+		}
 		u.Attributes[k] = v
 	}
 	return u, nil
+}
+
+// UserIDError is a user id that User refuses.
+type UserIDError struct {
+	ID     string
+	Reason string
+}
+
+func (e *UserIDError) Error() string { return fmt.Sprintf("user id %q %s", e.ID, e.Reason) }
+
+// checkUserID refuses ids that cannot name a user everywhere tools put them: in a
+// URL's path (where "", "." and ".." are steps, not names, also once decoded, like
+// "%2e%2e"), in a header or a program's environment (control characters).
+func checkUserID(id string) error {
+	reason := ""
+	switch {
+	case id == "":
+		reason = "is empty"
+	case id == "." || id == "..":
+		reason = `is not allowed: "." and ".." are steps in a URL's path, not names`
+	case strings.Contains(id, "/"):
+		reason = `is not allowed: it contains "/"`
+	case strings.ContainsFunc(id, unicode.IsControl):
+		reason = "is not allowed: it contains a control character"
+	default:
+		if err := kinds.CheckPathValue(id); err != nil {
+			reason = "is not allowed: " + err.Error()
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	return &UserIDError{ID: id, Reason: reason}
+}
+
+// urlRef finds user.NAME and args.NAME in a template's source.
+var urlRef = regexp.MustCompile(`\b(user|args)\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// urlAttributes lists the user attributes an http tool's URL renders, directly or
+// through a bound parameter. It reads the templates' text, so a computed reference
+// (user["tier"]) escapes it; the http tool still refuses such a value when a call
+// would put it into a path.
+func urlAttributes(s *spec.Spec) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range s.Tools {
+		if t.HTTP == nil {
+			continue
+		}
+		for _, m := range urlRef.FindAllStringSubmatch(t.HTTP.URL.Source, -1) {
+			ref := m[1] + "." + m[2]
+			if m[1] == "args" {
+				ref = t.Bind[m[2]]
+			}
+			if attr, ok := strings.CutPrefix(ref, "user."); ok && attr != "id" {
+				out[attr] = true
+			}
+		}
+	}
+	return out
 }
 
 // Registry is every tool kind this build of agentrun knows. Declared mcp tools

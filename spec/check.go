@@ -482,6 +482,7 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 		urlAt := c.at("tools", idx, "http", "url")
 		c.compileTemplate(&h.URL, env, urlAt)
 		c.checkURL(urlAt, h.URL.Source)
+		c.checkRedirects(h, idx)
 		for _, part := range []struct {
 			key string
 			m   map[string]*Template

@@ -20,6 +20,7 @@ const (
 	DefaultDuplicateCalls      = DuplicateStop
 	DefaultMaxRunTime          = 10 * time.Minute
 	DefaultMaxCallsPerResponse = 32
+	DefaultRedirects           = RedirectSameHost // an http tool's redirects
 
 	DefaultJudgeRetries     = 2
 	DefaultJudgeCriterion   = "The answer responds to every part of the user's message."

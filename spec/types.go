@@ -161,6 +161,8 @@ type HTTPTool struct {
 	Headers map[string]*Template `yaml:"headers"`
 	Query   map[string]*Template `yaml:"query"`
 	Body    any                  `yaml:"body"`
+	// Redirects says which redirects the tool follows; nil is DefaultRedirects.
+	Redirects *Redirects `yaml:"redirects"`
 
 	// BodyTemplates holds the compiled templates of Body's string leaves, by their
 	// path below body (e.g. "items[0].ref").

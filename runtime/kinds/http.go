@@ -9,21 +9,30 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 )
 
-const maxHTTPResponse = 1 << 20
+const (
+	maxHTTPResponse = 1 << 20
+	maxRedirects    = 10 // as many as net/http follows by default
+)
 
 // HTTP calls an endpoint whose URL, headers, query and body are templates over the
 // arguments and the run context. Values placed into the URL's path are escaped, so
-// an argument cannot walk the path (`../admin`) or add a query.
+// an argument cannot walk the path (`../admin`) or add a query, and a value that
+// would still make a path segment empty, `.` or `..` is refused. Redirects are
+// followed only as the spec's redirects key allows.
 type HTTP struct {
-	cfg    *spec.HTTPTool
-	method string
-	client *http.Client
+	cfg       *spec.HTTPTool
+	method    string
+	redirects spec.RedirectPolicy
+	allow     []spec.RedirectHost
+	client    *http.Client
 }
 
 var _ runtime.Tool = (*HTTP)(nil)
@@ -37,7 +46,22 @@ func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	return &HTTP{cfg: t.HTTP, method: method, client: &http.Client{}}, nil
+	h := &HTTP{cfg: t.HTTP, method: method, redirects: t.HTTP.Redirects.Effective()}
+	switch h.redirects {
+	case spec.RedirectNone, spec.RedirectSameHost:
+	case spec.RedirectAllow:
+		for i, entry := range t.HTTP.Redirects.Allow {
+			host, err := spec.ParseRedirectHost(entry)
+			if err != nil {
+				return nil, fmt.Errorf("redirects.allow[%d]: %v", i, err)
+			}
+			h.allow = append(h.allow, host)
+		}
+	default:
+		return nil, fmt.Errorf("redirects: %q is not none, same_host or {allow: [hosts]}", h.redirects)
+	}
+	h.client = &http.Client{CheckRedirect: h.checkRedirect}
+	return h, nil
 }
 
 func (h *HTTP) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
@@ -122,22 +146,221 @@ func (h *HTTP) body(env map[string]any, args map[string]any) ([]byte, bool, erro
 	return b, true, err
 }
 
-// renderURL renders a URL template, path-escaping every value that lands after the
-// host. A value that forms the scheme and host (a base URL from a template) is kept.
+// redirectError is a refused redirect; http.Client hands it back inside a *url.Error.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
+
+// checkRedirect runs before every redirect is followed. Go's client copies the first
+// request's headers onto each hop, dropping only Authorization and Cookie, and only
+// for another host name (not another port): so a hop to another origin that the spec
+// allows is sent without any of the tool's headers (they may carry bound values or
+// secrets) and without a Referer (which names the first URL), and a hop that would
+// re-send the body there (307, 308) is refused.
+func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
+	from, to := via[0].URL, req.URL
+	where := to.Host
+	if !strings.EqualFold(to.Scheme, from.Scheme) {
+		where = to.Scheme + "://" + to.Host
+	}
+	refuse := func(why string) error {
+		return &redirectError{fmt.Sprintf("the server redirected to %s, which this tool may not follow%s", where, why)}
+	}
+	switch {
+	case len(via) >= maxRedirects:
+		return &redirectError{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+	case h.redirects == spec.RedirectNone:
+		return refuse(": it follows no redirects")
+	case sameOrigin(from, to):
+		return nil
+	case h.redirects != spec.RedirectAllow || !slices.ContainsFunc(h.allow, func(a spec.RedirectHost) bool { return a.Matches(to) }):
+		return refuse("")
+	case to.Scheme != "https" && (to.Scheme != "http" || from.Scheme == "https"):
+		return refuse(" over " + to.Scheme)
+	case req.Body != nil && req.Body != http.NoBody:
+		return &redirectError{fmt.Sprintf("the server asked to send the request body on to %s; this tool sends its body only to %s", where, from.Host)}
+	}
+	for k := range h.cfg.Headers {
+		req.Header.Del(k)
+	}
+	req.Header.Del("Referer")
+	return nil
+}
+
+// sameOrigin reports whether two URLs have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	host := func(u *url.URL) string { return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".") }
+	return strings.EqualFold(a.Scheme, b.Scheme) && host(a) == host(b) && portOf(a) == portOf(b)
+}
+
+// portOf is u's port, or the one its scheme means without one.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+// urlPart is the part of a URL that text rendered at some point lands in.
+type urlPart int
+
+const (
+	inBase     urlPart = iota // before "://": the value is the base URL
+	inHost                    // after "://", before the path
+	inPath                    // after the first "/" past the host
+	inQuery                   // after "?"
+	inFragment                // after "#"
+)
+
+func partAfter(prefix string) urlPart {
+	_, rest, ok := strings.Cut(prefix, "://")
+	if !ok {
+		return inBase
+	}
+	i := strings.IndexAny(rest, "/?#")
+	if i < 0 {
+		return inHost
+	}
+	switch rest = rest[i:]; {
+	case strings.Contains(rest, "#"):
+		return inFragment
+	case strings.Contains(rest, "?"):
+		return inQuery
+	}
+	return inPath
+}
+
+// valueSpan is where one rendered value landed in the URL.
+type valueSpan struct {
+	start, end int
+	value      string
+}
+
+// renderURL renders a URL template, escaping each value for the part of the URL it
+// lands in: path-escaped in the path (so it stays one segment), query-escaped after
+// a "?" (so it cannot add parameters). A value at the very start (a base URL) is kept
+// as it is; one inside the host may hold only host characters, so it cannot move the
+// request to another host. A path segment that a value makes empty, "." or ".." is
+// refused: the server would read it as a step in the path, not as the value.
 func renderURL(t *spec.Template, env map[string]any) (string, error) {
+	var spans []valueSpan
+	var hostErr error
 	u, err := t.RenderEscaped(env, func(before, value string) string {
-		if pastHost(before) {
-			return url.PathEscape(value)
+		out := value
+		switch partAfter(before) {
+		case inHost:
+			if hostErr == nil && strings.ContainsFunc(value, notHostChar) {
+				hostErr = fmt.Errorf("url: the value %q cannot be part of the URL's host, which may hold only letters, digits, \".\", \"-\", \"_\" and \":\"", value)
+			}
+		case inPath, inFragment:
+			out = url.PathEscape(value)
+		case inQuery:
+			out = url.QueryEscape(value)
 		}
-		return value
+		spans = append(spans, valueSpan{len(before), len(before) + len(out), value})
+		return out
 	})
 	if err != nil {
 		return "", fmt.Errorf("url: %v", err)
 	}
+	if hostErr != nil {
+		return "", hostErr
+	}
+	if err := checkPath(u, spans); err != nil {
+		return "", err
+	}
 	return u, nil
 }
 
-func pastHost(prefix string) bool {
-	_, rest, ok := strings.Cut(prefix, "://")
-	return ok && strings.Contains(rest, "/")
+func notHostChar(r rune) bool {
+	return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(".-_:", r)
+}
+
+// checkPath checks every segment of u's path that holds (part of) a rendered value,
+// or where a value rendered as nothing; segments written in the spec are its
+// author's business.
+func checkPath(u string, spans []valueSpan) error {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return nil // not a URL; the caller refuses it
+	}
+	i := strings.IndexAny(rest, "/?#")
+	if i < 0 || rest[i] != '/' {
+		return nil
+	}
+	start := len(u) - len(rest) + i
+	end := len(u)
+	if j := strings.IndexAny(u[start:], "?#"); j >= 0 {
+		end = start + j
+	}
+	for s := start + 1; s <= end; {
+		e := end
+		if j := strings.IndexByte(u[s:end], '/'); j >= 0 {
+			e = s + j
+		}
+		for _, sp := range spans {
+			touches := sp.start < e && s < sp.end
+			if sp.start == sp.end {
+				touches = s <= sp.start && sp.start <= e
+			}
+			if !touches {
+				continue
+			}
+			decoded, err := url.PathUnescape(u[s:e])
+			if err != nil {
+				decoded = u[s:e]
+			}
+			if part, bad := dotSegment(decoded); bad {
+				return fmt.Errorf("url: the value %q cannot go into the URL's path, where it would make %s; "+
+					"a value in the path may not be empty, \".\" or \"..\", nor make such a segment with \"/\"", sp.value, describeSegment(part))
+			}
+			break
+		}
+		s = e + 1
+	}
+	return nil
+}
+
+// dotSegment looks at a path segment as a server sees it once decoded and returns
+// the part a server could take as a step in the path: empty, "." or "..". A decoded
+// "/" (and, on some servers, "\") splits the segment; Tomcat-like servers drop
+// ";params"; a server that decodes twice turns "%2e%2e" into "..".
+func dotSegment(decoded string) (part string, bad bool) {
+	for range 3 {
+		for _, p := range strings.Split(strings.ReplaceAll(decoded, `\`, "/"), "/") {
+			p, _, _ = strings.Cut(p, ";")
+			if p == "" || p == "." || p == ".." {
+				return p, true
+			}
+		}
+		next, err := url.PathUnescape(decoded)
+		if err != nil || next == decoded {
+			break
+		}
+		decoded = next
+	}
+	return "", false
+}
+
+func describeSegment(part string) string {
+	if part == "" {
+		return "an empty segment"
+	}
+	return fmt.Sprintf("the segment %q", part)
+}
+
+// CheckPathValue reports why v, rendered alone into a path segment of an http tool's
+// URL, would be refused (see renderURL); nil if it would not. The edge uses it on
+// run-context values, which the model cannot correct.
+func CheckPathValue(v string) error {
+	if part, bad := dotSegment(v); bad {
+		return fmt.Errorf("it would make %s in a URL's path", describeSegment(part))
+	}
+	return nil
 }

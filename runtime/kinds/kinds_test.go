@@ -144,8 +144,8 @@ func TestHTTP(t *testing.T) {
 		},
 		{
 			name: "path values are escaped",
-			args: map[string]any{"ref": "../../admin?x=1", "owner": "u-7"},
-			want: seen{method: "GET", path: "/users/u-7/orders/../../admin?x=1", rawPath: "/users/u-7/orders/..%2F..%2Fadmin%3Fx=1"},
+			args: map[string]any{"ref": "a b/c?x=1#f", "owner": "u-7"},
+			want: seen{method: "GET", path: "/users/u-7/orders/a b/c?x=1#f", rawPath: "/users/u-7/orders/a%20b%2Fc%3Fx=1%23f"},
 		},
 		{
 			name:  "post sends the arguments",
