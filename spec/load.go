@@ -48,9 +48,9 @@ type Result struct {
 	ReadErr error
 }
 
-// LoadFile reads and loads one file.
+// LoadFile reads and loads one file: a regular file of at most MaxFileSize.
 func (l *Loader) LoadFile(path string) Result {
-	src, err := os.ReadFile(path)
+	src, err := ReadFile(path, MaxFileSize)
 	if err != nil {
 		return Result{File: path, ReadErr: err, Diagnostics: Diagnostics{{Severity: Error, Pos: Pos{File: path}, Message: ioMessage(err)}}}
 	}
@@ -58,7 +58,14 @@ func (l *Loader) LoadFile(path string) Result {
 	return Result{File: path, Spec: spec, Diagnostics: diags}
 }
 
+// ioMessage is a read error for a diagnostic, which names the file already.
 func ioMessage(err error) string {
+	if e, ok := errors.AsType[*NotRegularError](err); ok {
+		return e.describe(filepath.Base(e.Path))
+	}
+	if e, ok := errors.AsType[*TooLargeError](err); ok {
+		return e.describe(filepath.Base(e.Path))
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("cannot %s: %v", pe.Op, pe.Err)
@@ -225,53 +232,126 @@ var parserErrorRe = sync.OnceValue(func() *regexp.Regexp {
 
 // SpecFiles expands the arguments of `validate`: files are taken as they are,
 // directories are searched for *.yaml and *.yml agent specs (skipping test files,
-// skill packs and hidden directories).
-func SpecFiles(args []string) ([]string, error) {
+// skill packs and what FindFiles skips).
+func SpecFiles(args []string) ([]string, Diagnostics, error) {
 	return FindFiles(args, isSpecFile, "agent specs (*.yaml, *.yml)")
 }
 
 // TestFiles expands the arguments of `agentrun test` into *.test.yaml files.
-func TestFiles(args []string) ([]string, error) {
+func TestFiles(args []string) ([]string, Diagnostics, error) {
 	return FindFiles(args, func(name string) bool {
 		return strings.HasSuffix(name, ".test.yaml") || strings.HasSuffix(name, ".test.yml")
 	}, "scenario tests (*.test.yaml)")
 }
 
-// FindFiles takes files as they are and searches directories, except hidden ones,
-// for the files whose name matches. A directory without any is an error naming
-// what was looked for.
-func FindFiles(args []string, match func(name string) bool, what string) ([]string, error) {
+// FindFiles takes files as they are and searches directories for the regular files
+// whose name matches. A committed repository can hold anything, so the walk does not
+// enter hidden directories or node_modules, skips devices, FIFOs and sockets and
+// symlinks that leave the directory with a warning, and reports an unreadable
+// directory or broken symlink as an error for its path while still walking the rest.
+// A directory without any match is an error naming what was looked for: the returned
+// error when the walk found nothing else to say, otherwise a diagnostic beside what
+// it said. The returned error is for arguments that do not exist.
+func FindFiles(args []string, match func(name string) bool, what string) ([]string, Diagnostics, error) {
 	var files []string
+	var diags Diagnostics
 	for _, arg := range args {
 		info, err := os.Stat(arg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !info.IsDir() {
-			files = append(files, arg)
+			files = append(files, arg) // named on purpose; the reader refuses what is not a regular file
 			continue
 		}
-		found := 0
-		err = filepath.WalkDir(arg, func(path string, e fs.DirEntry, err error) error {
-			switch {
-			case err != nil:
-				return err
-			case e.IsDir() && path != arg && strings.HasPrefix(e.Name(), "."):
-				return filepath.SkipDir
-			case !e.IsDir() && match(e.Name()):
-				files = append(files, path)
-				found++
+		w := walker{root: arg, match: match}
+		if w.realRoot, err = realPath(arg); err != nil {
+			return nil, nil, err
+		}
+		if err := filepath.WalkDir(arg, w.visit); err != nil {
+			return nil, nil, err
+		}
+		if len(w.files) == 0 {
+			if len(w.diags) == 0 {
+				return nil, nil, fmt.Errorf("%s: no %s found", arg, what)
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+			w.diags = append(w.diags, Diagnostic{Severity: Error, Pos: Pos{File: arg}, Message: fmt.Sprintf("no %s found", what)})
 		}
-		if found == 0 {
-			return nil, fmt.Errorf("%s: no %s found", arg, what)
-		}
+		files = append(files, w.files...)
+		diags = append(diags, w.diags...)
 	}
-	return files, nil
+	return files, diags, nil
+}
+
+// walker collects the matching files under one directory argument.
+type walker struct {
+	root     string // as given
+	realRoot string // its realPath, to tell where a symlink points
+	match    func(name string) bool
+	files    []string
+	diags    Diagnostics
+}
+
+func (w *walker) visit(path string, e fs.DirEntry, err error) error {
+	switch {
+	case err != nil: // a directory that cannot be read; its siblings still can
+		w.diags = append(w.diags, Diagnostic{Severity: Error, Pos: Pos{File: path}, Message: ioMessage(err)})
+		return nil
+	case e.IsDir():
+		if path != w.root && (strings.HasPrefix(e.Name(), ".") || e.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		return nil
+	case !w.match(e.Name()):
+		return nil
+	case e.Type().IsRegular():
+		w.files = append(w.files, path)
+	case e.Type()&fs.ModeSymlink != 0:
+		w.symlink(path)
+	default:
+		w.skip(path, "skipped: "+modeNoun(e.Type())+", not a regular file", "agentrun reads only regular files")
+	}
+	return nil
+}
+
+// symlink takes a symlink to a regular file inside the walked directory.
+func (w *walker) symlink(path string) {
+	target, err := realPath(path)
+	var info fs.FileInfo
+	if err == nil {
+		info, err = os.Stat(target)
+	}
+	switch {
+	case err != nil:
+		w.diags = append(w.diags, Diagnostic{Severity: Error, Pos: Pos{File: path}, Message: "a symlink that cannot be followed: " + err.Error()})
+	case !info.Mode().IsRegular():
+		w.skip(path, fmt.Sprintf("skipped: a symlink to %s, %s, not a regular file", target, modeNoun(info.Mode())), "agentrun reads only regular files")
+	case !within(w.realRoot, target):
+		w.skip(path, fmt.Sprintf("skipped: a symlink to %s, outside %s", target, w.root),
+			"a directory walk does not follow symlinks out of the directory; name the file itself to check it")
+	default:
+		w.files = append(w.files, path)
+	}
+}
+
+func (w *walker) skip(path, msg, hint string) {
+	w.diags = append(w.diags, Diagnostic{Severity: Warning, Pos: Pos{File: path}, Message: msg, Hint: hint})
+}
+
+// realPath is path made absolute with every symlink resolved, the working directory's
+// too, so two of them can be compared.
+func realPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// within reports whether path is dir or lies under it (both real paths).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func isSpecFile(name string) bool {

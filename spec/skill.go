@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -121,7 +120,7 @@ func (l *Loader) openSkill(use, agentDir string) (*document, error) {
 			dir = filepath.Join(agentDir, dir)
 		}
 		file := filepath.Join(dir, "skill.yaml")
-		src, err := os.ReadFile(file)
+		src, err := ReadFile(file, MaxFileSize)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("skill %q not found: no %s", use, file)
 		} else if err != nil {
@@ -217,7 +216,7 @@ func (l *Loader) readSkillFile(dir, name string) (string, error) {
 	if filepath.IsAbs(name) || strings.Contains(filepath.ToSlash(filepath.Clean(name)), "..") {
 		return "", fmt.Errorf("%s: instructions_file must name a file inside the skill's directory", name)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := ReadFile(filepath.Join(dir, name), MaxFileSize)
 	if err != nil {
 		return "", errors.New(ioMessage(err))
 	}

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -134,9 +133,10 @@ func (f *TestFile) At(tokens ...string) Source {
 	return Source{Pos: at.pos, Path: at.path}
 }
 
-// LoadTestFile reads and checks a *.test.yaml file.
+// LoadTestFile reads and checks a *.test.yaml file: a regular file of at most
+// MaxFileSize.
 func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
-	src, err := os.ReadFile(file)
+	src, err := ReadFile(file, MaxFileSize)
 	if err != nil {
 		return nil, Diagnostics{{Severity: Error, Pos: Pos{File: file}, Message: ioMessage(err)}}
 	}

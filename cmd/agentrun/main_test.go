@@ -231,9 +231,9 @@ func TestCompileFixtures(t *testing.T) {
 // scripts or skill packs).
 func exampleAgents(t *testing.T) []string {
 	t.Helper()
-	files, err := spec.SpecFiles([]string{"../../examples/agents"})
-	if err != nil || len(files) < 3 {
-		t.Fatalf("example agents: %v %v", files, err)
+	files, walked, err := spec.SpecFiles([]string{"../../examples/agents"})
+	if err != nil || len(walked) > 0 || len(files) < 3 {
+		t.Fatalf("example agents: %v %v %v", files, walked, err)
 	}
 	return files
 }

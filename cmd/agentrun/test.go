@@ -32,10 +32,13 @@ func newTestCommand() *cobra.Command {
 			if format != "text" && format != "json" && format != "junit" {
 				return fmt.Errorf("unknown --format %q: use text, json or junit", format)
 			}
-			files, err := spec.TestFiles(args)
+			files, walked, err := spec.TestFiles(args)
 			if err != nil {
 				return err
 			}
+			// The results' formats have no place for what the directory walk skipped
+			// or could not read, so it goes to stderr, like other I/O problems.
+			fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(walked))
 			loader, err := agentrun.NewLoader()
 			if err != nil {
 				return err
@@ -56,6 +59,9 @@ func newTestCommand() *cobra.Command {
 			}
 			if err != nil {
 				return err
+			}
+			if walked.HasErrors() {
+				return exitError{2}
 			}
 			if passed, failed := scenario.Counts(results); failed > 0 || passed == 0 && filter != nil {
 				return exitError{1}

@@ -34,7 +34,7 @@ func newValidateCommand() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("unknown --format %q: use text, json or github", format)
 			}
-			files, err := spec.SpecFiles(args)
+			files, walked, err := spec.SpecFiles(args)
 			if err != nil {
 				return err
 			}
@@ -44,8 +44,10 @@ func newValidateCommand() *cobra.Command {
 			}
 			results := loader.LoadFiles(files)
 			registry := agentrun.Registry()
-			var all spec.Diagnostics
-			readFailed := false
+			// What the directory walk skipped or could not read comes first; an
+			// unreadable directory counts as an unreadable file.
+			all := walked
+			readFailed := walked.HasErrors()
 			for _, r := range results {
 				all = append(all, r.Diagnostics...)
 				readFailed = readFailed || r.ReadErr != nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/agentrun/agentrun/runtime"
@@ -63,9 +62,13 @@ type ScriptToolCall = spec.ScriptToolCall
 
 var _ runtime.Model = (*Script)(nil)
 
-// LoadScript reads a script file.
+// MaxScriptSize is the most LoadScript reads: more than specs get, because
+// `exec --record` writes scripts and a long run's model output adds up.
+const MaxScriptSize = 16 << 20
+
+// LoadScript reads a script file: a regular file of at most MaxScriptSize.
 func LoadScript(path string) (*Script, error) {
-	src, err := os.ReadFile(path)
+	src, err := spec.ReadFile(path, MaxScriptSize)
 	if err != nil {
 		return nil, err
 	}
