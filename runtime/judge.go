@@ -126,7 +126,7 @@ func (r *run) judgePrompt(j *spec.JudgeSettings, draft string) string {
 	if len(r.result.Steps) > 0 {
 		b.WriteString("Tool results the assistant had:\n")
 		for _, s := range r.result.Steps {
-			fmt.Fprintf(&b, "- %s(%s) → %s\n", s.Tool, s.Arguments, clipText(s.Result, 1500))
+			fmt.Fprintf(&b, "- %s(%s) → %s\n", s.Tool, s.modelArgs, clipText(s.Result, 1500)) // never bound values
 		}
 		b.WriteByte('\n')
 	}

@@ -187,7 +187,7 @@ func TestRunsFollowTheEdges(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			switch tt.context {
 			case "deadline":
-				ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+				ctx, cancel = context.WithTimeout(context.Background(), time.Second) // long enough to reach the tool on a loaded machine
 			case "canceled":
 				cancel()
 			}
@@ -274,7 +274,7 @@ func TestContextEndsWhileTheJudgeRuns(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			if tt.context == "deadline" {
-				ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+				ctx, cancel = context.WithTimeout(context.Background(), time.Second) // long enough to reach the tool on a loaded machine
 			}
 			defer cancel()
 			verdict := stubReply{wait: true}

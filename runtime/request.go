@@ -102,16 +102,23 @@ func (r *Result) Completed() bool { return r.Stop == StopCompleted }
 
 // Step is one tool call of the run, as it was decided and executed.
 type Step struct {
-	Turn      int           `json:"turn"`
-	Tool      string        `json:"tool"`
-	CallID    string        `json:"call_id"`
-	Arguments string        `json:"arguments"`
+	Turn   int    `json:"turn"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	// Arguments are those the tool ran with, bound parameters included; for a call
+	// that did not run, what the model sent.
+	Arguments string `json:"arguments"`
+	// Discarded names the bound parameters the model tried to set; their values
+	// were dropped and are shown nowhere.
+	Discarded []string      `json:"discarded,omitempty"`
 	Outcome   Outcome       `json:"outcome"`
 	Refusal   Refusal       `json:"refusal,omitempty"` // why a refused call was not run
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
 	// Finish is the finish reason of the model response that asked for the call.
 	Finish FinishReason `json:"finish_reason,omitempty"`
+
+	modelArgs string // what the model may see of the arguments: no bound values
 }
 
 // Outcome is what became of a tool call.

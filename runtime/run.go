@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +57,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		req:        &req,
 		ctx:        ctx,
 		state:      StateThinking,
-		result:     &Result{Intent: req.Intent},
+		result:     &Result{Intent: req.Intent, Steps: []Step{}}, // --json shows [] rather than null
 		signatures: map[string]string{},
 		started:    time.Now(),
 		seen:       newSeenEntities(req.Seen),
@@ -300,10 +301,15 @@ type call struct {
 	tool      *agentTool
 	args      map[string]any
 	signature string
-	result    string
-	outcome   Outcome
-	refusal   Refusal
-	duration  time.Duration
+	// modelArgs are the model's arguments without the bound parameters it may not
+	// set (canonical JSON), ran the arguments the tool ran with (bound ones
+	// included): the model and the judge see the first, logs the second.
+	modelArgs, ran string
+	discarded      []string // bound parameters the model tried to set
+	result         string
+	outcome        Outcome
+	refusal        Refusal
+	duration       time.Duration
 }
 
 // executeTools runs every tool call of the last response — in parallel, bounded —
@@ -327,7 +333,7 @@ func (r *run) executeTools() {
 			continue
 		}
 		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow {
-			r.emit(Event{Kind: EventGuard, Guard: GuardDuplicateCall, Tool: tc.Name, CallID: tc.ID, Args: tc.Arguments, Message: "duplicate_calls: " + string(g.DuplicateCalls)})
+			r.emit(Event{Kind: EventGuard, Guard: GuardDuplicateCall, Tool: tc.Name, CallID: tc.ID, Args: c.modelArgs, Message: "duplicate_calls: " + string(g.DuplicateCalls)})
 			if g.DuplicateCalls == spec.DuplicateStop {
 				r.messages = r.messages[:len(r.messages)-1] // never keep a tool call without its results
 				r.stop(StopDuplicateCall, fmt.Sprintf("%s was called again with the same arguments", tc.Name))
@@ -352,7 +358,8 @@ func (r *run) executeTools() {
 			r.applyFactRules(c)
 		}
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
-		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.tc.Arguments,
+		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: cmp.Or(c.ran, c.tc.Arguments),
+			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
 			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish})
 	}
 	if err := r.ctx.Err(); err != nil {
@@ -404,6 +411,7 @@ func (r *run) prepare(c *call) bool {
 	for param := range t.bind {
 		if _, sent := args[param]; sent {
 			delete(args, param) // the model may not choose a bound value; the run context does
+			c.discarded = append(c.discarded, param)
 			r.emit(Event{Kind: EventBindDiscarded, Tool: c.tc.Name, CallID: c.tc.ID, Param: param,
 				Message: fmt.Sprintf("discarded the model's value for bound parameter %q", param)})
 		}
@@ -412,9 +420,16 @@ func (r *run) prepare(c *call) bool {
 		return refuse(RefusedSchema, "invalid arguments for %s: %s", c.tc.Name, schemaProblems(err))
 	}
 	canonical, _ := json.Marshal(args) // map keys come out sorted: a canonical form
-	c.signature = c.tc.Name + "\x00" + string(canonical)
+	c.modelArgs = string(canonical)
+	c.signature = c.tc.Name + "\x00" + c.modelArgs
 	for param, key := range t.bind {
 		args[param] = r.contextValue(key)
+	}
+	if len(t.bind) == 0 {
+		c.ran = c.modelArgs
+	} else {
+		ran, _ := json.Marshal(args)
+		c.ran = string(ran)
 	}
 	if ok, msg := r.acceptCall(t, args); !ok {
 		return r.refuse(c, RefusedAccept, "Refused: "+msg, msg)
@@ -514,7 +529,7 @@ func (r *run) runParallel(calls []call, runnable []int, limit int) {
 // execute runs one prepared call with its timeout and output cap.
 func (r *run) execute(c *call) {
 	t := c.tool
-	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments})
+	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
 	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
 	defer cancel()
 	start := time.Now()

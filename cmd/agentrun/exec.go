@@ -211,7 +211,11 @@ func execRequest(s *spec.Spec, question string, o execOptions) (runtime.Request,
 		return runtime.Request{}, fmt.Errorf("--%w", err)
 	}
 	user, err := agentrun.User(s, o.user, o.set)
-	if err != nil {
+	var idErr *agentrun.UserIDError
+	switch {
+	case errors.As(err, &idErr):
+		return runtime.Request{}, fmt.Errorf("--user: %w", err)
+	case err != nil:
 		return runtime.Request{}, fmt.Errorf("--set %w", err)
 	}
 	return runtime.Request{Input: question, User: user, Conversation: o.conversation, Intent: o.intent}, nil

@@ -71,6 +71,26 @@ turns:
 	if !strings.Contains(string(raw), `"kind":"bind_discarded"`) {
 		t.Error("no bind_discarded event in the trace")
 	}
+	// The logs show what ran: the bound user, never the forged value as an argument.
+	if strings.Contains(stderr, "victim-7\"") || strings.Contains(string(raw), `victim-7\"`) {
+		t.Errorf("a discarded value shows as an argument:\n%s\n%s", stderr, raw)
+	}
+	if !strings.Contains(stderr, `⚙ list_recent_orders {"status":"any","user_id":"u-42"}`) {
+		t.Errorf("progress does not show the arguments the tool ran with:\n%s", stderr)
+	}
+	code, stdout, _ = runCLI(t, "exec", "-q", "--json", "--model", "script:"+script, "--user", "u-42", "--intent", "order_status", "../../examples/agents/shop-support.yaml", "again")
+	var res struct {
+		Steps []struct {
+			Arguments string   `json:"arguments"`
+			Discarded []string `json:"discarded"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 0 || len(res.Steps) != 1 {
+		t.Fatalf("exit %d, %v: %s", code, err, stdout)
+	}
+	if s := res.Steps[0]; strings.Contains(s.Arguments, "victim") || !strings.Contains(s.Arguments, `"user_id":"u-42"`) || len(s.Discarded) != 1 || s.Discarded[0] != "user_id" {
+		t.Errorf("--json step %+v", s)
+	}
 }
 
 func TestExecExitCodesAndInput(t *testing.T) {
