@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/memory"
 )
 
 const finishSpec = `
@@ -134,5 +135,35 @@ func TestReasoningGoesBackWithToolCalls(t *testing.T) {
 	}
 	if !slices.Equal(res.Reasoning, []string{"I should look it up.", "Now answer."}) {
 		t.Errorf("result reasoning %q", res.Reasoning)
+	}
+}
+
+// A conversation another user started is refused before any model call — not
+// even the intent classifier runs for it.
+func TestForeignConversationCostsNoModelCall(t *testing.T) {
+	st := memory.New()
+	ctx := context.Background()
+	if err := st.Commit(ctx, runtime.Record{UserID: "alice", Conversation: "c-1", Messages: []runtime.Message{
+		{Role: runtime.RoleUser, Content: "hi"}, {Role: runtime.RoleAssistant, Content: "hello"}}}); err != nil {
+		t.Fatal(err)
+	}
+	model := &stubModel{agent: []stubReply{stubSay("never")}}
+	a, diags := runtime.Compile(loadSpec(t, `
+version: 1
+name: routed
+intents:
+  greet: {description: Greetings.}
+  other: {description: Anything else.}
+routing: {fallback: other}
+`), runtime.Options{Model: model, Store: st})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, err := a.Run(ctx, runtime.Request{Input: "hi", User: runtime.User{ID: "mallory"}, Conversation: "c-1"})
+	if err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("run: %v", err)
+	}
+	if n := len(model.agentReqs) + len(model.otherReqs); n != 0 {
+		t.Errorf("%d model requests for a refused conversation", n)
 	}
 }

@@ -83,6 +83,9 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 func (r *run) prepareContext() {
 	a := r.agent
 	facts := r.loadMemory()
+	if r.foreignConversation {
+		return // refused before anything else costs a model call (the classifier's)
+	}
 	r.profile = a.profileSummary(facts)
 	r.route()
 	if a.intents == nil {
