@@ -92,8 +92,10 @@ memory:
 
 // BenchmarkRunSeen is one run in a conversation that has already revealed n orders:
 // list the user's orders (one of a handful, so the data stays the same size), cancel
-// the one just listed — an accept rule on seen("orders") — and answer. The store is
-// loaded at the start and committed at the end, as in every run.
+// one — an accept rule `args.number in seen("orders")` — and answer. The run reads the
+// conversation's last turns at the start and commits at the end, as every run does.
+// In seen=N it cancels the order it just listed, which the run answers itself; in
+// earlier/seen=N the one the previous run listed, which only the store knows.
 func BenchmarkRunSeen(b *testing.B) {
 	stores := []struct {
 		name string
@@ -110,13 +112,19 @@ func BenchmarkRunSeen(b *testing.B) {
 		}},
 	}
 	for _, st := range stores {
-		for _, n := range []int{0, 10_000, 100_000} {
-			b.Run(fmt.Sprintf("store=%s/seen=%d", st.name, n), func(b *testing.B) { benchRunSeen(b, st.open(b), n) })
+		for _, earlier := range []bool{false, true} {
+			for _, n := range []int{0, 10_000, 100_000} {
+				name := fmt.Sprintf("store=%s/seen=%d", st.name, n)
+				if earlier {
+					name = fmt.Sprintf("store=%s/earlier/seen=%d", st.name, n)
+				}
+				b.Run(name, func(b *testing.B) { benchRunSeen(b, st.open(b), n, earlier) })
+			}
 		}
 	}
 }
 
-func benchRunSeen(b *testing.B, store runtime.Store, n int) {
+func benchRunSeen(b *testing.B, store runtime.Store, n int, earlier bool) {
 	ctx := context.Background()
 	seed := make([]string, n)
 	for i := range seed {
@@ -126,7 +134,13 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int) {
 		b.Fatal(err)
 	}
 	i := 0
-	order := func() string { return fmt.Sprintf("B%02d", i%20) }
+	order := func(i int) string { return fmt.Sprintf("B%02d", i%20) }
+	cancel := func() string {
+		if earlier && i > 0 {
+			return order(i + 19) // the previous run's
+		}
+		return order(i)
+	}
 	model := &roundModel{rounds: []func(int) *runtime.ModelResponse{
 		func(int) *runtime.ModelResponse {
 			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
@@ -134,7 +148,7 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int) {
 		},
 		func(int) *runtime.ModelResponse {
 			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-				ToolCalls: []runtime.ToolCall{{ID: "call_2", Name: "cancel", Arguments: `{"number":"` + order() + `"}`}}}}
+				ToolCalls: []runtime.ToolCall{{ID: "call_2", Name: "cancel", Arguments: `{"number":"` + cancel() + `"}`}}}}
 		},
 		func(int) *runtime.ModelResponse {
 			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Cancelled."}}
@@ -142,7 +156,7 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int) {
 	}}
 	tools := map[string]runtime.Tool{
 		"list_orders": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
-			return `{"orders":[{"number":"` + order() + `"}]}`, nil
+			return `{"orders":[{"number":"` + order(i) + `"}]}`, nil
 		}},
 		"cancel": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"ok":true}`, nil }},
 	}
@@ -152,12 +166,18 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int) {
 		b.Fatal(diags)
 	}
 	req := runtime.Request{Input: "Cancel my latest order.", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
-	b.ReportAllocs()
-	for b.Loop() {
+	run := func() {
 		res, err := a.Run(ctx, req)
 		if err != nil || res.Stop != runtime.StopCompleted || len(res.Steps) != 2 || res.Steps[1].Outcome != runtime.OutcomeOK || res.MemoryError != "" {
 			b.Fatalf("%v %+v", err, res)
 		}
 		i++
+	}
+	if earlier {
+		run() // so that the first measured run has a previous one
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		run()
 	}
 }

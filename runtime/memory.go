@@ -16,9 +16,11 @@ import (
 )
 
 // loadMemory reads what the store remembers for this run: the user's facts and, in a
-// conversation, its last turns and the entities already revealed. A caller that
-// passes History itself keeps it. A store that fails to answer costs the run its
-// memory, not the run.
+// conversation, its last turns. The entities earlier runs revealed are not read: the
+// run asks the store about those its accept rules check, once the conversation is
+// known to be the user's. A caller that passes History itself keeps it. A store that
+// fails to answer costs the run its memory, not the run — but a rule that needs the
+// store's entities then fails closed.
 func (r *run) loadMemory() []Fact {
 	a := r.agent
 	if a.store == nil {
@@ -36,6 +38,7 @@ func (r *run) loadMemory() []Fact {
 		conv, err := a.store.Conversation(r.ctx, r.req.Conversation, a.settings.Memory.Window)
 		if err != nil {
 			r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "history could not be read; running without it"})
+			r.seen.stored = storedSeen{err: fmt.Errorf("the conversation could not be read: %w", err)}
 			return facts
 		}
 		if conv.User != "" && conv.User != r.req.User.ID {
@@ -43,9 +46,7 @@ func (r *run) loadMemory() []Fact {
 			return facts
 		}
 		r.req.History = conv.Messages
-		for kind, ids := range conv.Seen {
-			r.seen.addEarlier(kind, ids)
-		}
+		r.seen.stored = storedSeen{store: a.store, conversation: r.req.Conversation}
 		r.emit(Event{Kind: EventMemory, Message: fmt.Sprintf("history: %d of %d turns", countTurns(conv.Messages), conv.Turns), Count: len(conv.Messages)})
 	}
 	return facts

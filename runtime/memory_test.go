@@ -99,8 +99,9 @@ func TestHistoryAndSeenAcrossRuns(t *testing.T) {
 		t.Errorf("third run's request: %+v", third)
 	}
 	conv, _ := store.Conversation(context.Background(), "c1", 10)
-	if conv.Turns != 3 || strings.Join(conv.Seen["orders"], ",") != "A1" {
-		t.Errorf("stored %+v", conv)
+	seen, _ := store.SeenEntities(context.Background(), "c1")
+	if conv.Turns != 3 || strings.Join(seen["orders"], ",") != "A1" {
+		t.Errorf("stored %+v, seen %v", conv, seen)
 	}
 }
 

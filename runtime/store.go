@@ -26,8 +26,18 @@ type Store interface {
 	Facts
 	// Conversation returns the last turns of a conversation — a turn is a user
 	// message and everything up to its accepted answer, so a tool call is never
-	// separated from its results — and the entities revealed in it.
+	// separated from its results. It does not read the entities revealed in it: a run
+	// asks for those its accept rules check (Seen), whatever their number.
 	Conversation(ctx context.Context, id string, turns int) (Conversation, error)
+	// Seen reports whether the entity id of a kind was revealed in the conversation
+	// and is still kept (memory.max_seen): one indexed lookup, so its cost does not
+	// grow with the entities the conversation has.
+	Seen(ctx context.Context, conversation, kind, id string) (bool, error)
+	// SeenEntities returns the entities revealed in the conversation, by kind, each
+	// kind oldest first — in the order of their last revelation: the kinds named, or
+	// every kind when none is. A kind without entities is absent. The map and its
+	// slices belong to the caller.
+	SeenEntities(ctx context.Context, conversation string, kinds ...string) (map[string][]string, error)
 	// Commit writes what one run leaves behind in one transaction: a crash loses at
 	// most the run in flight, and two runs on one conversation never interleave.
 	Commit(ctx context.Context, rec Record) error
@@ -42,10 +52,7 @@ type Store interface {
 type Conversation struct {
 	User     string    `json:"user,omitempty"` // who started it; "" for a new one
 	Messages []Message `json:"messages"`
-	// Seen holds the entities revealed in the conversation, by kind, each kind oldest
-	// first: in the order of their last revelation. The slices belong to the caller.
-	Seen  map[string][]string `json:"seen,omitempty"`
-	Turns int                 `json:"turns"` // turns stored in all, not only those returned
+	Turns    int       `json:"turns"` // turns stored in all, not only those returned
 }
 
 // Record is what one run writes.

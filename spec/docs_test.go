@@ -131,17 +131,19 @@ func TestDocsExpressionEnvironments(t *testing.T) {
 }
 
 // Types and Values of every environment name the same variables, so what an
-// expression was checked against is what it runs with.
+// expression was checked against is what it runs with — the hidden in_seen, which
+// the rewritten membership tests call, included.
 func TestEnvTypesMatchValues(t *testing.T) {
 	envs := []Env{EnvInstructions, EnvToolTemplate, EnvAccept, EnvCollect, EnvMCPHeaders, EnvFactRule}
 	for _, fs := range FilterStages {
 		envs = append(envs, FilterEnv(fs.Stage))
 	}
 	for _, e := range envs {
-		types := e.Types(VarTypes{User: userType(nil)})
+		visible := e.Types(VarTypes{User: userType(nil)})
+		types := withInSeen(visible)
 		values := e.Values(&Values{})
-		if len(types) != len(e) || len(values) != len(e) {
-			t.Errorf("%v: %d types, %d values", e, len(types), len(values))
+		if len(visible) != len(e) || len(values) != len(types) {
+			t.Errorf("%v: %d types (%d visible), %d values", e, len(types), len(visible), len(values))
 		}
 		for name := range types {
 			if _, ok := values[name]; !ok {

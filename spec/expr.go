@@ -8,8 +8,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/types"
+	"github.com/expr-lang/expr/vm"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -75,16 +77,67 @@ func (d *document) compileExpr(e *Expr, env exprEnv, asBool bool, at location) {
 	if e == nil || e.Source == "" || d.failed[at.path] {
 		return
 	}
-	opts := []expr.Option{expr.Env(env), expr.MaxNodes(2000)}
-	if asBool {
-		opts = append(opts, expr.AsBool())
-	}
-	prog, err := expr.Compile(e.Source, opts...)
+	prog, err := compileIn(e.Source, env, asBool)
 	if err != nil {
 		d.exprError(err, e.Source, 0, env, at)
 		return
 	}
 	e.Program = prog
+}
+
+// compileIn compiles an expression in env. Where env has seen, an expression that
+// compiles as written is compiled again with its membership tests on seen rewritten
+// (seenMembership): the errors, and their places, stay those of what the user wrote,
+// and a user cannot call the hidden in_seen, which the first compile does not know.
+func compileIn(src string, env exprEnv, asBool bool) (*vm.Program, error) {
+	opts := func(env exprEnv, more ...expr.Option) []expr.Option {
+		o := append([]expr.Option{expr.Env(env), expr.MaxNodes(2000)}, more...)
+		if asBool {
+			o = append(o, expr.AsBool())
+		}
+		return o
+	}
+	prog, err := expr.Compile(src, opts(env)...)
+	if err != nil || !strings.Contains(src, string(VarSeen)) {
+		return prog, err
+	}
+	if _, ok := env[string(VarSeen)]; !ok {
+		return prog, nil
+	}
+	rewritten, err := expr.Compile(src, opts(withInSeen(env), expr.Patch(seenMembership{}))...)
+	if err != nil {
+		return prog, nil // cannot happen (in_seen takes what seen and in took); the list still answers
+	}
+	return rewritten, nil
+}
+
+// seenMembership rewrites `id in seen(kind)` into in_seen(id, kind); `id not in
+// seen(kind)` parses as `not (id in seen(kind))` and follows. A check then asks for one
+// entity — the run's, then an indexed lookup in the store — where `in` would load every
+// entity of the kind and scan them. Any other use of seen(kind) is left as it is. The
+// id comes first, as in the source, so the two sides are evaluated in the same order
+// (when both fail, the same error is reported), and the call takes the place of the
+// seen(kind) call, so a store that cannot answer is reported at the same place.
+type seenMembership struct{}
+
+func (seenMembership) Visit(node *ast.Node) {
+	in, ok := (*node).(*ast.BinaryNode)
+	if !ok || in.Operator != "in" {
+		return
+	}
+	call, ok := in.Right.(*ast.CallNode)
+	if !ok || len(call.Arguments) != 1 {
+		return
+	}
+	callee, ok := call.Callee.(*ast.IdentifierNode)
+	if !ok || callee.Value != string(VarSeen) {
+		return
+	}
+	fn := &ast.IdentifierNode{Value: string(varInSeen)}
+	fn.SetLocation(callee.Location())
+	rewritten := &ast.CallNode{Callee: fn, Arguments: []ast.Node{in.Left, call.Arguments[0]}}
+	rewritten.SetLocation(call.Location())
+	*node = rewritten
 }
 
 // compileTemplate splits t into text and {{ expr }} parts and compiles each part.
@@ -121,7 +174,7 @@ func (d *document) compileTemplate(t *Template, env exprEnv, at location) {
 			d.errorf(at, "", "template: empty {{ }}")
 			return
 		}
-		prog, err := expr.Compile(trimmed, expr.Env(env), expr.MaxNodes(2000))
+		prog, err := compileIn(trimmed, env, false)
 		if err != nil {
 			d.exprError(err, trimmed, start, env, at)
 			return

@@ -23,6 +23,11 @@ const (
 	VarAnswer       Var = "answer"       // the answer
 )
 
+// varInSeen is seen's hidden companion, in_seen(id, kind): `id in seen(kind)` and
+// `id not in seen(kind)` compile to calls of it (seenMembership), so a check asks for
+// one entity instead of loading them all. An expression cannot name it.
+const varInSeen Var = "in_seen"
+
 // Env is the set of variables one place's expressions see. The same Env types the
 // expressions when the spec loads (Types) and builds their values when a run
 // evaluates them (Values), so the two cannot disagree.
@@ -60,6 +65,27 @@ type VarTypes struct {
 
 var openMap = types.TypeOf(map[string]any{})
 
+// The types of seen and in_seen. Both may fail — the entities live in the store —
+// and an expression that fails refuses what it guards.
+var (
+	seenType   = types.TypeOf(func(string) ([]string, error) { return nil, nil })
+	inSeenType = types.TypeOf(func(any, string) (bool, error) { return false, nil })
+)
+
+// withInSeen is env with in_seen beside seen, for compiling the rewritten membership
+// tests; it is env itself when env has no seen.
+func withInSeen(env types.Map) types.Map {
+	if _, ok := env[string(VarSeen)]; !ok {
+		return env
+	}
+	m := make(types.Map, len(env)+1)
+	for k, v := range env {
+		m[k] = v
+	}
+	m[string(varInSeen)] = inSeenType
+	return m
+}
+
 // Types is the typed environment the expressions of this place compile against.
 func (e Env) Types(t VarTypes) types.Map {
 	m := make(types.Map, len(e))
@@ -76,7 +102,7 @@ func (e Env) Types(t VarTypes) types.Map {
 				typ = openMap
 			}
 		case VarSeen:
-			typ = types.TypeOf(func(string) []string { return nil })
+			typ = seenType
 		case VarResult:
 			typ = types.Any
 		case VarOK:
@@ -98,7 +124,8 @@ type Values struct {
 	User         map[string]any // UserValue
 	Conversation map[string]any // ConversationValue
 	Intent       string
-	Seen         func(kind string) []string
+	Seen         func(kind string) ([]string, error)     // every entity of the kind
+	InSeen       func(id any, kind string) (bool, error) // one entity: a non-string id never is
 	Result       any
 	Tool         string
 	Text         string
@@ -109,7 +136,7 @@ type Values struct {
 
 // Values is the environment an expression of this place runs in.
 func (e Env) Values(v *Values) map[string]any {
-	m := make(map[string]any, len(e))
+	m := make(map[string]any, len(e)+1)
 	for _, name := range e {
 		var val any
 		switch name {
@@ -123,6 +150,7 @@ func (e Env) Values(v *Values) map[string]any {
 			val = v.Args
 		case VarSeen:
 			val = v.Seen
+			m[string(varInSeen)] = v.InSeen
 		case VarResult:
 			val = v.Result
 		case VarTool:

@@ -1,5 +1,6 @@
 // Package memory is the process-local runtime.Store: for tests, and for runs that
-// need no memory beyond the process.
+// need no memory beyond the process. Each kind of seen entities keeps an index, so
+// Seen is a map lookup.
 package memory
 
 import (
@@ -79,12 +80,40 @@ func (s *Store) Conversation(_ context.Context, id string, turns int) (runtime.C
 	if c == nil {
 		return runtime.Conversation{}, nil
 	}
-	out := runtime.Conversation{User: c.user, Turns: len(c.turns), Seen: map[string][]string{}}
-	for kind, k := range c.seen {
-		out.Seen[kind] = k.list()
-	}
+	out := runtime.Conversation{User: c.user, Turns: len(c.turns)}
 	for _, t := range c.turns[max(0, len(c.turns)-turns):] {
 		out.Messages = append(out.Messages, t...)
+	}
+	return out, nil
+}
+
+// Seen looks the entity up in the kind's index.
+func (s *Store) Seen(_ context.Context, conversation, kind, id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conversations[conversation]
+	if c == nil || c.seen[kind] == nil {
+		return false, nil
+	}
+	_, ok := c.seen[kind].index[id]
+	return ok, nil
+}
+
+func (s *Store) SeenEntities(_ context.Context, conversation string, kinds ...string) (map[string][]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]string{}
+	c := s.conversations[conversation]
+	if c == nil {
+		return out, nil
+	}
+	if len(kinds) == 0 {
+		kinds = slices.Collect(maps.Keys(c.seen))
+	}
+	for _, kind := range kinds {
+		if k := c.seen[kind]; k != nil && k.order.Len() > 0 {
+			out[kind] = k.list()
+		}
 	}
 	return out, nil
 }

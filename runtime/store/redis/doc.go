@@ -18,7 +18,9 @@
 //	<prefix>user:<user>:conversations SET   the ids of the conversations the user owns
 //
 // A commit adds only the entities its run revealed, each with the next score, and
-// drops the lowest scored beyond Record.MaxSeen. Before the sorted sets (layout 1),
+// drops the lowest scored beyond Record.MaxSeen. Seen asks for one entity's score
+// (ZSCORE, SISMEMBER on a layout 1 set); SeenEntities reads whole kinds (ZRANGE);
+// Conversation reads neither. Before the sorted sets (layout 1),
 // seen:<kind> were plain sets and meta had no reveals: such a conversation reads as
 // before, its entities in sorted order, and its next commit converts the sets, their
 // entities becoming the oldest. All processes sharing a server must run a version

@@ -131,32 +131,22 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 const revealsField = "reveals"
 
 func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
-	// A commit converting the conversation's seen keys between the two reads below
-	// makes the second fail with WRONGTYPE; the next attempt sees the new layout.
-	for attempt := 0; ; attempt++ {
-		out, err := s.conversation(ctx, id, turns)
-		if err != nil && attempt < 2 && isWrongType(err) {
-			continue
-		}
-		if err != nil {
-			return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
-		}
-		return out, nil
+	out, err := s.conversation(ctx, id, turns)
+	if err != nil {
+		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
 	}
+	return out, nil
 }
-
-func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
 
 func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
 	var meta *goredis.SliceCmd
-	var list, kinds *goredis.StringSliceCmd
+	var list *goredis.StringSliceCmd
 	// MULTI/EXEC so the turn count and the messages come from the same moment.
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		meta = p.HMGet(ctx, s.metaKey(id), "turns", "user", revealsField)
+		meta = p.HMGet(ctx, s.metaKey(id), "turns", "user")
 		if turns > 0 { // LRANGE -0 -1 would be the whole list
 			list = p.LRange(ctx, s.turnsKey(id), int64(-turns), -1)
 		}
-		kinds = p.SMembers(ctx, s.kindsKey(id))
 		return nil
 	})
 	if err != nil {
@@ -166,9 +156,8 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 	if !ok {
 		return runtime.Conversation{}, nil
 	}
-	out := runtime.Conversation{Seen: map[string][]string{}}
+	var out runtime.Conversation
 	out.User, _ = meta.Val()[1].(string)
-	_, ordered := meta.Val()[2].(string)
 	if out.Turns, err = strconv.Atoi(count); err != nil {
 		return runtime.Conversation{}, fmt.Errorf("turns: %w", err)
 	}
@@ -181,30 +170,104 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 			out.Messages = append(out.Messages, msgs...)
 		}
 	}
-	if len(kinds.Val()) == 0 {
+	return out, nil
+}
+
+// Seen asks the kind's sorted set for the entity's score (ZSCORE): a hash lookup,
+// whatever the number of entities. A conversation of layout 1 keeps a plain set,
+// asked with SISMEMBER; a commit converting it in between makes the first answer
+// WRONGTYPE, and the other command then finds the new layout.
+func (s *Store) Seen(ctx context.Context, conversation, kind, id string) (bool, error) {
+	key, sorted := s.seenKey(conversation, kind), true
+	for attempt := 0; ; attempt++ {
+		found, err := s.member(ctx, key, id, sorted)
+		if err != nil && attempt < 2 && isWrongType(err) {
+			sorted = !sorted
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("redis store: seen %s %q in conversation %q: %w", kind, id, conversation, err)
+		}
+		return found, nil
+	}
+}
+
+// member asks a sorted set (ZSCORE) or a plain set (SISMEMBER) whether it holds id.
+func (s *Store) member(ctx context.Context, key, id string, sorted bool) (bool, error) {
+	if !sorted {
+		return s.client.SIsMember(ctx, key, id).Result()
+	}
+	err := s.client.ZScore(ctx, key, id).Err()
+	if errors.Is(err, goredis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SeenEntities reads the kinds' sorted sets in one round trip (two when no kind is
+// named: the conversation's kinds first), each lowest score — oldest — first.
+func (s *Store) SeenEntities(ctx context.Context, conversation string, kinds ...string) (map[string][]string, error) {
+	// A commit converting the conversation's seen keys between the two reads below
+	// makes the second fail with WRONGTYPE; the next attempt sees the new layout.
+	for attempt := 0; ; attempt++ {
+		out, err := s.seenEntities(ctx, conversation, kinds)
+		if err != nil && attempt < 2 && isWrongType(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redis store: seen entities of conversation %q: %w", conversation, err)
+		}
 		return out, nil
 	}
-	// Read after the snapshot above: a commit in between can only have added entities
+}
+
+func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
+
+func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []string) (map[string][]string, error) {
+	var reveals *goredis.SliceCmd
+	var all *goredis.StringSliceCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		reveals = p.HMGet(ctx, s.metaKey(conversation), revealsField)
+		if len(kinds) == 0 {
+			all = p.SMembers(ctx, s.kindsKey(conversation))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, ordered := reveals.Val()[0].(string)
+	if all != nil {
+		kinds = all.Val()
+	}
+	out := map[string][]string{}
+	if len(kinds) == 0 {
+		return out, nil
+	}
+	// Read after the layout above: a commit in between can only have added entities
 	// or dropped the oldest, which the next read would see anyway.
-	ids := map[string]*goredis.StringSliceCmd{}
+	ids := make([]*goredis.StringSliceCmd, len(kinds))
 	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, kind := range kinds.Val() {
+		for i, kind := range kinds {
 			if ordered {
-				ids[kind] = p.ZRange(ctx, s.seenKey(id, kind), 0, -1)
+				ids[i] = p.ZRange(ctx, s.seenKey(conversation, kind), 0, -1)
 			} else {
-				ids[kind] = p.SMembers(ctx, s.seenKey(id, kind))
+				ids[i] = p.SMembers(ctx, s.seenKey(conversation, kind))
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("seen: %w", err)
+		return nil, err
 	}
-	for kind, cmd := range ids {
+	for i, kind := range kinds {
+		if len(ids[i].Val()) == 0 {
+			continue
+		}
 		if ordered {
-			out.Seen[kind] = cmd.Val()
+			out[kind] = ids[i].Val()
 		} else {
-			out.Seen[kind] = slices.Sorted(slices.Values(cmd.Val())) // a set has no order
+			out[kind] = slices.Sorted(slices.Values(ids[i].Val())) // a set has no order
 		}
 	}
 	return out, nil

@@ -203,14 +203,24 @@ func TestLayout1Conversion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Conversation(ctx, "c1", 10)
-	if want := map[string][]string{"orders": {"A1", "A2", "A3"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got.Seen, want) {
-		t.Fatalf("layout 1 read: %v, %v; want %v", got.Seen, err, want)
+	got, err := s.SeenEntities(ctx, "c1")
+	if want := map[string][]string{"orders": {"A1", "A2", "A3"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("layout 1 read: %v, %v; want %v", got, err, want)
+	}
+	for id, want := range map[string]bool{"A2": true, "B1": false} {
+		if found, err := s.Seen(ctx, "c1", "orders", id); found != want || err != nil {
+			t.Errorf("layout 1 lookup of %s: %v, %v; want %v", id, found, err, want)
+		}
 	}
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "B1"}}, MaxSeen: 3})
-	got, err = s.Conversation(ctx, "c1", 10)
-	if want := map[string][]string{"orders": {"A3", "A1", "B1"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got.Seen, want) {
-		t.Errorf("after the converting commit: %v, %v; want %v", got.Seen, err, want)
+	got, err = s.SeenEntities(ctx, "c1")
+	if want := map[string][]string{"orders": {"A3", "A1", "B1"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("after the converting commit: %v, %v; want %v", got, err, want)
+	}
+	for id, want := range map[string]bool{"A1": true, "A2": false, "B1": true} {
+		if found, err := s.Seen(ctx, "c1", "orders", id); found != want || err != nil {
+			t.Errorf("converted lookup of %s: %v, %v; want %v", id, found, err, want)
+		}
 	}
 	for _, kind := range []string{"orders", "cards"} {
 		if typ := c.Type(ctx, conv+"seen:"+kind).Val(); typ != "zset" {

@@ -15,8 +15,11 @@
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
 //
 // A commit writes only the entities its run revealed and drops the oldest of a kind
-// beyond Record.MaxSeen, so its cost does not grow with the conversation. Deleting a
-// conversation cascades to its messages and seen rows.
+// beyond Record.MaxSeen, so its cost does not grow with the conversation. Seen looks
+// one entity up by the unique index seen_entity(conversation_id, kind, value), with a
+// statement prepared once; SeenEntities reads a kind in order by seen_order.
+// Conversation reads neither. Deleting a conversation cascades to its messages and
+// seen rows.
 //
 // sqlite imports runtime only; it must not import cmd.
 package sqlite

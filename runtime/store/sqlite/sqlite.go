@@ -26,6 +26,9 @@ type Store struct {
 	write *sql.DB
 	// read serves readers, which WAL lets run alongside the writer.
 	read *sql.DB
+	// seen is Seen's query, prepared once: a run may look up several entities, and
+	// preparing costs as much as the lookup.
+	seen *sql.Stmt
 }
 
 var _ runtime.Store = (*Store)(nil)
@@ -73,6 +76,10 @@ func Open(path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
+	if s.seen, err = s.read.Prepare(`SELECT 1 FROM seen WHERE conversation_id = ? AND kind = ? AND value = ?`); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -89,7 +96,11 @@ func fileURI(abs string) string {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	return errors.Join(s.read.Close(), s.write.Close())
+	var err error
+	if s.seen != nil {
+		err = s.seen.Close()
+	}
+	return errors.Join(err, s.read.Close(), s.write.Close())
 }
 
 // Facts returns the user's facts sorted by key.
@@ -118,8 +129,8 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 	return out, nil
 }
 
-// Conversation returns the last turns of a conversation, its seen entities and its
-// total number of turns, all read from one snapshot.
+// Conversation returns the last turns of a conversation and its total number of
+// turns, read from one snapshot.
 func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
 	out, err := s.conversation(ctx, id, turns)
 	if err != nil {
@@ -173,22 +184,64 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 			return runtime.Conversation{}, err
 		}
 	}
+	return out, nil
+}
 
-	out.Seen = map[string][]string{}
-	// seen_order gives each kind's entities oldest first without sorting.
-	rows, err := tx.QueryContext(ctx, `SELECT kind, value FROM seen WHERE conversation_id = ? ORDER BY kind, seq`, id)
+// Seen looks the entity up by the unique index seen_entity: one B-tree search,
+// whatever the number of entities kept.
+func (s *Store) Seen(ctx context.Context, conversation, kind, id string) (bool, error) {
+	var one int
+	err := s.seen.QueryRowContext(ctx, conversation, kind, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("sqlite store: seen %s %q in conversation %q: %w", kind, id, conversation, err)
+	}
+	return true, nil
+}
+
+// SeenEntities reads the kinds' entities, oldest first, from one snapshot.
+func (s *Store) SeenEntities(ctx context.Context, conversation string, kinds ...string) (map[string][]string, error) {
+	out, err := s.seenEntities(ctx, conversation, kinds)
 	if err != nil {
-		return runtime.Conversation{}, err
+		return nil, fmt.Errorf("sqlite store: seen entities of conversation %q: %w", conversation, err)
 	}
-	defer rows.Close()
-	var kind, value string // outside the loop: Scan's pointers would move them to the heap per row
-	for rows.Next() {
-		if err := rows.Scan(&kind, &value); err != nil {
-			return runtime.Conversation{}, err
+	return out, nil
+}
+
+func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []string) (map[string][]string, error) {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	out := map[string][]string{}
+	read := func(query string, args ...any) error {
+		// seen_order gives each kind's entities oldest first without sorting.
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
 		}
-		out.Seen[kind] = append(out.Seen[kind], value)
+		defer rows.Close()
+		var kind, value string // outside the loop: Scan's pointers would move them to the heap per row
+		for rows.Next() {
+			if err := rows.Scan(&kind, &value); err != nil {
+				return err
+			}
+			out[kind] = append(out[kind], value)
+		}
+		return rows.Err()
 	}
-	return out, rows.Err()
+	if len(kinds) == 0 {
+		return out, read(`SELECT kind, value FROM seen WHERE conversation_id = ? ORDER BY kind, seq`, conversation)
+	}
+	for _, kind := range kinds {
+		if err := read(`SELECT kind, value FROM seen WHERE conversation_id = ? AND kind = ? ORDER BY seq`, conversation, kind); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Commit writes the record in one IMMEDIATE transaction: facts in order, then the

@@ -261,19 +261,22 @@ func TestMigrationToOrderedSeen(t *testing.T) {
 	if v := userVersion(t, s.read); v != len(migrations) {
 		t.Errorf("user_version %d, want %d", v, len(migrations))
 	}
-	c, err := s.Conversation(ctx, "c1", 10)
-	if want := map[string][]string{"orders": {"A3", "A1", "A2"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(c.Seen, want) {
-		t.Errorf("after the migration: %v, %v; want %v", c.Seen, err, want)
+	seen, err := s.SeenEntities(ctx, "c1")
+	if want := map[string][]string{"orders": {"A3", "A1", "A2"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(seen, want) {
+		t.Errorf("after the migration: %v, %v; want %v", seen, err, want)
+	}
+	if found, err := s.Seen(ctx, "c1", "orders", "A1"); !found || err != nil {
+		t.Errorf("a migrated entity is not found: %v, %v", found, err)
 	}
 	if err := s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A4"}}, MaxSeen: 3}); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = s.Conversation(ctx, "c1", 10)
-	if want := []string{"A1", "A2", "A4"}; !slices.Equal(c.Seen["orders"], want) {
-		t.Errorf("the first capped commit: %v, want %v", c.Seen["orders"], want)
+	seen, _ = s.SeenEntities(ctx, "c1", "orders")
+	if want := []string{"A1", "A2", "A4"}; !slices.Equal(seen["orders"], want) {
+		t.Errorf("the first capped commit: %v, want %v", seen["orders"], want)
 	}
-	if c, _ := s.Conversation(ctx, "c2", 10); !slices.Equal(c.Seen["orders"], []string{"Z"}) {
-		t.Errorf("c2: %v", c.Seen)
+	if seen, _ := s.SeenEntities(ctx, "c2"); !slices.Equal(seen["orders"], []string{"Z"}) {
+		t.Errorf("c2: %v", seen)
 	}
 }
 
@@ -448,7 +451,11 @@ func TestConcurrentProcesses(t *testing.T) {
 	if next["a"] != n || next["b"] != n {
 		t.Errorf("turns per writer: %v", next)
 	}
-	if got := len(c.Seen["orders"]); got != 2*n {
+	seen, err := s.SeenEntities(ctx, "shared", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(seen["orders"]); got != 2*n {
 		t.Errorf("%d seen entities, want %d", got, 2*n)
 	}
 	facts, err := s.Facts(ctx, "u1")

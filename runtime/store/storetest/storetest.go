@@ -29,6 +29,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("SeenMerge", func(t *testing.T) { testSeenMerge(t, open(t)) })
 	t.Run("SeenCap", func(t *testing.T) { testSeenCap(t, open(t)) })
 	t.Run("SeenConcurrent", func(t *testing.T) { testSeenConcurrent(t, open(t)) })
+	t.Run("SeenLookup", func(t *testing.T) { testSeenLookup(t, open(t)) })
+	t.Run("SeenEntities", func(t *testing.T) { testSeenEntities(t, open(t)) })
 	t.Run("OutsideConversation", func(t *testing.T) { testOutside(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, open(t)) })
@@ -69,6 +71,24 @@ func testEmpty(t *testing.T, s runtime.Store) {
 	if err != nil || len(c.Messages) != 0 || c.Turns != 0 {
 		t.Errorf("conversation %+v, %v", c, err)
 	}
+	if found, err := s.Seen(ctx, "none", "orders", "A1"); found || err != nil {
+		t.Errorf("seen in no conversation: %v, %v", found, err)
+	}
+	for _, kinds := range [][]string{nil, {"orders"}} {
+		if m, err := s.SeenEntities(ctx, "none", kinds...); len(m) != 0 || err != nil {
+			t.Errorf("seen entities %v of no conversation: %v, %v", kinds, m, err)
+		}
+	}
+}
+
+// seenOf is every entity of the conversation, by kind.
+func seenOf(t testing.TB, s runtime.Store, conv string) map[string][]string {
+	t.Helper()
+	m, err := s.SeenEntities(ctx, conv)
+	if err != nil {
+		t.Fatalf("seen entities of %s: %v", conv, err)
+	}
+	return m
 }
 
 func testFacts(t *testing.T, s runtime.Store) {
@@ -172,12 +192,12 @@ func testWindow(t *testing.T, s runtime.Store) {
 func testSeen(t *testing.T, s runtime.Store) {
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1", "A2"}}})
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A2", "A3"}, "cards": {"x"}}})
-	c, _ := s.Conversation(ctx, "c1", 10)
-	orders := slices.Sorted(slices.Values(c.Seen["orders"]))
-	if !slices.Equal(orders, []string{"A1", "A2", "A3"}) || !slices.Equal(c.Seen["cards"], []string{"x"}) {
-		t.Errorf("seen %v", c.Seen)
+	seen := seenOf(t, s, "c1")
+	orders := slices.Sorted(slices.Values(seen["orders"]))
+	if !slices.Equal(orders, []string{"A1", "A2", "A3"}) || !slices.Equal(seen["cards"], []string{"x"}) {
+		t.Errorf("seen %v", seen)
 	}
-	if c.Turns != 1 {
+	if c, _ := s.Conversation(ctx, "c1", 10); c.Turns != 1 {
 		t.Errorf("a record without messages added a turn: %d", c.Turns)
 	}
 }
@@ -196,24 +216,21 @@ func testSeenMerge(t *testing.T, s runtime.Store) {
 		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: seen})
 	}
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "other", Seen: map[string][]string{"orders": {"Z9"}}})
-	c, err := s.Conversation(ctx, "c1", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seen := seenOf(t, s, "c1")
 	want := map[string][]string{"orders": {"A1", "A3", "A4", "A2", "A5"}, "cards": {"y", "x"}, "tickets": {"T1"}}
-	if !reflect.DeepEqual(c.Seen, want) {
-		t.Errorf("seen\n got %v\nwant %v", c.Seen, want)
+	if !reflect.DeepEqual(seen, want) {
+		t.Errorf("seen\n got %v\nwant %v", seen, want)
 	}
-	if c.Turns != 0 {
+	if c, _ := s.Conversation(ctx, "c1", 10); c.Turns != 0 {
 		t.Errorf("records without messages made %d turns", c.Turns)
 	}
-	// What Conversation returns is the caller's: changing it changes nothing stored.
-	c.Seen["orders"][0] = "changed"
-	if again, _ := s.Conversation(ctx, "c1", 10); again.Seen["orders"][0] != "A1" {
-		t.Errorf("the store shares its slices: %v", again.Seen["orders"])
+	// What SeenEntities returns is the caller's: changing it changes nothing stored.
+	seen["orders"][0] = "changed"
+	if again := seenOf(t, s, "c1"); again["orders"][0] != "A1" {
+		t.Errorf("the store shares its slices: %v", again["orders"])
 	}
-	if o, _ := s.Conversation(ctx, "other", 10); !reflect.DeepEqual(o.Seen, map[string][]string{"orders": {"Z9"}}) {
-		t.Errorf("another conversation: %v", o.Seen)
+	if o := seenOf(t, s, "other"); !reflect.DeepEqual(o, map[string][]string{"orders": {"Z9"}}) {
+		t.Errorf("another conversation: %v", o)
 	}
 }
 
@@ -228,13 +245,9 @@ func testSeenCap(t *testing.T, s runtime.Store) {
 	commit(t, s, rec("c1", map[string][]string{"orders": {"A3"}}))
 	commit(t, s, rec("c1", map[string][]string{"orders": {"A1", "A4"}})) // A1 renewed: A2 is the oldest
 	commit(t, s, rec("c1", map[string][]string{"orders": {"A5", "A6", "A7", "A8"}}))
-	c1, err := s.Conversation(ctx, "c1", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string][]string{"orders": {"A6", "A7", "A8"}, "cards": {"x", "y", "z"}}
-	if !reflect.DeepEqual(c1.Seen, want) {
-		t.Errorf("c1 after the cap\n got %v\nwant %v", c1.Seen, want)
+	if c1 := seenOf(t, s, "c1"); !reflect.DeepEqual(c1, want) {
+		t.Errorf("c1 after the cap\n got %v\nwant %v", c1, want)
 	}
 	steps := []struct {
 		seen map[string][]string
@@ -245,23 +258,23 @@ func testSeenCap(t *testing.T, s runtime.Store) {
 	}
 	for _, st := range steps {
 		commit(t, s, rec("c1", st.seen))
-		if c, _ := s.Conversation(ctx, "c1", 10); !slices.Equal(c.Seen["orders"], st.want) {
-			t.Errorf("after %v: orders %v, want %v", st.seen, c.Seen["orders"], st.want)
+		if c := seenOf(t, s, "c1"); !slices.Equal(c["orders"], st.want) {
+			t.Errorf("after %v: orders %v, want %v", st.seen, c["orders"], st.want)
 		}
 	}
-	if c2, _ := s.Conversation(ctx, "c2", 10); !slices.Equal(c2.Seen["orders"], []string{"A1", "A2", "A3"}) {
-		t.Errorf("another conversation lost entities: %v", c2.Seen)
+	if c2 := seenOf(t, s, "c2"); !slices.Equal(c2["orders"], []string{"A1", "A2", "A3"}) {
+		t.Errorf("another conversation lost entities: %v", c2)
 	}
 	// Without a cap nothing is dropped; a later cap applies when the kind grows again.
 	for i := range 5 {
 		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c3", Seen: map[string][]string{"orders": {fmt.Sprint("B", i)}}})
 	}
-	if c3, _ := s.Conversation(ctx, "c3", 10); len(c3.Seen["orders"]) != 5 {
-		t.Errorf("MaxSeen 0 dropped entities: %v", c3.Seen)
+	if c3 := seenOf(t, s, "c3"); len(c3["orders"]) != 5 {
+		t.Errorf("MaxSeen 0 dropped entities: %v", c3)
 	}
 	commit(t, s, rec("c3", map[string][]string{"orders": {"B5"}}))
-	if c3, _ := s.Conversation(ctx, "c3", 10); !slices.Equal(c3.Seen["orders"], []string{"B3", "B4", "B5"}) {
-		t.Errorf("a cap after uncapped commits: %v", c3.Seen)
+	if c3 := seenOf(t, s, "c3"); !slices.Equal(c3["orders"], []string{"B3", "B4", "B5"}) {
+		t.Errorf("a cap after uncapped commits: %v", c3)
 	}
 }
 
@@ -292,7 +305,7 @@ func testSeenConcurrent(t *testing.T, s runtime.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := slices.Sorted(slices.Values(c.Seen["orders"]))
+	got := slices.Sorted(slices.Values(seenOf(t, s, "c1")["orders"]))
 	want := []string{"shared-1", "shared-2"}
 	for i := range n {
 		want = append(want, fmt.Sprint("A", i), fmt.Sprint("B", i))
@@ -304,8 +317,82 @@ func testSeenConcurrent(t *testing.T, s runtime.Store) {
 	if c.Turns != n {
 		t.Errorf("%d turns", c.Turns)
 	}
-	if c2, _ := s.Conversation(ctx, "c2", 1); len(c2.Seen["orders"]) != 5 {
-		t.Errorf("concurrent commits under a cap of 5 kept %v", c2.Seen["orders"])
+	if c2 := seenOf(t, s, "c2"); len(c2["orders"]) != 5 {
+		t.Errorf("concurrent commits under a cap of 5 kept %v", c2["orders"])
+	}
+}
+
+// Seen answers for one entity — of this conversation and kind only, as kept under
+// MaxSeen — whatever characters the ids hold.
+func testSeenLookup(t *testing.T, s runtime.Store) {
+	odd := "c:1%3A" // ':' and '%' in ids must not collide with a store's key syntax
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3,
+		Seen: map[string][]string{"orders": {"A1", "A2", "A3"}, "cards": {"x"}}})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Seen: map[string][]string{"orders": {"Z9"}}})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: odd, Seen: map[string][]string{"orders": {"订单 1", "a:b", "100%"}}})
+	check := func(step, conv, kind, id string, want bool) {
+		t.Helper()
+		found, err := s.Seen(ctx, conv, kind, id)
+		if err != nil || found != want {
+			t.Errorf("%s: Seen(%q, %q, %q) = %v, %v; want %v", step, conv, kind, id, found, err, want)
+		}
+	}
+	for _, c := range []struct {
+		conv, kind, id string
+		want           bool
+	}{
+		{"c1", "orders", "A1", true},
+		{"c1", "orders", "A3", true},
+		{"c1", "cards", "x", true},
+		{"c1", "orders", "A4", false},   // never revealed
+		{"c1", "orders", "a1", false},   // ids are compared exactly
+		{"c1", "orders", "Z9", false},   // another conversation's
+		{"c1", "cards", "A1", false},    // another kind's
+		{"c1", "tickets", "A1", false},  // a kind never collected
+		{"c1:orders", "A1", "x", false}, // keys that could run into each other
+		{"c3", "orders", "A1", false},   // no such conversation
+		{odd, "orders", "订单 1", true},
+		{odd, "orders", "a:b", true},
+		{odd, "orders", "100%", true},
+		{odd, "orders", "a", false},
+		{"c1%3A", "orders", "a:b", false},
+	} {
+		check("initially", c.conv, c.kind, c.id, c.want)
+	}
+	// A2 renewed, then two new ones under a cap of 3: A1 and A3, the oldest, go.
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3, Seen: map[string][]string{"orders": {"A2", "A4", "A5"}}})
+	check("after the cap", "c1", "orders", "A1", false)
+	check("after the cap", "c1", "orders", "A3", false)
+	for _, id := range []string{"A2", "A4", "A5"} {
+		check("after the cap", "c1", "orders", id, true)
+	}
+	check("after the cap", "c1", "cards", "x", true)
+	// A lookup agrees with the list, entity by entity.
+	for kind, ids := range seenOf(t, s, "c1") {
+		for _, id := range ids {
+			check("listed", "c1", kind, id, true)
+		}
+	}
+}
+
+// SeenEntities returns the kinds asked for, or all; a kind without entities is absent.
+func testSeenEntities(t *testing.T, s runtime.Store) {
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}, "tickets": {"T1"}}})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1"}}})
+	for _, c := range []struct {
+		kinds []string
+		want  map[string][]string
+	}{
+		{nil, map[string][]string{"orders": {"A2", "A1"}, "cards": {"x"}, "tickets": {"T1"}}},
+		{[]string{"orders"}, map[string][]string{"orders": {"A2", "A1"}}},
+		{[]string{"cards", "tickets"}, map[string][]string{"cards": {"x"}, "tickets": {"T1"}}},
+		{[]string{"orders", "never"}, map[string][]string{"orders": {"A2", "A1"}}},
+		{[]string{"never"}, map[string][]string{}},
+	} {
+		got, err := s.SeenEntities(ctx, "c1", c.kinds...)
+		if err != nil || !reflect.DeepEqual(got, c.want) && (len(got) != 0 || len(c.want) != 0) {
+			t.Errorf("SeenEntities(c1, %q) = %v, %v; want %v", c.kinds, got, err, c.want)
+		}
 	}
 }
 
@@ -397,8 +484,17 @@ func testForget(t *testing.T, s runtime.Store) {
 	if ids, _ := s.Conversations(ctx, "u1"); len(ids) != 0 {
 		t.Errorf("conversations left: %v", ids)
 	}
-	if c, _ := s.Conversation(ctx, "u1-a", 10); len(c.Messages) != 0 || len(c.Seen) != 0 || c.Turns != 0 {
+	if c, _ := s.Conversation(ctx, "u1-a", 10); len(c.Messages) != 0 || c.Turns != 0 {
 		t.Errorf("conversation left: %+v", c)
+	}
+	if seen := seenOf(t, s, "u1-a"); len(seen) != 0 {
+		t.Errorf("seen entities left: %v", seen)
+	}
+	if found, err := s.Seen(ctx, "u1-a", "orders", "A1"); found || err != nil {
+		t.Errorf("a forgotten entity is still seen: %v, %v", found, err)
+	}
+	if found, err := s.Seen(ctx, "u2-a", "orders", "A1"); !found || err != nil {
+		t.Errorf("another user's entity went too: %v, %v", found, err)
 	}
 	if facts, _ := s.Facts(ctx, "u2"); len(facts) != 1 {
 		t.Errorf("another user's facts went too: %v", facts)
@@ -466,19 +562,25 @@ func checkPaired(t *testing.T, msgs []runtime.Message) {
 	}
 }
 
-// Bench measures one run's use of a store — load the last 10 turns of a conversation
-// with its seen entities, then commit a 4-message turn with a fact change and an
-// entity revealed again — in a conversation of 50 to 250 turns that has revealed
-// 0, 10k or 100k entities. The data stays that size whatever b.N: the fact is set,
-// not appended, the entity is one of a handful, and every 200 runs the conversation
-// is forgotten and seeded again, off the clock. open is called once per size.
+// Bench measures one run's use of a store — load the last 10 turns of a
+// conversation, look up two entities (one of the oldest, revealed before the turns,
+// and one never revealed), then commit a 4-message turn with a fact change and an
+// entity revealed again — in a conversation of 50 to 250 turns that has revealed 0,
+// 10k or 100k entities (seen=N); and, apart, loading every entity of the kind, what a
+// rule using seen(kind) other than by `in` costs once per run (list/seen=N). The data
+// stays that size whatever b.N: the fact is set, not appended, the entity is one of a
+// handful, and every 200 runs the conversation is forgotten and seeded again, off the
+// clock. open is called once per benchmark.
 func Bench(b *testing.B, open func(b *testing.B) runtime.Store) {
 	for _, n := range []int{0, 10_000, 100_000} {
-		b.Run(fmt.Sprintf("seen=%d", n), func(b *testing.B) { benchLoadSave(b, open(b), n) })
+		b.Run(fmt.Sprintf("seen=%d", n), func(b *testing.B) { benchLoadSave(b, open(b), n, false) })
+	}
+	for _, n := range []int{0, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("list/seen=%d", n), func(b *testing.B) { benchLoadSave(b, open(b), n, true) })
 	}
 }
 
-func benchLoadSave(b *testing.B, s runtime.Store, n int) {
+func benchLoadSave(b *testing.B, s runtime.Store, n int, list bool) {
 	const (
 		seedTurns = 50
 		handful   = 20  // entities the benchmark's runs reveal again and again
@@ -506,14 +608,31 @@ func benchLoadSave(b *testing.B, s runtime.Store, n int) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
+		if list {
+			seen, err := s.SeenEntities(ctx, "c1", "orders")
+			if err != nil || len(seen["orders"]) != n+handful {
+				b.Fatalf("%d entities, %v", len(seen["orders"]), err)
+			}
+			continue
+		}
 		if i > 0 && i%epoch == 0 {
 			b.StopTimer()
 			seed()
 			b.StartTimer()
 		}
 		c, err := s.Conversation(ctx, "c1", 10)
-		if err != nil || len(c.Messages) != 40 || len(c.Seen["orders"]) != n+handful {
-			b.Fatalf("%d messages, %d entities, %v", len(c.Messages), len(c.Seen["orders"]), err)
+		if err != nil || len(c.Messages) != 40 {
+			b.Fatalf("%d messages, %v", len(c.Messages), err)
+		}
+		old := "B0"
+		if n > 0 {
+			old = "A000000"
+		}
+		if found, err := s.Seen(ctx, "c1", "orders", old); !found || err != nil {
+			b.Fatalf("seen %s: %v, %v", old, found, err)
+		}
+		if found, err := s.Seen(ctx, "c1", "orders", "X1"); found || err != nil {
+			b.Fatalf("seen X1: %v, %v", found, err)
 		}
 		if err := s.Commit(ctx, record(seedTurns+i)); err != nil {
 			b.Fatal(err)
