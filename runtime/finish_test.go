@@ -167,3 +167,22 @@ routing: {fallback: other}
 		t.Errorf("%d model requests for a refused conversation", n)
 	}
 }
+
+// The saved-memory event says what was written, and nothing that was not.
+func TestSavedMemoryEvent(t *testing.T) {
+	model := &stubModel{agent: []stubReply{stubSay("hello")}}
+	a, diags := runtime.Compile(loadSpec(t, "version: 1\nname: m\n"), runtime.Options{Model: model, Store: memory.New()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, events := runAgent(t, context.Background(), a, "hi")
+	var saved []string
+	for _, e := range eventsOf(events, runtime.EventMemory) {
+		if strings.HasPrefix(e.Message, "saved") {
+			saved = append(saved, e.Message)
+		}
+	}
+	if !slices.Equal(saved, []string{"saved 2 messages"}) {
+		t.Errorf("saved events %q", saved)
+	}
+}

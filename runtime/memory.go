@@ -92,7 +92,37 @@ func (r *run) commit() {
 		r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "the run could not be saved"})
 		return
 	}
-	r.emit(Event{Kind: EventMemory, Message: fmt.Sprintf("saved: %d messages, %d fact changes", len(rec.Messages), len(rec.Facts))})
+	r.emit(Event{Kind: EventMemory, Message: "saved " + savedParts(rec)})
+}
+
+// savedParts says what a commit wrote, leaving out what it did not.
+func savedParts(rec Record) string {
+	var parts []string
+	for _, p := range []struct {
+		n         int
+		one, many string
+	}{
+		{len(rec.Messages), "message", "messages"},
+		{len(rec.Facts), "fact change", "fact changes"},
+		{seenCount(rec.Seen), "revealed entity", "revealed entities"},
+	} {
+		switch p.n {
+		case 0:
+		case 1:
+			parts = append(parts, "1 "+p.one)
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.many))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func seenCount(seen map[string][]string) int {
+	n := 0
+	for _, ids := range seen {
+		n += len(ids)
+	}
+	return n
 }
 
 // applyFactRules runs the memory.facts.from_tools rules of a successful call: no model

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -59,6 +60,7 @@ func Open(rawURL string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("redis store: invalid URL: %w", err)
 	}
+	quietClient.Do(func() { goredis.SetLogger(discardLogger{}) })
 	client := goredis.NewClient(o)
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
@@ -600,3 +602,12 @@ func (s *Store) transact(ctx context.Context, fn func(*goredis.Tx) error, keys .
 	}
 	return fmt.Errorf("gave up after %d attempts, each overtaken by a concurrent writer: %w", maxAttempts, goredis.TxFailedErr)
 }
+
+// The client library logs connection trouble to stderr on its own; every failure that
+// matters comes back as an error, which agentrun reports where it belongs, so its log
+// lines would only break -q and the progress output.
+var quietClient sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
