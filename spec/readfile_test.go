@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/unprivileged"
 )
 
 // finishes fails the test when f has not returned after a minute: reading a FIFO or
@@ -314,7 +316,7 @@ func TestFindFilesUnreadableDirectory(t *testing.T) {
 	var files []string
 	var diags Diagnostics
 	var err error
-	if perr := unprivileged(func() { files, diags, err = SpecFiles([]string{root}) }); perr != nil {
+	if perr := unprivileged.Run(func() { files, diags, err = SpecFiles([]string{root}) }); perr != nil {
 		t.Skipf("cannot make a directory unreadable to this process: %v", perr)
 	}
 	if err != nil {

@@ -138,7 +138,7 @@ func ParseRedirectHost(entry string) (RedirectHost, error) {
 
 // Matches reports whether a redirect to u goes to this host (and port).
 func (h RedirectHost) Matches(u *url.URL) bool {
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	host := hostOf(u)
 	if h.Wildcard {
 		if !strings.HasSuffix(host, "."+h.Host) {
 			return false
@@ -148,6 +148,15 @@ func (h RedirectHost) Matches(u *url.URL) bool {
 	}
 	return portOf(u) == cmp.Or(h.Port, portOf(&url.URL{Scheme: u.Scheme}))
 }
+
+// SameOrigin reports whether two URLs have the same scheme, host and port: where a
+// redirect may go without the spec's leave.
+func SameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && hostOf(a) == hostOf(b) && portOf(a) == portOf(b)
+}
+
+// hostOf is u's host name as DNS compares it: lower case, no trailing dot.
+func hostOf(u *url.URL) string { return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".") }
 
 // portOf is u's port, or the one its scheme means without one.
 func portOf(u *url.URL) string {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/unprivileged"
 )
 
 // hostileTree builds the directory a hostile pull request could commit for CI to
@@ -82,7 +84,7 @@ func runBounded(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	runtime.ReadMemStats(&before)
 	go func() {
 		var o outcome
-		o.err = unprivileged(func() { o.code, o.stdout, o.stderr = runCLI(t, args...) })
+		o.err = unprivileged.Run(func() { o.code, o.stdout, o.stderr = runCLI(t, args...) })
 		done <- o
 	}()
 	var o outcome
@@ -105,7 +107,7 @@ func runBounded(t *testing.T, args ...string) (code int, stdout, stderr string) 
 
 // canLock reports whether a chmod 000 directory stops this test process: always as a
 // user; as root only where unprivileged can drop the override (Linux).
-func canLock() bool { return unprivileged(func() {}) == nil }
+func canLock() bool { return unprivileged.Run(func() {}) == nil }
 
 // TestValidateHostileDirectory is the acceptance test of issue 14's special files:
 // validate finishes in bounded time and memory, warns with the path of each special

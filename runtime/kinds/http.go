@@ -171,7 +171,7 @@ func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 		return &redirectError{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	case h.redirects == spec.RedirectNone:
 		return refuse(": it follows no redirects")
-	case sameOrigin(from, to):
+	case spec.SameOrigin(from, to):
 		return nil
 	case h.redirects != spec.RedirectAllow || !slices.ContainsFunc(h.allow, func(a spec.RedirectHost) bool { return a.Matches(to) }):
 		return refuse("")
@@ -185,26 +185,6 @@ func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	req.Header.Del("Referer")
 	return nil
-}
-
-// sameOrigin reports whether two URLs have the same scheme, host and port.
-func sameOrigin(a, b *url.URL) bool {
-	host := func(u *url.URL) string { return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".") }
-	return strings.EqualFold(a.Scheme, b.Scheme) && host(a) == host(b) && portOf(a) == portOf(b)
-}
-
-// portOf is u's port, or the one its scheme means without one.
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http":
-		return "80"
-	case "https":
-		return "443"
-	}
-	return ""
 }
 
 // urlPart is the part of a URL that text rendered at some point lands in.

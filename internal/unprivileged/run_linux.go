@@ -1,4 +1,4 @@
-package main
+package unprivileged
 
 import (
 	"os"
@@ -7,12 +7,12 @@ import (
 	"unsafe"
 )
 
-// unprivileged runs f on a thread without the capabilities that let root read any
+// Run runs f on a thread without the capabilities that let root read any
 // directory (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that chmod 000 stops it as it
 // stops everyone else; CI runs the tests as root. Linux keeps capabilities per thread:
 // f runs on a locked thread that ends with it, so no other goroutine is affected. f
 // must not call t.Fatal. The error says why the capabilities could not be dropped.
-func unprivileged(f func()) error {
+func Run(f func()) error {
 	if os.Geteuid() != 0 {
 		f()
 		return nil

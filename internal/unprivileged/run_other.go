@@ -1,15 +1,15 @@
 //go:build !linux
 
-package main
+package unprivileged
 
 import (
 	"errors"
 	"os"
 )
 
-// unprivileged runs f as the current user; only Linux can take root's power over
+// Run runs f as the current user; only Linux can take root's power over
 // file permissions away from one thread.
-func unprivileged(f func()) error {
+func Run(f func()) error {
 	if os.Geteuid() == 0 {
 		return errors.New("root reads every directory here")
 	}
