@@ -38,7 +38,10 @@ var codeRunners = []struct {
 		"node", "nodejs", "deno", "bun", "ts-node", "tsx", "php", "php-cgi", "lua", "luajit", "tclsh", "wish",
 		"expect", "rscript", "r", "julia", "java", "jshell", "groovy", "scala", "kotlin", "erl", "escript",
 		"elixir", "iex", "ghci", "runghc", "runhaskell", "guile", "racket", "sbcl", "clisp", "ocaml", "swift",
-		"dotnet", "osascript", "dc", "m4", "gnuplot", "sqlite", "psql", "mysql"}},
+		"dotnet", "osascript", "dc", "m4", "gnuplot", "sqlite", "psql", "mysql", "octave", "raku", "crystal",
+		"clojure", "clj", "jupyter", "matlab"}},
+	{"runs a program on the files it handles (rg --pre, fd -x/-X, sort --compress-program, split --filter, tcpdump -z, convert '|cmd')", []string{
+		"rg", "ripgrep", "fd", "fdfind", "sort", "split", "sdiff", "tcpdump", "convert", "magick", "mogrify"}},
 	{"runs the awk program given as an argument, and awk's system() runs commands", []string{
 		"awk", "gawk", "mawk", "nawk", "goawk"}},
 	{"runs the sed script given as an argument: its e command runs commands and its w command writes files", []string{
@@ -61,7 +64,7 @@ var codeRunners = []struct {
 	{"runs commands in containers or on other machines (docker run, kubectl exec, ansible -m shell)", []string{
 		"docker", "podman", "nerdctl", "kubectl", "helm", "ansible", "ansible-playbook", "terraform", "vagrant"}},
 	{"runs commands its arguments give (vim -c '!cmd', emacs --eval, man -P cmd, less +!cmd, pandoc --filter, pdflatex -shell-escape, gs -dNOSAFER)", []string{
-		"vi", "vim", "nvim", "view", "ex", "emacs", "less", "more", "man", "pandoc", "tex", "latex",
+		"vi", "vim", "nvim", "view", "vimdiff", "ex", "emacs", "less", "more", "man", "pandoc", "tex", "latex",
 		"pdflatex", "xelatex", "lualatex", "luatex", "groff", "gs"}},
 }
 
@@ -86,6 +89,15 @@ func riskOf(program string) (programRisk, bool) {
 	names := []string{base}
 	if i := strings.IndexAny(base, "0123456789.-_"); i > 0 {
 		names = append(names, base[:i])
+	}
+	// A cross tool's target prefix (x86_64-linux-gnu-gcc-12): judge what follows
+	// each dash too, without its own version suffix.
+	for rest := base; strings.Contains(rest, "-"); {
+		rest = rest[strings.Index(rest, "-")+1:]
+		names = append(names, rest)
+		if i := strings.IndexAny(rest, "0123456789.-_"); i > 0 {
+			names = append(names, rest[:i])
+		}
 	}
 	for _, n := range names {
 		if spec.IsShell(n) || slices.Contains(launchers, n) {

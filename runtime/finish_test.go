@@ -186,3 +186,34 @@ func TestSavedMemoryEvent(t *testing.T) {
 		t.Errorf("saved events %q", saved)
 	}
 }
+
+// A refused call's logged arguments never show a bound value the model forged.
+func TestRefusedCallsHideForgedBoundValues(t *testing.T) {
+	for _, args := range []string{
+		`{"id":"nope","user_id":"victim"}`, // refused by accept
+		`{"id":7,"user_id":"victim"}`,      // refused by the schema
+	} {
+		model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", args), stubSay("done")}}
+		a := compile(t, `
+version: 1
+name: bound
+tools:
+  - name: lookup
+    parameters: {type: object, properties: {id: {type: string}}}
+    bind: {user_id: user.id}
+    accept: args.id == "ok"
+    http: {url: "https://example.com/x"}
+`, model, map[string]*funcTool{"lookup": echo()})
+		res, events := runAgent(t, context.Background(), a, "go")
+		refused := eventsOf(events, runtime.EventToolRefused)
+		if len(refused) != 1 || len(res.Steps) != 1 || res.Steps[0].Outcome != runtime.OutcomeRefused {
+			t.Fatalf("%s: refused events %d, steps %+v", args, len(refused), res.Steps)
+		}
+		if strings.Contains(refused[0].Args, "victim") || strings.Contains(res.Steps[0].Arguments, "victim") {
+			t.Errorf("%s: the forged value is logged: event %s, step %s", args, refused[0].Args, res.Steps[0].Arguments)
+		}
+		if !slices.Equal(res.Steps[0].Discarded, []string{"user_id"}) {
+			t.Errorf("%s: discarded %v", args, res.Steps[0].Discarded)
+		}
+	}
+}

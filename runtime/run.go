@@ -361,7 +361,7 @@ func (r *run) executeTools() {
 			r.applyFactRules(c)
 		}
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
-		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: cmp.Or(c.ran, c.tc.Arguments),
+		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(),
 			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
 			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish})
 	}
@@ -376,8 +376,20 @@ func (r *run) executeTools() {
 // call's result, so it can correct itself.
 func (r *run) refuse(c *call, why Refusal, result, detail string) bool {
 	c.outcome, c.refusal, c.result = OutcomeRefused, why, result
-	r.emit(Event{Kind: EventToolRefused, Refusal: why, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.tc.Arguments, Error: detail})
+	r.emit(Event{Kind: EventToolRefused, Refusal: why, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.shownArgs(), Error: detail})
 	return false
+}
+
+// shownArgs are a call's arguments as logs show them: those it ran with, or for a
+// call that did not run, the model's without any bound parameter it tried to set.
+func (c *call) shownArgs() string {
+	switch {
+	case c.ran != "":
+		return c.ran
+	case c.modelArgs != "":
+		return c.modelArgs
+	}
+	return c.tc.Arguments // not an object of a known tool: no bound value to hide
 }
 
 // refuseExcess answers a call beyond guards.max_calls_per_response without running
@@ -419,11 +431,11 @@ func (r *run) prepare(c *call) bool {
 				Message: fmt.Sprintf("discarded the model's value for bound parameter %q", param)})
 		}
 	}
+	canonical, _ := json.Marshal(args) // map keys come out sorted: a canonical form
+	c.modelArgs = string(canonical)
 	if err := t.schema.Validate(args); err != nil {
 		return refuse(RefusedSchema, "invalid arguments for %s: %s", c.tc.Name, schemaProblems(err))
 	}
-	canonical, _ := json.Marshal(args) // map keys come out sorted: a canonical form
-	c.modelArgs = string(canonical)
 	c.signature = c.tc.Name + "\x00" + c.modelArgs
 	for param, key := range t.bind {
 		args[param] = r.contextValue(key)

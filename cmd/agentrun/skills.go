@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -71,7 +70,7 @@ func newSkillsCommand() *cobra.Command {
 			if bundled, ok := strings.CutPrefix(pack.Dir, spec.BundledPrefix); ok {
 				readme, _ = fs.ReadFile(skills.Bundled(), path.Join(bundled, "README.md"))
 			} else {
-				readme, _ = os.ReadFile(filepath.Join(pack.Dir, "README.md"))
+				readme, _ = spec.ReadFile(filepath.Join(pack.Dir, "README.md"), spec.MaxFileSize) // a regular file, capped
 			}
 			if len(readme) > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "\n%s", readme)

@@ -69,6 +69,18 @@ func TestStreamedCallAssembly(t *testing.T) {
 			},
 		},
 		{
+			name: "neither id nor index, the name repeated in every chunk of one call",
+			deltas: []string{
+				`[{"function":{"name":"get_weather","arguments":"{\"city\":"}}]`,
+				`[{"function":{"name":"get_weather","arguments":"\"Oslo\"}"}}]`,
+				`[{"function":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}}]`,
+			},
+			want: []runtime.ToolCall{
+				{Name: "get_weather", Arguments: weather("Oslo")},
+				{Name: "get_weather", Arguments: weather("Rome")},
+			},
+		},
+		{
 			name: "neither id nor index, the same name twice",
 			deltas: []string{
 				`[{"function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]`,

@@ -181,10 +181,25 @@ func (a *accumulator) callFor(d oai.ChatCompletionChunkChoiceDeltaToolCall) int 
 			return i
 		}
 		return a.newCall()
-	case len(a.calls) == 0 || d.Function.Name != "" && a.calls[a.current].name != "":
+	case len(a.calls) == 0 || d.Function.Name != "" && a.startsAnother(d.Function.Name):
 		return a.newCall()
 	}
 	return a.current
+}
+
+// startsAnother reports whether a name in a delta without id or index begins a new
+// call: the current one has a name, and either this one differs or the current
+// call's arguments are already whole (some gateways repeat the name in every chunk).
+func (a *accumulator) startsAnother(name string) bool {
+	c := a.calls[a.current]
+	if c.name == "" {
+		return false
+	}
+	if name != c.name {
+		return true
+	}
+	args := strings.TrimSpace(c.args.String())
+	return args != "" && json.Valid([]byte(args))
 }
 
 func (a *accumulator) newCall() int {
