@@ -193,7 +193,7 @@ func (a *Agent) startMCP(ctx context.Context, ropts *runtime.Options, dir string
 	}
 	a.closers = append(a.closers, mgr.Close) // stops every server process
 	mgr.Register(ropts.Tools)
-	ropts.External = mgr.Tools()
+	ropts.External = mgr.Undeclared(a.Spec.Tools)
 	return nil
 }
 

@@ -171,3 +171,23 @@ func waitGone(t *testing.T, pids []int, when string) {
 		}
 	}
 }
+
+// A server tool the spec declares under another name is offered once, under that
+// name with the spec's rules, never also under its own name without them.
+func TestDeclaredMCPToolIsOfferedOnce(t *testing.T) {
+	server := filepath.Join(nodetools.Dir(t), "node_modules", ".bin", "mcp-server-everything")
+	path := writeSpec(t, "version: 1\nname: m\nmcp_servers:\n  - {name: ev, command: ["+server+"]}\n"+
+		"tools:\n  - {name: say, mcp: {server: ev, tool: echo}, accept: 'args.message == \"hi\"'}\n")
+	a, err := agentrun.Open(context.Background(), path, agentrun.Options{Model: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var names []string
+	for _, d := range a.Tools() {
+		names = append(names, d.Name)
+	}
+	if !slices.Contains(names, "say") || slices.Contains(names, "echo") {
+		t.Errorf("offered %v: want say and not echo", names)
+	}
+}

@@ -287,11 +287,25 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // Tools are the servers' allowed tools for the runtime, named as the model sees them:
 // with the server's prefix, and mapped when chat APIs would refuse that name.
-func (m *Manager) Tools() []runtime.ExternalTool {
+func (m *Manager) Tools() []runtime.ExternalTool { return m.Undeclared(nil) }
+
+// Undeclared is Tools without the server tools that the spec declares itself
+// (`mcp: {server, tool}`): a declared tool, maybe renamed, carries the spec's bind and
+// accept rules, and its server tool must not be offered a second time without them.
+func (m *Manager) Undeclared(declared []spec.Tool) []runtime.ExternalTool {
+	covered := map[[2]string]bool{}
+	for _, t := range declared {
+		if t.MCP != nil {
+			covered[[2]string{t.MCP.Server, cmp.Or(t.MCP.Tool, t.Name)}] = true
+		}
+	}
 	var out []runtime.ExternalTool
 	for _, name := range m.order {
 		s := m.servers[name]
 		for _, t := range s.allowed() {
+			if covered[[2]string{name, t.Name}] {
+				continue
+			}
 			out = append(out, runtime.ExternalTool{Def: definition(s.names[t.Name], t), Impl: &tool{m: m, s: s, remote: t.Name, idempotent: s.idempotent(t)}})
 		}
 	}
