@@ -568,9 +568,10 @@ func normalize(v any) (string, any, error) {
 	return data, value, err
 }
 
-// carries reports whether the text parts hold the structured value: one of them is
-// that JSON (in any formatting), or together they contain every value in it — as a
-// server that sends {"content": text} beside the text does.
+// carries reports whether the text parts already hold the structured value: one of
+// them is that JSON (in any formatting), or the value is a single string that is the
+// text — as a server that sends {"content": text} beside the text does. A looser test
+// (leaf values found somewhere in the text) would hide data: "1234" is inside "12345".
 func carries(parts []string, value any) bool {
 	for _, p := range parts {
 		var v any
@@ -578,29 +579,30 @@ func carries(parts []string, value any) bool {
 			return true
 		}
 	}
-	text := strings.Join(parts, "\n")
-	var all func(v any) bool
-	all = func(v any) bool {
-		switch v := v.(type) {
+	leaf, ok := singleString(value)
+	return ok && (slices.Contains(parts, leaf) || leaf == strings.Join(parts, "\n"))
+}
+
+// singleString is the only leaf of a value when it has exactly one and it is a string.
+func singleString(v any) (string, bool) {
+	for {
+		switch x := v.(type) {
+		case string:
+			return x, true
 		case map[string]any:
-			for _, x := range v {
-				if !all(x) {
-					return false
-				}
+			if len(x) != 1 {
+				return "", false
+			}
+			for _, e := range x {
+				v = e
 			}
 		case []any:
-			for _, x := range v {
-				if !all(x) {
-					return false
-				}
+			if len(x) != 1 {
+				return "", false
 			}
-		case string:
-			return strings.Contains(text, v)
-		case float64, bool:
-			b, _ := json.Marshal(v)
-			return strings.Contains(text, string(b))
+			v = x[0]
+		default:
+			return "", false
 		}
-		return true // null
 	}
-	return all(value)
 }
