@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -47,6 +48,11 @@ type Store interface {
 	Forget(ctx context.Context, userID string) error
 	Close() error
 }
+
+// ErrForeignConversation is a commit to a conversation another user started. Runs
+// check the owner when they begin; stores check again when they commit, so two users
+// racing to start one conversation id cannot both write into it.
+var ErrForeignConversation = errors.New("the conversation belongs to another user")
 
 // Conversation is what a store keeps of a conversation.
 type Conversation struct {

@@ -121,6 +121,10 @@ func (s *Store) SeenEntities(_ context.Context, conversation string, kinds ...st
 func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c := s.conversations[rec.Conversation]
+	if rec.Conversation != "" && c != nil && c.user != rec.UserID {
+		return runtime.ErrForeignConversation // before any write: the record is one transaction
+	}
 	now := time.Now().UTC()
 	for _, ch := range rec.Facts {
 		s.facts[rec.UserID] = applyFact(s.facts[rec.UserID], ch, now)
@@ -128,7 +132,6 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	if rec.Conversation == "" {
 		return nil
 	}
-	c := s.conversations[rec.Conversation]
 	if c == nil {
 		c = &conversation{user: rec.UserID, seen: map[string]*seenKind{}}
 		s.conversations[rec.Conversation] = c

@@ -302,6 +302,9 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		if err != nil {
 			return err
 		}
+		if rec.Conversation != "" && read.owner != rec.UserID {
+			return runtime.ErrForeignConversation // meta is watched: the owner cannot change before EXEC
+		}
 		facts := changedFacts(read.facts, rec.Facts, time.Now().UTC())
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			s.writeFacts(ctx, p, rec.UserID, facts)

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -258,11 +259,14 @@ func TestEscapedIDs(t *testing.T) {
 }
 
 // A conversation stays its first user's, as in the memory store: another user's
-// commit neither lists it for them nor keeps it from the owner's Forget.
+// commit is refused, does not list it for them and does not keep it from the owner's
+// Forget.
 func TestConversationOwner(t *testing.T) {
 	s, c, prefix := testStore(t, 0)
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "a"}}})
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "b"}}})
+	if err := s.Commit(ctx, runtime.Record{UserID: "u2", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "b"}}}); !errors.Is(err, runtime.ErrForeignConversation) {
+		t.Errorf("u2's commit: %v", err)
+	}
 	if ids, _ := s.Conversations(ctx, "u2"); len(ids) != 0 {
 		t.Errorf("u2 lists %q", ids)
 	}

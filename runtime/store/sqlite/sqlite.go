@@ -283,9 +283,16 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 		newTurns = 1
 	}
 	var turn int
-	if err := tx.QueryRowContext(ctx, `INSERT INTO conversations(id, user_id, turns, updated_at) VALUES(?, ?, ?, ?)
+	// The update applies only to the same user's conversation: no row comes back for
+	// another user's, and the transaction rolls back.
+	err := tx.QueryRowContext(ctx, `INSERT INTO conversations(id, user_id, turns, updated_at) VALUES(?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET turns = turns + excluded.turns, updated_at = excluded.updated_at
-		RETURNING turns`, rec.Conversation, rec.UserID, newTurns, stamp).Scan(&turn); err != nil {
+		WHERE conversations.user_id = excluded.user_id
+		RETURNING turns`, rec.Conversation, rec.UserID, newTurns, stamp).Scan(&turn)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runtime.ErrForeignConversation
+	}
+	if err != nil {
 		return err
 	}
 	if len(rec.Messages) > 0 {

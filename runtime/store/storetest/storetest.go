@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -32,12 +33,35 @@ func Run(t *testing.T, open Open) {
 	t.Run("SeenLookup", func(t *testing.T) { testSeenLookup(t, open(t)) })
 	t.Run("SeenEntities", func(t *testing.T) { testSeenEntities(t, open(t)) })
 	t.Run("OutsideConversation", func(t *testing.T) { testOutside(t, open(t)) })
+	t.Run("ForeignConversation", func(t *testing.T) { testForeign(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, open(t)) })
 	t.Run("RandomHistories", func(t *testing.T) { testRandomHistories(t, open(t)) })
 }
 
 var ctx = context.Background()
+
+// testForeign: a commit to a conversation another user started writes nothing — not
+// the turn, not the entities, not the facts — and says why.
+func testForeign(t *testing.T, s runtime.Store) {
+	commit(t, s, runtime.Record{UserID: "alice", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
+	err := s.Commit(ctx, runtime.Record{UserID: "mallory", Conversation: "c1", Messages: turn(2, false),
+		Seen:  map[string][]string{"orders": {"M9"}},
+		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v", Source: "tool"}}})
+	if !errors.Is(err, runtime.ErrForeignConversation) {
+		t.Fatalf("commit by another user: %v", err)
+	}
+	c, err := s.Conversation(ctx, "c1", 10)
+	if err != nil || c.User != "alice" || c.Turns != 1 {
+		t.Errorf("conversation %+v, %v", c, err)
+	}
+	if seen, err := s.Seen(ctx, "c1", "orders", "M9"); err != nil || seen {
+		t.Errorf("the other user's entity was merged: %v %v", seen, err)
+	}
+	if facts, err := s.Facts(ctx, "mallory"); err != nil || len(facts) != 0 {
+		t.Errorf("facts of the refused commit: %v %v", facts, err)
+	}
+}
 
 func commit(t testing.TB, s runtime.Store, rec runtime.Record) {
 	t.Helper()
