@@ -240,7 +240,8 @@ func isOption(a string) bool {
 //   - --name: --name, --name=v, and abbreviations (--na), which getopt_long and git
 //     accept; also -name and its abbreviations (-na), which getopt_long_only and Go's
 //     flag package accept.
-//   - -x: the letter anywhere in a one-dash argument: -x, -xVALUE, -ax (a cluster).
+//   - -x: the letter anywhere in a one-dash argument: -x, -xVALUE, -ax (a cluster);
+//     also --x and --x=v, which Go's flag package and getopt_long_only read as -x.
 //   - -word (find's -exec, Go's -flag): -word, -word=v, --word, --word=v.
 func deniedSpelling(arg, rule string) bool {
 	head, _, _ := strings.Cut(arg, "=")
@@ -254,17 +255,21 @@ func deniedSpelling(arg, rule string) bool {
 		word := head[1:]
 		return word == name || len(word) >= 2 && strings.HasPrefix(name, word)
 	case len(rule) == 2:
-		return !twoDash && strings.ContainsRune(arg[1:], rune(rule[1]))
+		if twoDash {
+			return head == "-"+rule
+		}
+		return strings.ContainsRune(arg[1:], rune(rule[1]))
 	default:
 		return head == rule || head == "-"+rule
 	}
 }
 
-// allowedSpelling reports whether arg is one of the allowed options: exactly, with
-// =value, or as a cluster of allowed one-letter options (-la for -l and -a).
+// allowedSpelling reports whether arg is one of the allowed options: exactly, a long
+// option with =value, or a cluster of allowed one-letter options (-la for -l and
+// -a). A one-letter option with =value is refused: getopt reads "=…" as more letters.
 func allowedSpelling(arg string, rules []string) bool {
-	head, _, _ := strings.Cut(arg, "=")
-	if slices.Contains(rules, head) {
+	head, _, hasValue := strings.Cut(arg, "=")
+	if slices.Contains(rules, head) && (!hasValue || len(head) > 2) {
 		return true
 	}
 	if strings.HasPrefix(arg, "--") {

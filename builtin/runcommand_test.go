@@ -248,6 +248,8 @@ func TestRunCommandArgumentRules(t *testing.T) {
 		{"an option not allowed", ls, []string{"--recursive"}, "rule allow_options"},
 		{"an abbreviation of an allowed option is not allowed", ls, []string{"--col"}, "rule allow_options"},
 		{"a short option's value attached", ls, []string{"-l5"}, "rule allow_options"},
+		{"a short option with =value", ls, []string{"-a=R"}, "rule allow_options"},
+		{"a denied letter spelt --c", git, []string{"log", "--c=alias.x=!touch"}, "is refused"},
 		{"standard input is not an option", ls, []string{"-"}, ""},
 		{"-- itself is not an option", ls, []string{"--", "x"}, ""},
 		{"an option not allowed after --", ls, []string{"--", "-R"}, `argument 2 "-R" is refused by the rule allow_options`},
