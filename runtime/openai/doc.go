@@ -21,6 +21,9 @@
 // exceed MaxResponseBytes (16 MiB), which bounds the memory a call holds whatever
 // the server sends.
 //
+// Embedder (embeddings.go) is the same server's embeddings API as a
+// knowledge.Embedder.
+//
 // It lives outside package runtime so the core has no heavy imports. It imports
-// runtime and spec; it must not import cmd, builtin or skills.
+// runtime, runtime/knowledge and spec; it must not import cmd, builtin or skills.
 package openai
