@@ -3,7 +3,9 @@ package knowledge
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -226,8 +228,11 @@ func (l *Local) embed(text string) []float32 {
 		}
 	}
 
+	// Sum in a fixed order: float addition is not associative, and map order varies,
+	// so the same text would otherwise differ in the last bit from run to run.
 	var sum float64
-	for h, f := range feats {
+	for _, h := range slices.Sorted(maps.Keys(feats)) {
+		f := feats[h]
 		v := f.weight * (1 + float32(math.Log(float64(f.count))))
 		if h>>63 == 1 {
 			v = -v

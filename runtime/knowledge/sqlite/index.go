@@ -1,0 +1,1034 @@
+package sqlite
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/agentrun/agentrun/runtime/knowledge"
+)
+
+// Tuning of retrieval.
+const (
+	// rrfK is reciprocal rank fusion's constant (Cormack et al. 2009): a hit ranked
+	// r-th (from 1) in a list adds 1/(rrfK+r) to its score.
+	rrfK = 60
+	// minCandidates is how many hits each list (vector, BM25) contributes at least to
+	// the fusion; a chunk found by both near the top beats one found by one only.
+	minCandidates = 50
+	// maxQueryTerms bounds the FTS5 query built from a user's question.
+	maxQueryTerms = 32
+	// maxTextMatches bounds the rows an FTS5 query may match: FTS5 scores every
+	// matching row (about 2 µs each here), so the most common terms of a query are
+	// left out until the rest match at most this many rows. Such terms carry little
+	// BM25 weight anyway, and the vector side still sees the whole query; a small
+	// collection never reaches the bound.
+	maxTextMatches = 4000
+	// embedBatch is how many texts go to the embedder per call.
+	embedBatch = 64
+	// parallelRows is the number of vectors above which a scan is split across CPUs.
+	parallelRows = 8192
+)
+
+// Index is a knowledge index in one SQLite file. It is safe for concurrent use.
+type Index struct {
+	// write has a single connection, so this process's writers queue in database/sql;
+	// other processes are held off by busy_timeout and IMMEDIATE transactions.
+	write *sql.DB
+	// read serves searches, which WAL lets run alongside a writer.
+	read *sql.DB
+
+	mu    sync.Mutex
+	cache map[cacheKey]*vectors
+}
+
+type cacheKey struct{ collection, embedder string }
+
+// Stats counts an Update's work in distinct chunk contents (content hashes): a
+// passage repeated verbatim in two files is stored twice but embedded once.
+type Stats struct {
+	Kept     int // already embedded by this embedder: not embedded again
+	Embedded int // new or changed: embedded and stored
+	Deleted  int // no longer present: removed
+	Vectors  int // texts embedded (an FAQ chunk has one per question)
+}
+
+// Hit is one retrieved chunk.
+type Hit struct {
+	knowledge.Chunk
+	// Score is the reciprocal-rank-fusion score for Search; the vector score for FAQ.
+	Score float64
+	// VectorScore is the best cosine similarity of the query to the chunk's vectors
+	// (for an FAQ chunk, to its best question).
+	VectorScore float32
+	// BM25 is FTS5's relevance (higher is better), 0 when the text did not match.
+	BM25 float64
+	// Question is the FAQ question (or variant) that matched best; empty for text.
+	Question string
+}
+
+// EmbedderMismatchError is a collection indexed by another embedder than the one in use.
+type EmbedderMismatchError struct {
+	Collection string
+	Index      string // the embedder ID the collection was built by
+	Agent      string // the embedder ID in use
+}
+
+func (e *EmbedderMismatchError) Error() string {
+	return fmt.Sprintf("the index of collection %s was built by %s; this agent uses %s: run agentrun index to rebuild it",
+		e.Collection, e.Index, e.Agent)
+}
+
+// ErrNotIndexed is a collection that has never been indexed.
+var ErrNotIndexed = errors.New("not indexed")
+
+// ErrNewerSchema reports an index written by a newer agentrun.
+var ErrNewerSchema = errors.New("the knowledge index was written by a newer agentrun")
+
+// Connection settings, as in runtime/store/sqlite: busy_timeout first so the others
+// wait for the lock too; _txlock=immediate takes the write lock at BEGIN.
+const (
+	writeParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	readParams  = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)&_pragma=cache_size(-32000)&_pragma=mmap_size(268435456)"
+)
+
+// applicationID marks a file as an agentrun knowledge index ("agKI"), so the index
+// is never opened on another SQLite file, such as the conversation store, whose
+// user_version means something else.
+const applicationID = 0x61674b49
+
+// migrations bring the schema from version i to i+1; append-only.
+var migrations = []string{
+	// 1: the initial schema. generation grows with every Update, so a process's
+	// cached vectors notice an Update by another process. Vectors are keyed by
+	// content hash, not by chunk row, so a chunk that moves keeps its vectors.
+	`CREATE TABLE collections (
+		name       TEXT PRIMARY KEY,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		generation INTEGER NOT NULL,
+		chunks     INTEGER NOT NULL,
+		updated_at TEXT NOT NULL
+	) WITHOUT ROWID;
+
+	CREATE TABLE chunks (
+		id         INTEGER PRIMARY KEY,
+		collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL,
+		kind       TEXT NOT NULL,
+		source     TEXT NOT NULL,
+		heading    TEXT NOT NULL,
+		start_line INTEGER NOT NULL,
+		end_line   INTEGER NOT NULL,
+		text       TEXT NOT NULL,
+		questions  TEXT NOT NULL -- JSON array
+	);
+	CREATE INDEX chunks_hash ON chunks(collection, hash);
+
+	CREATE TABLE vectors (
+		collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL,
+		seq        INTEGER NOT NULL,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		vector     BLOB NOT NULL, -- float32 little-endian
+		PRIMARY KEY (collection, hash, seq)
+	);
+
+	-- Contentless: the text is in chunks. ftsText has split, lower-cased and stemmed
+	-- it (CJK runs as bigrams), so the terms the vocabulary counts are a query's terms.
+	CREATE VIRTUAL TABLE chunks_fts USING fts5(body, content='', contentless_delete=1,
+		tokenize='unicode61 remove_diacritics 0');
+	CREATE VIRTUAL TABLE chunks_terms USING fts5vocab(chunks_fts, 'row');`,
+}
+
+// Open opens the index at path, creating the file (mode 0600) and its parent
+// directories when missing, and brings its schema up to date.
+func Open(path string) (*Index, error) {
+	if path == "" {
+		return nil, errors.New("knowledge index: no file name")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
+	f.Close()
+
+	x := &Index{cache: map[cacheKey]*vectors{}}
+	if x.write, err = sql.Open("sqlite", fileURI(abs)+"?"+writeParams); err != nil {
+		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+	}
+	x.write.SetMaxOpenConns(1)
+	if x.read, err = sql.Open("sqlite", fileURI(abs)+"?"+readParams); err != nil {
+		x.write.Close()
+		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+	}
+	x.read.SetMaxOpenConns(4)
+	if err := migrate(context.Background(), x.write); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+	}
+	return x, nil
+}
+
+// fileURI turns an absolute path into a percent-escaped SQLite file: URI, so '?',
+// '#' or '%' in a name cannot smuggle DSN parameters (as in runtime/store/sqlite).
+func fileURI(abs string) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return "file:" + (&url.URL{Path: p}).EscapedPath()
+}
+
+// migrate applies the migrations the file lacks in one write transaction; the
+// version is PRAGMA user_version. A file with tables but without our application_id
+// is refused.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var version, appID, tables int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&appID); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&tables); err != nil {
+		return err
+	}
+	if appID != applicationID && (version != 0 || tables != 0) {
+		return errors.New("not a knowledge index (another SQLite database?)")
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("%w: schema version %d, this agentrun knows up to %d; upgrade agentrun",
+			ErrNewerSchema, version, len(migrations))
+	}
+	if version == len(migrations) {
+		return nil
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; both are numbers of ours.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d; PRAGMA application_id = %d`,
+		len(migrations), applicationID)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close closes the index.
+func (x *Index) Close() error {
+	return errors.Join(x.read.Close(), x.write.Close())
+}
+
+// Update makes collection hold exactly chunks, embedding only contents the index
+// lacks. A collection built by another embedder gives *EmbedderMismatchError (see
+// Rebuild). Everything happens in one transaction: an error, including the
+// embedder's, leaves the index as it was.
+func (x *Index) Update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (Stats, error) {
+	return x.update(ctx, collection, chunks, emb, false)
+}
+
+// Rebuild is Update that first drops the collection's vectors, so every chunk is
+// embedded again by emb; it is how a collection moves to another embedder.
+func (x *Index) Rebuild(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (Stats, error) {
+	return x.update(ctx, collection, chunks, emb, true)
+}
+
+type chunkRow struct {
+	id                 int64
+	source             string
+	startLine, endLine int
+}
+
+func (x *Index) update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, rebuild bool) (Stats, error) {
+	if collection == "" {
+		return Stats{}, errors.New("knowledge index: no collection name")
+	}
+	if emb == nil {
+		return Stats{}, fmt.Errorf("knowledge index: collection %s: no embedder", collection)
+	}
+	for i, c := range chunks {
+		if c.Hash == "" {
+			return Stats{}, fmt.Errorf("knowledge index: collection %s: chunk %d (%s:%d) has no hash", collection, i, c.Source, c.StartLine)
+		}
+	}
+	st, err := x.updateTx(ctx, collection, chunks, emb, rebuild)
+	if err != nil {
+		var mismatch *EmbedderMismatchError
+		if errors.As(err, &mismatch) {
+			return Stats{}, err
+		}
+		return Stats{}, fmt.Errorf("knowledge index: collection %s: %w", collection, err)
+	}
+	x.invalidate(collection)
+	return st, nil
+}
+
+func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, rebuild bool) (Stats, error) {
+	id, dims := emb.ID(), emb.Dimensions()
+	tx, err := x.write.BeginTx(ctx, nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer tx.Rollback()
+
+	var stored string
+	var generation int64
+	err = tx.QueryRowContext(ctx, `SELECT embedder, generation FROM collections WHERE name = ?`, collection).Scan(&stored, &generation)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return Stats{}, err
+	case stored != id && !rebuild:
+		return Stats{}, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO collections(name, embedder, dimensions, generation, chunks, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET embedder = excluded.embedder,
+		dimensions = excluded.dimensions, generation = excluded.generation, chunks = excluded.chunks,
+		updated_at = excluded.updated_at`,
+		collection, id, dims, generation+1, len(chunks), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return Stats{}, err
+	}
+	if rebuild {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE collection = ?`, collection); err != nil {
+			return Stats{}, err
+		}
+	} else if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE collection = ? AND embedder <> ?`, collection, id); err != nil {
+		return Stats{}, err // none unless the file was edited by hand
+	}
+
+	// What the index has.
+	have := map[string]bool{}
+	if err := queryEach(ctx, tx, `SELECT DISTINCT hash FROM vectors WHERE collection = ?`, []any{collection}, func(rows *sql.Rows) error {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return err
+		}
+		have[h] = true
+		return nil
+	}); err != nil {
+		return Stats{}, err
+	}
+	existing := map[string][]chunkRow{}
+	if err := queryEach(ctx, tx, `SELECT id, hash, source, start_line, end_line FROM chunks WHERE collection = ? ORDER BY id`, []any{collection}, func(rows *sql.Rows) error {
+		var r chunkRow
+		var h string
+		if err := rows.Scan(&r.id, &h, &r.source, &r.startLine, &r.endLine); err != nil {
+			return err
+		}
+		existing[h] = append(existing[h], r)
+		return nil
+	}); err != nil {
+		return Stats{}, err
+	}
+
+	// Vectors: embed what is missing, delete what is gone.
+	var st Stats
+	wanted := map[string]bool{}
+	var missing []knowledge.Chunk
+	for _, c := range chunks {
+		if wanted[c.Hash] {
+			continue
+		}
+		wanted[c.Hash] = true
+		if have[c.Hash] {
+			st.Kept++
+		} else {
+			missing = append(missing, c)
+		}
+	}
+	n, err := embedAndStore(ctx, tx, collection, missing, emb)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.Embedded, st.Vectors = len(missing), n
+	for h := range have {
+		if wanted[h] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE collection = ? AND hash = ?`, collection, h); err != nil {
+			return Stats{}, err
+		}
+		st.Deleted++
+	}
+
+	// Chunk rows: reuse a row of the same content (updating where it now sits),
+	// insert the rest, delete the rows left over.
+	for _, c := range chunks {
+		if rs := existing[c.Hash]; len(rs) > 0 {
+			r := rs[0]
+			existing[c.Hash] = rs[1:]
+			if r.source != c.Source || r.startLine != c.StartLine || r.endLine != c.EndLine {
+				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET source = ?, start_line = ?, end_line = ? WHERE id = ?`,
+					c.Source, c.StartLine, c.EndLine, r.id); err != nil {
+					return Stats{}, err
+				}
+			}
+			continue
+		}
+		qs := c.Questions
+		if qs == nil {
+			qs = []string{}
+		}
+		questions, err := json.Marshal(qs)
+		if err != nil {
+			return Stats{}, err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, string(questions))
+		if err != nil {
+			return Stats{}, err
+		}
+		rowID, err := res.LastInsertId()
+		if err != nil {
+			return Stats{}, err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)`, rowID, ftsText(searchText(c))); err != nil {
+			return Stats{}, err
+		}
+	}
+	for _, rs := range existing {
+		for _, r := range rs {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks_fts WHERE rowid = ?`, r.id); err != nil {
+				return Stats{}, err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, r.id); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Stats{}, err
+	}
+	return st, nil
+}
+
+// embedTexts are what gets embedded for a chunk: each question of an FAQ entry
+// separately (the FAQ cache matches questions, not answers); a passage with its
+// heading, which is what makes "Refunds › Timing" findable.
+func embedTexts(c knowledge.Chunk) []string {
+	if c.Kind == knowledge.ChunkFAQ && len(c.Questions) > 0 {
+		return c.Questions
+	}
+	if c.Heading != "" {
+		return []string{c.Heading + "\n\n" + c.Text}
+	}
+	return []string{c.Text}
+}
+
+// searchText is what FTS5 indexes for a chunk.
+func searchText(c knowledge.Chunk) string {
+	parts := append([]string{c.Heading}, c.Questions...)
+	return strings.Join(append(parts, c.Text), "\n")
+}
+
+type pending struct {
+	hash string
+	seq  int
+}
+
+// embedAndStore embeds the chunks' texts in batches and inserts their vectors; it
+// returns the number of vectors stored.
+func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (int, error) {
+	id, dims := emb.ID(), emb.Dimensions()
+	var texts []string
+	var keys []pending
+	for _, c := range chunks {
+		for i, t := range embedTexts(c) {
+			texts = append(texts, t)
+			keys = append(keys, pending{c.Hash, i})
+		}
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO vectors(collection, hash, seq, embedder, dimensions, vector) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return 0, err
+	}
+	defer stmt.Close()
+	for start := 0; start < len(texts); start += embedBatch {
+		end := min(start+embedBatch, len(texts))
+		vecs, err := emb.Embed(ctx, texts[start:end])
+		if err != nil {
+			return 0, fmt.Errorf("embedder %s: %w", id, err)
+		}
+		if len(vecs) != end-start {
+			return 0, fmt.Errorf("embedder %s: %d vectors for %d texts", id, len(vecs), end-start)
+		}
+		for i, v := range vecs {
+			if err := checkVector(v, dims); err != nil {
+				return 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
+			}
+			k := keys[start+i]
+			if _, err := stmt.ExecContext(ctx, collection, k.hash, k.seq, id, dims, encode(v)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(texts), nil
+}
+
+func checkVector(v []float32, dims int) error {
+	if len(v) != dims {
+		return fmt.Errorf("vector of %d dimensions, want %d", len(v), dims)
+	}
+	for _, f := range v {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return errors.New("vector with NaN or infinite values")
+		}
+	}
+	return nil
+}
+
+func encode(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}
+
+func decodeInto(dst []float32, b []byte) error {
+	if len(b) != 4*len(dst) {
+		return fmt.Errorf("stored vector of %d bytes, want %d", len(b), 4*len(dst))
+	}
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return nil
+}
+
+func queryEach(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args []any, each func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// vectors is a collection's vectors for one embedder, in one contiguous matrix:
+// chunk i's vectors are rows start[i] to start[i+1].
+type vectors struct {
+	generation int64
+	dims       int
+	ids        []int64 // chunk row ids
+	start      []int32 // len(ids)+1
+	data       []float32
+	index      map[int64]int32 // chunk id → i
+	faq        []int32         // the i of FAQ chunks
+}
+
+func (x *Index) invalidate(collection string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.cache {
+		if k.collection == collection {
+			delete(x.cache, k)
+		}
+	}
+}
+
+// vectorsFor returns the collection's vectors, loading them within tx when the
+// cache has none of this generation.
+func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder string, dims int, generation int64) (*vectors, error) {
+	key := cacheKey{collection, embedder}
+	x.mu.Lock()
+	v := x.cache[key]
+	x.mu.Unlock()
+	if v != nil && v.generation == generation {
+		return v, nil
+	}
+	v = &vectors{generation: generation, dims: dims, index: map[int64]int32{}}
+	var last int64 = -1
+	err := queryEach(ctx, tx, `SELECT c.id, c.kind, v.vector FROM chunks c
+		JOIN vectors v ON v.collection = c.collection AND v.hash = c.hash
+		WHERE c.collection = ? AND v.embedder = ? ORDER BY c.id, v.seq`, []any{collection, embedder}, func(rows *sql.Rows) error {
+		var id int64
+		var kind string
+		var blob []byte
+		if err := rows.Scan(&id, &kind, &blob); err != nil {
+			return err
+		}
+		if id != last {
+			i := int32(len(v.ids))
+			v.ids = append(v.ids, id)
+			v.start = append(v.start, int32(len(v.data)/dims))
+			v.index[id] = i
+			if kind == string(knowledge.ChunkFAQ) {
+				v.faq = append(v.faq, i)
+			}
+			last = id
+		}
+		n := len(v.data)
+		v.data = slices.Grow(v.data, dims)[:n+dims]
+		return decodeInto(v.data[n:], blob)
+	})
+	if err != nil {
+		return nil, err
+	}
+	v.start = append(v.start, int32(len(v.data)/dims))
+	x.mu.Lock()
+	if cur := x.cache[key]; cur == nil || cur.generation < generation {
+		x.cache[key] = v
+	}
+	x.mu.Unlock()
+	return v, nil
+}
+
+// best is chunk i's best vector score and the row that gave it.
+func (v *vectors) best(q []float32, i int32) (float32, int) {
+	score, row := float32(math.Inf(-1)), -1
+	for r := v.start[i]; r < v.start[i+1]; r++ {
+		off := int(r) * v.dims
+		if s := knowledge.Dot(q, v.data[off:off+v.dims]); s > score {
+			score, row = s, int(r-v.start[i])
+		}
+	}
+	return score, row
+}
+
+type scored struct {
+	score float32
+	i     int32
+}
+
+// minHeap keeps the n best scores seen, worst on top.
+type minHeap []scored
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(a, b int) bool { return h[a].score < h[b].score }
+func (h minHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(scored)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// top returns the n chunks of best vector score, best first. Large collections are
+// split across CPUs: the scan is bound by memory bandwidth and the dot products.
+func (v *vectors) top(q []float32, n int) []scored {
+	total := len(v.ids)
+	workers := 1
+	if len(v.data)/max(v.dims, 1) > parallelRows {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	parts := make([][]scored, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := total*w/workers, total*(w+1)/workers
+		wg.Go(func() {
+			h := make(minHeap, 0, n+1)
+			for i := lo; i < hi; i++ {
+				s, _ := v.best(q, int32(i))
+				if len(h) < n {
+					heap.Push(&h, scored{s, int32(i)})
+				} else if s > h[0].score {
+					h[0] = scored{s, int32(i)}
+					heap.Fix(&h, 0)
+				}
+			}
+			parts[w] = h
+		})
+	}
+	wg.Wait()
+	all := slices.Concat(parts...)
+	slices.SortFunc(all, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(v.ids[a.i], v.ids[b.i]))
+	})
+	return all[:min(n, len(all))]
+}
+
+// embedQuery embeds one query and checks the vector.
+func embedQuery(ctx context.Context, emb knowledge.Embedder, query string) ([]float32, error) {
+	vecs, err := emb.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("embedder %s: %w", emb.ID(), err)
+	}
+	if len(vecs) != 1 {
+		return nil, fmt.Errorf("embedder %s: %d vectors for 1 text", emb.ID(), len(vecs))
+	}
+	if err := checkVector(vecs[0], emb.Dimensions()); err != nil {
+		return nil, fmt.Errorf("embedder %s: %w", emb.ID(), err)
+	}
+	return vecs[0], nil
+}
+
+// snapshot opens a read transaction and checks the collection's embedder.
+func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder) (*sql.Tx, *vectors, error) {
+	tx, err := x.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	var stored string
+	var dims int
+	var generation int64
+	err = tx.QueryRowContext(ctx, `SELECT embedder, dimensions, generation FROM collections WHERE name = ?`, collection).
+		Scan(&stored, &dims, &generation)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		tx.Rollback()
+		return nil, nil, fmt.Errorf("collection %s: %w: run agentrun index", collection, ErrNotIndexed)
+	case err != nil:
+		tx.Rollback()
+		return nil, nil, err
+	case stored != emb.ID():
+		tx.Rollback()
+		return nil, nil, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: emb.ID()}
+	}
+	v, err := x.vectorsFor(ctx, tx, collection, stored, dims, generation)
+	if err != nil {
+		tx.Rollback()
+		return nil, nil, err
+	}
+	return tx, v, nil
+}
+
+func wrapSearchErr(op, collection string, err error) error {
+	var mismatch *EmbedderMismatchError
+	if errors.As(err, &mismatch) {
+		return err
+	}
+	return fmt.Errorf("knowledge index: %s %s: %w", op, collection, err)
+}
+
+// Search returns up to k chunks of collection for query, best first: the vector
+// ranking and the FTS5 BM25 ranking fused by reciprocal rank fusion.
+func (x *Index) Search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]Hit, error) {
+	hits, err := x.search(ctx, collection, query, emb, k)
+	if err != nil {
+		return nil, wrapSearchErr("search", collection, err)
+	}
+	return hits, nil
+}
+
+func (x *Index) search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]Hit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	q, err := embedQuery(ctx, emb, query)
+	if err != nil {
+		return nil, err
+	}
+	tx, v, err := x.snapshot(ctx, collection, emb)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	n := max(4*k, minCandidates)
+	type fused struct {
+		rrf  float64
+		vec  float32
+		row  int
+		bm25 float64
+	}
+	byID := map[int64]*fused{}
+	for rank, s := range v.top(q, n) {
+		byID[v.ids[s.i]] = &fused{rrf: 1 / float64(rrfK+rank+1), vec: s.score, row: -1}
+	}
+	match, err := textQuery(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
+	if match != "" {
+		rank := 0
+		err := queryEach(ctx, tx, `SELECT chunks_fts.rowid, bm25(chunks_fts) AS r FROM chunks_fts
+			JOIN chunks c ON c.id = chunks_fts.rowid
+			WHERE chunks_fts MATCH ? AND c.collection = ? ORDER BY r LIMIT ?`, []any{match, collection, n}, func(rows *sql.Rows) error {
+			var id int64
+			var bm float64
+			if err := rows.Scan(&id, &bm); err != nil {
+				return err
+			}
+			f := byID[id]
+			if f == nil {
+				f = &fused{vec: float32(math.NaN())}
+				byID[id] = f
+			}
+			rank++
+			f.rrf += 1 / float64(rrfK+rank)
+			f.bm25 = -bm // FTS5's bm25 is lower-is-better
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]int64, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b int64) int {
+		return cmp.Or(cmp.Compare(byID[b].rrf, byID[a].rrf), cmp.Compare(a, b))
+	})
+	ids = ids[:min(k, len(ids))]
+	chunks, err := loadChunks(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]Hit, 0, len(ids))
+	for _, id := range ids {
+		f := byID[id]
+		c, ok := chunks[id]
+		if !ok {
+			continue
+		}
+		h := Hit{Chunk: c, Score: f.rrf, VectorScore: f.vec, BM25: f.bm25}
+		row := -1
+		if i, ok := v.index[id]; ok {
+			h.VectorScore, row = v.best(q, i)
+		} else if math.IsNaN(float64(h.VectorScore)) {
+			h.VectorScore = 0 // a chunk without vectors: cannot happen after Update
+		}
+		if c.Kind == knowledge.ChunkFAQ && row >= 0 && row < len(c.Questions) {
+			h.Question = c.Questions[row]
+		}
+		hits = append(hits, h)
+	}
+	return hits, tx.Commit()
+}
+
+// FAQ returns the FAQ entry of collection whose question (or variant) is closest to
+// query by vector score alone, with that score as Hit.Score and Hit.VectorScore;
+// false when the collection has no FAQ entries. Comparing the score with a
+// threshold is the caller's.
+func (x *Index) FAQ(ctx context.Context, collection, query string, emb knowledge.Embedder) (Hit, bool, error) {
+	h, ok, err := x.faq(ctx, collection, query, emb)
+	if err != nil {
+		return Hit{}, false, wrapSearchErr("faq", collection, err)
+	}
+	return h, ok, nil
+}
+
+func (x *Index) faq(ctx context.Context, collection, query string, emb knowledge.Embedder) (Hit, bool, error) {
+	q, err := embedQuery(ctx, emb, query)
+	if err != nil {
+		return Hit{}, false, err
+	}
+	tx, v, err := x.snapshot(ctx, collection, emb)
+	if err != nil {
+		return Hit{}, false, err
+	}
+	defer tx.Rollback()
+	bestScore, bestI, bestRow := float32(math.Inf(-1)), int32(-1), -1
+	for _, i := range v.faq {
+		if s, row := v.best(q, i); s > bestScore {
+			bestScore, bestI, bestRow = s, i, row
+		}
+	}
+	if bestI < 0 {
+		return Hit{}, false, tx.Commit()
+	}
+	id := v.ids[bestI]
+	chunks, err := loadChunks(ctx, tx, []int64{id})
+	if err != nil {
+		return Hit{}, false, err
+	}
+	c, ok := chunks[id]
+	if !ok {
+		return Hit{}, false, fmt.Errorf("chunk %d vanished", id)
+	}
+	h := Hit{Chunk: c, Score: float64(bestScore), VectorScore: bestScore}
+	if bestRow >= 0 && bestRow < len(c.Questions) {
+		h.Question = c.Questions[bestRow]
+	}
+	return h, true, tx.Commit()
+}
+
+func loadChunks(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]knowledge.Chunk, error) {
+	out := make(map[int64]knowledge.Chunk, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	query := `SELECT id, hash, kind, source, heading, start_line, end_line, text, questions FROM chunks WHERE id IN (?` +
+		strings.Repeat(", ?", len(ids)-1) + `)`
+	err := queryEach(ctx, tx, query, args, func(rows *sql.Rows) error {
+		var id int64
+		var c knowledge.Chunk
+		var kind, questions string
+		if err := rows.Scan(&id, &c.Hash, &kind, &c.Source, &c.Heading, &c.StartLine, &c.EndLine, &c.Text, &questions); err != nil {
+			return err
+		}
+		c.Kind = knowledge.ChunkKind(kind)
+		if err := json.Unmarshal([]byte(questions), &c.Questions); err != nil {
+			return fmt.Errorf("chunk %d: questions: %w", id, err)
+		}
+		if len(c.Questions) == 0 {
+			c.Questions = nil
+		}
+		out[id] = c
+		return nil
+	})
+	return out, err
+}
+
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// terms splits text into FTS terms: lower-cased words of letters and digits, and
+// for runs of CJK characters (which have no spaces, and which FTS5's unicode61
+// tokenizer would keep as one token) their overlapping bigrams, or the character
+// itself for a run of one.
+func terms(text string) []string {
+	var out []string
+	var word, cjk []rune
+	flushWord := func() {
+		if len(word) > 0 {
+			out = append(out, stem(strings.ToLower(string(word))))
+			word = word[:0]
+		}
+	}
+	flushCJK := func() {
+		switch len(cjk) {
+		case 0:
+		case 1:
+			out = append(out, string(cjk))
+		default:
+			for i := 0; i+1 < len(cjk); i++ {
+				out = append(out, string(cjk[i:i+2]))
+			}
+		}
+		cjk = cjk[:0]
+	}
+	for _, r := range text {
+		switch {
+		case isCJK(r):
+			flushWord()
+			cjk = append(cjk, r)
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
+			flushCJK()
+			word = append(word, r)
+		default:
+			flushWord()
+			flushCJK()
+		}
+	}
+	flushWord()
+	flushCJK()
+	return out
+}
+
+// stem folds a plural: "refunds" → "refund", "boxes" → "box", "policies" →
+// "policy"; crude, but applied alike to the index and the query.
+func stem(w string) string {
+	switch {
+	case len(w) <= 3 || !strings.HasSuffix(w, "s") || strings.HasSuffix(w, "ss") || strings.HasSuffix(w, "us") || strings.HasSuffix(w, "is"):
+		return w
+	case strings.HasSuffix(w, "ies") && len(w) > 4:
+		return w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "xes"), strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "shes"), strings.HasSuffix(w, "sses"):
+		return w[:len(w)-2]
+	}
+	return w[:len(w)-1]
+}
+
+// ftsText is what chunks_fts stores for a text: its terms separated by spaces.
+func ftsText(text string) string { return strings.Join(terms(text), " ") }
+
+// queryTerms are query's distinct terms, at most maxQueryTerms.
+func queryTerms(query string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range terms(query) {
+		if !seen[t] && len(out) < maxQueryTerms {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ftsQuery is an FTS5 query matching any of the terms, each quoted (so no term is
+// read as an operator); "" when there are none.
+func ftsQuery(terms []string) string {
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
+	}
+	return strings.Join(quoted, " OR ")
+}
+
+// textQuery is the FTS5 query for query: its terms, without the most common ones
+// while together they would match more than maxTextMatches rows (counted over the
+// whole file, from the FTS vocabulary).
+func textQuery(ctx context.Context, tx *sql.Tx, query string) (string, error) {
+	ts := queryTerms(query)
+	if len(ts) == 0 {
+		return "", nil
+	}
+	docs := make([]int, len(ts))
+	total := 0
+	for i, t := range ts {
+		err := tx.QueryRowContext(ctx, `SELECT doc FROM chunks_terms WHERE term = ?`, t).Scan(&docs[i])
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return "", err
+		}
+		total += docs[i]
+	}
+	order := make([]int, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(docs[b], docs[a]) })
+	drop := map[int]bool{}
+	for _, i := range order {
+		if total <= maxTextMatches {
+			break
+		}
+		drop[i] = true
+		total -= docs[i]
+	}
+	kept := ts[:0:0]
+	for i, t := range ts {
+		if !drop[i] && docs[i] > 0 {
+			kept = append(kept, t)
+		}
+	}
+	return ftsQuery(kept), nil
+}
