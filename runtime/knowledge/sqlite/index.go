@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	store "github.com/agentrun/agentrun/runtime/store/sqlite"
 )
 
 // Tuning of retrieval.
@@ -100,7 +100,7 @@ func (e *EmbedderMismatchError) Error() string {
 var ErrNotIndexed = errors.New("not indexed")
 
 // ErrNewerSchema reports an index written by a newer agentrun.
-var ErrNewerSchema = errors.New("the knowledge index was written by a newer agentrun")
+var ErrNewerSchema = store.ErrNewerSchema
 
 // Connection settings, as in runtime/store/sqlite: busy_timeout first so the others
 // wait for the lock too; _txlock=immediate takes the write lock at BEGIN.
@@ -179,72 +179,23 @@ func Open(path string) (*Index, error) {
 	f.Close()
 
 	x := &Index{cache: map[cacheKey]*vectors{}}
-	if x.write, err = sql.Open("sqlite", fileURI(abs)+"?"+writeParams); err != nil {
+	if x.write, err = sql.Open("sqlite", store.FileURI(abs)+"?"+writeParams); err != nil {
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
 	}
 	x.write.SetMaxOpenConns(1)
-	if x.read, err = sql.Open("sqlite", fileURI(abs)+"?"+readParams); err != nil {
+	if x.read, err = sql.Open("sqlite", store.FileURI(abs)+"?"+readParams); err != nil {
 		x.write.Close()
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
 	}
 	x.read.SetMaxOpenConns(4)
-	if err := migrate(context.Background(), x.write); err != nil {
+	if err := store.Migrate(context.Background(), x.write, migrations, applicationID); err != nil {
 		x.Close()
+		if errors.Is(err, store.ErrOtherDatabase) {
+			err = errors.New("not a knowledge index (another SQLite database?)")
+		}
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
 	}
 	return x, nil
-}
-
-// fileURI turns an absolute path into a percent-escaped SQLite file: URI, so '?',
-// '#' or '%' in a name cannot smuggle DSN parameters (as in runtime/store/sqlite).
-func fileURI(abs string) string {
-	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
-	}
-	return "file:" + (&url.URL{Path: p}).EscapedPath()
-}
-
-// migrate applies the migrations the file lacks in one write transaction; the
-// version is PRAGMA user_version. A file with tables but without our application_id
-// is refused.
-func migrate(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var version, appID, tables int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return err
-	}
-	if err := tx.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&appID); err != nil {
-		return err
-	}
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&tables); err != nil {
-		return err
-	}
-	if appID != applicationID && (version != 0 || tables != 0) {
-		return errors.New("not a knowledge index (another SQLite database?)")
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("%w: schema version %d, this agentrun knows up to %d; upgrade agentrun",
-			ErrNewerSchema, version, len(migrations))
-	}
-	if version == len(migrations) {
-		return nil
-	}
-	for i := version; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	// PRAGMA takes no bound parameters; both are numbers of ours.
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d; PRAGMA application_id = %d`,
-		len(migrations), applicationID)); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // Close closes the index.

@@ -63,16 +63,16 @@ func Open(path string) (*Store, error) {
 	f.Close()
 
 	s := &Store{}
-	if s.write, err = sql.Open("sqlite", fileURI(abs)+"?"+writeParams); err != nil {
+	if s.write, err = sql.Open("sqlite", FileURI(abs)+"?"+writeParams); err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	s.write.SetMaxOpenConns(1)
-	if s.read, err = sql.Open("sqlite", fileURI(abs)+"?"+readParams); err != nil {
+	if s.read, err = sql.Open("sqlite", FileURI(abs)+"?"+readParams); err != nil {
 		s.write.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	s.read.SetMaxOpenConns(4)
-	if err := migrate(context.Background(), s.write, migrations); err != nil {
+	if err := Migrate(context.Background(), s.write, migrations, 0); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
@@ -83,10 +83,10 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// fileURI turns an absolute path into a SQLite file: URI. The path is
+// FileURI turns an absolute path into a SQLite file: URI. The path is
 // percent-escaped so that '?', '#' or '%' in a name cannot end the path and smuggle
 // DSN parameters (whose _pragma values run as SQL).
-func fileURI(abs string) string {
+func FileURI(abs string) string {
 	p := filepath.ToSlash(abs)
 	if !strings.HasPrefix(p, "/") {
 		p = "/" + p // a Windows drive path: file:/C:/dir/x.db
