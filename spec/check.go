@@ -66,6 +66,7 @@ func (c *checker) check() {
 	c.checkGuards()
 	c.checkJudge()
 	c.checkFilters()
+	c.checkKnowledge()
 	c.checkDurations()
 	c.compileTemplate(&s.Instructions, EnvInstructions.Types(VarTypes{User: c.user}), c.at("instructions"))
 	c.checkUnused()
@@ -107,6 +108,24 @@ func (c *checker) setSources() {
 	}
 	if s.Judge != nil {
 		s.Judge.Source = src("judge")
+	}
+	if c.at("embeddings").node != nil {
+		s.Embeddings.Source = src("embeddings")
+	}
+	if c.at("knowledge").node != nil {
+		s.Knowledge.Source = src("knowledge")
+	}
+	for i := range s.Knowledge.Collections {
+		s.Knowledge.Collections[i].Source = src("knowledge", "collections", s.Knowledge.Collections[i].Name)
+	}
+	for i := range s.Intents {
+		in := &s.Intents[i]
+		if in.Cache != nil {
+			in.Cache.Source = src("intents", in.Name, "cache")
+		}
+		if in.RAG != nil {
+			in.RAG.Source = src("intents", in.Name, "rag")
+		}
 	}
 }
 

@@ -58,7 +58,8 @@ func tableRow(lines []string, first string) []string {
 func TestDocsDefaults(t *testing.T) {
 	lines := readSpecDoc(t)
 	headings := map[string]string{"model": "## model", "guards": "## guards", "judge": "## judge", "routing": "## routing",
-		"intents": "## intents", "memory": "## memory", "memory.facts": "### facts"}
+		"intents": "## intents", "memory": "## memory", "memory.facts": "### facts", "intents.cache": "### cache", "intents.rag": "### rag",
+		"embeddings": "## embeddings", "knowledge": "## knowledge", "knowledge.collections": "### collections"}
 	for _, d := range Defaults {
 		i := strings.LastIndex(d.Key, ".")
 		section, key := d.Key[:i], d.Key[i+1:]

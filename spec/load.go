@@ -232,7 +232,7 @@ var parserErrorRe = sync.OnceValue(func() *regexp.Regexp {
 
 // SpecFiles expands the arguments of `validate`: files are taken as they are,
 // directories are searched for *.yaml and *.yml agent specs (skipping test files,
-// skill packs and what FindFiles skips).
+// scripts, skill packs, FAQ sources — faq.yaml, *.faq.yaml — and what FindFiles skips).
 func SpecFiles(args []string) ([]string, Diagnostics, error) {
 	return FindFiles(args, isSpecFile, "agent specs (*.yaml, *.yml)")
 }
@@ -360,5 +360,6 @@ func isSpecFile(name string) bool {
 		return false
 	}
 	base := strings.TrimSuffix(name, ext)
-	return base != "skill" && !strings.HasSuffix(base, ".test") && !strings.HasSuffix(base, ".script")
+	return base != "skill" && base != "faq" && !strings.HasSuffix(base, ".test") && !strings.HasSuffix(base, ".script") &&
+		!strings.HasSuffix(base, ".faq") // a knowledge collection's FAQ source
 }

@@ -41,6 +41,21 @@ const (
 	DefaultModelTimeout = 60 * time.Second // one model call: headers and the whole body
 	DefaultModelRetries = 2
 
+	DefaultEmbeddings      = EmbeddingsLocal
+	DefaultEmbeddingsModel = "text-embedding-3-small" // after LLM_EMBEDDING_MODEL
+	DefaultLocalDimensions = 256
+	DefaultIndexPath       = ".agentrun/knowledge.db" // in the working directory, like the store
+	DefaultChunkSize       = 800                      // runes
+	DefaultChunkOverlap    = 100                      // runes
+	DefaultCacheThreshold  = 0.76                     // measured on runtime/knowledge/testdata/faq_pairs.yaml
+	DefaultCacheScope      = CacheAuto
+	DefaultCacheTTL        = 7 * 24 * time.Hour // a learned entry's life
+	DefaultCacheVerify     = VerifyNone
+	DefaultVerifyBelow     = 0.9
+	DefaultRAGTopK         = 4
+	DefaultRAGMinScore     = 0.3 // a passage's vector score
+	DefaultRAGMaxTokens    = 1500
+
 	DefaultReplacement   = "[redacted]"
 	DefaultDropMessage   = "[this result was withheld by a filter]"
 	DefaultErrorMessage  = "%s failed." // the tool's name fills in
@@ -105,6 +120,27 @@ type IntentSettings struct {
 	// Tools are the names of the tools the intent may offer: for a task intent its
 	// domain's and its own, for the other kinds only its own; each once.
 	Tools []string
+	Cache *CacheSettings // nil: no FAQ cache
+	RAG   *RAGSettings   // nil: no retrieval
+}
+
+// CacheSettings are an intent's FAQ cache with its defaults applied.
+type CacheSettings struct {
+	Collection  string // "" when the agent has no collection: learned entries only
+	Threshold   float64
+	Scope       CacheScope
+	TTL         time.Duration
+	Learn       bool
+	Verify      CacheVerify
+	VerifyBelow float64
+}
+
+// RAGSettings are an intent's retrieval with its defaults applied.
+type RAGSettings struct {
+	Collection string
+	TopK       int
+	MinScore   float64
+	MaxTokens  int
 }
 
 // Resolve computes a spec's effective settings. It needs no validation to have run
@@ -183,6 +219,25 @@ func resolveIntents(s *Spec) []IntentSettings {
 	out := make([]IntentSettings, 0, len(s.Intents))
 	for _, in := range s.Intents {
 		it := IntentSettings{Name: in.Name, Kind: cmp.Or(in.Kind, DefaultIntentKind), Memory: cmp.Or(in.Memory, DefaultMemoryLevel)}
+		if c := in.Cache; c != nil {
+			it.Cache = &CacheSettings{
+				Collection:  cmp.Or(c.Collection, onlyCollection(s)),
+				Threshold:   derefOr(c.Threshold, DefaultCacheThreshold),
+				Scope:       cmp.Or(c.Scope, DefaultCacheScope),
+				TTL:         cmp.Or(c.TTL.Duration, DefaultCacheTTL),
+				Learn:       c.Learn,
+				Verify:      cmp.Or(c.Verify, DefaultCacheVerify),
+				VerifyBelow: derefOr(c.VerifyBelow, DefaultVerifyBelow),
+			}
+		}
+		if r := in.RAG; r != nil {
+			it.RAG = &RAGSettings{
+				Collection: cmp.Or(r.Collection, onlyCollection(s)),
+				TopK:       cmp.Or(r.TopK, DefaultRAGTopK),
+				MinScore:   derefOr(r.MinScore, DefaultRAGMinScore),
+				MaxTokens:  cmp.Or(r.MaxTokens, DefaultRAGMaxTokens),
+			}
+		}
 		names := in.Tools
 		if it.Kind == IntentTask {
 			names = append(slices.Clone(domains[in.Domain]), in.Tools...)
@@ -195,6 +250,27 @@ func resolveIntents(s *Spec) []IntentSettings {
 		out = append(out, it)
 	}
 	return out
+}
+
+// onlyCollection is the collection an intent uses without naming one: the agent's
+// only collection, or "" when it has none or several (the checker reports that).
+func onlyCollection(s *Spec) string {
+	if len(s.Knowledge.Collections) == 1 {
+		return s.Knowledge.Collections[0].Name
+	}
+	return ""
+}
+
+func derefOr[T any](v *T, def T) T {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// ChunkOptions are a collection's chunk size and overlap with the defaults applied.
+func (c *Collection) ChunkOptions() (size, overlap int) {
+	return cmp.Or(c.ChunkSize, DefaultChunkSize), derefOr(c.ChunkOverlap, DefaultChunkOverlap)
 }
 
 // IsDefault reports whether the spec left a key out, so its value is the default.
@@ -235,5 +311,21 @@ var Defaults = []struct{ Key, Value string }{
 	{"memory.max_seen", fmt.Sprint(DefaultMaxSeen)},
 	{"memory.facts.max_chars", fmt.Sprint(DefaultMaxFactChars)},
 	{"memory.facts.extract", "`" + string(DefaultExtraction) + "`"},
+	{"embeddings.provider", "`" + string(DefaultEmbeddings) + "`"},
+	{"embeddings.model", "`$LLM_EMBEDDING_MODEL`, then `" + DefaultEmbeddingsModel + "`"},
+	{"embeddings.dimensions", fmt.Sprintf("%d for `local`; the model's own for `openai`", DefaultLocalDimensions)},
+	{"embeddings.timeout", DefaultModelTimeout.String()},
+	{"embeddings.retries", fmt.Sprint(DefaultModelRetries)},
+	{"knowledge.index", "`" + DefaultIndexPath + "`"},
+	{"knowledge.collections.chunk_size", fmt.Sprint(DefaultChunkSize)},
+	{"knowledge.collections.chunk_overlap", fmt.Sprint(DefaultChunkOverlap)},
+	{"intents.cache.threshold", fmt.Sprint(DefaultCacheThreshold)},
+	{"intents.cache.scope", "`" + string(DefaultCacheScope) + "`"},
+	{"intents.cache.ttl", "168h"},
+	{"intents.cache.verify", "`" + string(DefaultCacheVerify) + "`"},
+	{"intents.cache.verify_below", fmt.Sprint(DefaultVerifyBelow)},
+	{"intents.rag.top_k", fmt.Sprint(DefaultRAGTopK)},
+	{"intents.rag.min_score", fmt.Sprint(DefaultRAGMinScore)},
+	{"intents.rag.max_tokens", fmt.Sprint(DefaultRAGMaxTokens)},
 	{"filters.replacement", "`" + DefaultReplacement + "`"},
 }

@@ -121,17 +121,20 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 // vocabularies are the spec's closed vocabularies: each Go type's values must be
 // exactly its schema enum.
 var vocabularies = map[reflect.Type][]string{
-	reflect.TypeFor[Provider]():         values(Providers),
-	reflect.TypeFor[IntentKind]():       values(IntentKinds),
-	reflect.TypeFor[MemoryLevel]():      values(MemoryLevels),
-	reflect.TypeFor[Recognizer]():       values(Recognizers),
-	reflect.TypeFor[StoreKind]():        values(StoreKinds),
-	reflect.TypeFor[Extraction]():       values(Extractions),
-	reflect.TypeFor[DuplicatePolicy]():  values(DuplicatePolicies),
-	reflect.TypeFor[JudgeOnError]():     values(JudgeOnErrors),
-	reflect.TypeFor[JudgeOnExhausted](): values(JudgeOnExhausteds),
-	reflect.TypeFor[FilterStage]():      stageValues(),
-	reflect.TypeFor[FilterAction]():     values(FilterActions),
+	reflect.TypeFor[Provider]():           values(Providers),
+	reflect.TypeFor[IntentKind]():         values(IntentKinds),
+	reflect.TypeFor[MemoryLevel]():        values(MemoryLevels),
+	reflect.TypeFor[Recognizer]():         values(Recognizers),
+	reflect.TypeFor[StoreKind]():          values(StoreKinds),
+	reflect.TypeFor[Extraction]():         values(Extractions),
+	reflect.TypeFor[DuplicatePolicy]():    values(DuplicatePolicies),
+	reflect.TypeFor[JudgeOnError]():       values(JudgeOnErrors),
+	reflect.TypeFor[JudgeOnExhausted]():   values(JudgeOnExhausteds),
+	reflect.TypeFor[FilterStage]():        stageValues(),
+	reflect.TypeFor[FilterAction]():       values(FilterActions),
+	reflect.TypeFor[EmbeddingsProvider](): values(EmbeddingsProviders),
+	reflect.TypeFor[CacheScope]():         values(CacheScopes),
+	reflect.TypeFor[CacheVerify]():        values(CacheVerifies),
 }
 
 // openEnums are plain-string keys whose schema enum is not a spec vocabulary: the
@@ -183,7 +186,8 @@ func asList(v any) []any {
 
 func (w *schemaWalker) walkStruct(path string, s map[string]any, typ reflect.Type) {
 	props, _ := s["properties"].(map[string]any)
-	if s["type"] != "object" || s["additionalProperties"] != false {
+	// A mapping with a short form (cache: true) is typed [boolean, object].
+	if s["type"] != "object" && !slices.Contains(asList(s["type"]), any("object")) || s["additionalProperties"] != false {
 		w.t.Errorf("%s: schema for %s must be a closed object (additionalProperties: false)", path, typ)
 	}
 	fields := map[string]reflect.StructField{}

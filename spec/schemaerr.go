@@ -166,7 +166,9 @@ func propertyNamesLocation(parent, e *jsonschema.ValidationError) []string {
 	loc := slices.Clone(parent.InstanceLocation)
 	_, frag, _ := strings.Cut(e.SchemaURL, "#")
 	toks := strings.Split(strings.TrimSuffix(frag, "/propertyNames"), "/")
-	if n := len(toks); n >= 2 && toks[n-2] == "properties" {
+	// The parent is the object holding the property, or (when other errors sit
+	// beside this one) the property itself: never name it twice.
+	if n := len(toks); n >= 2 && toks[n-2] == "properties" && (len(loc) == 0 || loc[len(loc)-1] != toks[n-1]) {
 		loc = append(loc, toks[n-1])
 	}
 	return loc

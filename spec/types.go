@@ -35,6 +35,8 @@ type Spec struct {
 	Guards       Guards      `yaml:"guards"`
 	Judge        *Judge      `yaml:"judge"`
 	Filters      []Filter    `yaml:"filters"`
+	Embeddings   Embeddings  `yaml:"embeddings"`
+	Knowledge    Knowledge   `yaml:"knowledge"`
 
 	// Unset lists the ${VAR} references that had no value and no default. They are
 	// not errors at load (a missing API key must not fail validate); whoever needs
@@ -201,17 +203,132 @@ type Domain struct {
 // Intent is what a user may want; it decides the tools and the memory a run gets.
 type Intent struct {
 	Source
-	Name        string      `yaml:"-"`
-	Description string      `yaml:"description"`
-	Examples    []string    `yaml:"examples"`
-	Keywords    []string    `yaml:"keywords"`
-	Patterns    []*Regex    `yaml:"patterns"`
-	Domain      string      `yaml:"domain"`
-	Tools       []string    `yaml:"tools"`
-	Kind        IntentKind  `yaml:"kind"`
-	Memory      MemoryLevel `yaml:"memory"`
-	RAG         bool        `yaml:"rag"`
-	Cache       bool        `yaml:"cache"`
+	Name        string       `yaml:"-"`
+	Description string       `yaml:"description"`
+	Examples    []string     `yaml:"examples"`
+	Keywords    []string     `yaml:"keywords"`
+	Patterns    []*Regex     `yaml:"patterns"`
+	Domain      string       `yaml:"domain"`
+	Tools       []string     `yaml:"tools"`
+	Kind        IntentKind   `yaml:"kind"`
+	Memory      MemoryLevel  `yaml:"memory"`
+	RAG         *IntentRAG   `yaml:"rag"`
+	Cache       *IntentCache `yaml:"cache"`
+}
+
+// IntentCache is an intent's FAQ semantic cache: nil when off. `cache: true` is the
+// cache with every default.
+type IntentCache struct {
+	Source
+	Collection  string      `yaml:"collection"` // the FAQ source; "" means the only collection
+	Threshold   *float64    `yaml:"threshold"`  // the vector score a hit needs
+	Scope       CacheScope  `yaml:"scope"`
+	TTL         Duration    `yaml:"ttl"`   // how long a learned entry lives
+	Learn       bool        `yaml:"learn"` // store accepted answers of this intent
+	Verify      CacheVerify `yaml:"verify"`
+	VerifyBelow *float64    `yaml:"verify_below"` // verify: judge asks about hits scoring below this
+}
+
+// UnmarshalYAML accepts `cache: true` (every default) and `cache: false` (off).
+func (c *IntentCache) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return nil // true: the defaults; false makes the field nil (see Intent.UnmarshalYAML)
+	}
+	type plain IntentCache
+	return n.Decode((*plain)(c))
+}
+
+// IntentRAG is an intent's retrieval: nil when off. `rag: true` is retrieval with
+// every default.
+type IntentRAG struct {
+	Source
+	Collection string   `yaml:"collection"` // "" means the only collection
+	TopK       int      `yaml:"top_k"`
+	MinScore   *float64 `yaml:"min_score"`
+	MaxTokens  int      `yaml:"max_tokens"`
+}
+
+// UnmarshalYAML accepts `rag: true` (every default) and `rag: false` (off).
+func (r *IntentRAG) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return nil
+	}
+	type plain IntentRAG
+	return n.Decode((*plain)(r))
+}
+
+// UnmarshalYAML decodes an intent; `cache: false` and `rag: false` leave Cache and
+// RAG nil, as if the keys were absent.
+func (in *Intent) UnmarshalYAML(n *yaml.Node) error {
+	type plain Intent
+	if err := n.Decode((*plain)(in)); err != nil {
+		return err
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		v := n.Content[i+1]
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!bool" && v.Value != "true" {
+			switch n.Content[i].Value {
+			case "cache":
+				in.Cache = nil
+			case "rag":
+				in.RAG = nil
+			}
+		}
+	}
+	return nil
+}
+
+// Embeddings configures the embedder that turns questions and knowledge into
+// vectors: the built-in local one, or an OpenAI-compatible embeddings API.
+type Embeddings struct {
+	Source
+	Provider   EmbeddingsProvider `yaml:"provider"`
+	Model      string             `yaml:"model"`
+	BaseURL    string             `yaml:"base_url"`
+	APIKeyEnv  string             `yaml:"api_key_env"`
+	Dimensions int                `yaml:"dimensions"`
+	Timeout    Duration           `yaml:"timeout"`
+	Retries    *int               `yaml:"retries"`
+}
+
+// Knowledge declares the agent's collections and where their index lives.
+type Knowledge struct {
+	Source
+	// Index is the index file, relative to the spec's directory; "" means
+	// DefaultIndexPath, relative to the working directory like the memory store.
+	Index       string      `yaml:"index"`
+	Collections Collections `yaml:"collections"`
+}
+
+// Collection is a named set of documents, chunked and indexed together.
+type Collection struct {
+	Source
+	Name         string   `yaml:"-"`
+	Description  string   `yaml:"description"`
+	Sources      []string `yaml:"sources"` // files and globs relative to the spec's directory
+	ChunkSize    int      `yaml:"chunk_size"`
+	ChunkOverlap *int     `yaml:"chunk_overlap"`
+}
+
+// Collections decodes from a mapping of name → collection.
+type Collections []Collection
+
+func (cs *Collections) UnmarshalYAML(n *yaml.Node) (err error) {
+	*cs, err = namedMapping(n, func(c *Collection, name string) { c.Name = name })
+	return err
+}
+
+// Collection returns the named collection, or nil.
+func (k *Knowledge) Collection(name string) *Collection {
+	for i := range k.Collections {
+		if k.Collections[i].Name == name {
+			return &k.Collections[i]
+		}
+	}
+	return nil
 }
 
 // Routing says how a run's intent is chosen.

@@ -61,6 +61,46 @@ const (
 // Recognizers lists every recognizer.
 var Recognizers = []Recognizer{RecognizerLLM, RecognizerRules, RecognizerOff}
 
+// EmbeddingsProvider says what turns text into vectors.
+type EmbeddingsProvider string
+
+const (
+	EmbeddingsLocal  EmbeddingsProvider = "local"  // built in: hashed n-grams, no network
+	EmbeddingsOpenAI EmbeddingsProvider = "openai" // any OpenAI-compatible embeddings API
+)
+
+// EmbeddingsProviders lists every embeddings provider.
+var EmbeddingsProviders = []EmbeddingsProvider{EmbeddingsLocal, EmbeddingsOpenAI}
+
+// CacheScope says whose questions a learned cache entry answers.
+type CacheScope string
+
+const (
+	// CacheAuto learns an answer for everyone unless the run depended on the user
+	// (a bound tool, injected memory, the user's facts or history): then only for
+	// that user.
+	CacheAuto CacheScope = "auto"
+	// CacheShared learns answers for everyone, and none of a run that depended on
+	// the user.
+	CacheShared CacheScope = "shared"
+	// CacheUser learns every answer only for the user who asked.
+	CacheUser CacheScope = "user"
+)
+
+// CacheScopes lists every cache scope.
+var CacheScopes = []CacheScope{CacheAuto, CacheShared, CacheUser}
+
+// CacheVerify says whether a cache hit is checked before it is served.
+type CacheVerify string
+
+const (
+	VerifyNone  CacheVerify = "none"  // a hit above the threshold is served
+	VerifyJudge CacheVerify = "judge" // the judge checks hits below verify_below
+)
+
+// CacheVerifies lists every verify mode.
+var CacheVerifies = []CacheVerify{VerifyNone, VerifyJudge}
+
 // StoreKind names a memory store.
 type StoreKind string
 

@@ -10,6 +10,8 @@ import (
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
 // DefaultLocalDimensions is the dimension of the zero Local. On
@@ -18,14 +20,14 @@ import (
 // bandwidth, and at 10k entries 256 dimensions take about half the time of 512
 // (BenchmarkCacheHit10k). A collection of long chunks may want more (NewLocal), since
 // hundreds of features per text collide more in fewer dimensions.
-const DefaultLocalDimensions = 256
+const DefaultLocalDimensions = spec.DefaultLocalDimensions
 
 // DefaultCacheThreshold is the cosine similarity, under Local, at or above which a
-// user's question is taken to be a known FAQ question. Chosen by measurement on
-// testdata/faq_pairs.yaml: the highest must-not pair scores 0.747, so 0.76 keeps a
-// small margin above it; about three quarters of the must-hit pairs score higher
-// (TestFAQCacheThreshold logs the curve).
-const DefaultCacheThreshold float32 = 0.76
+// user's question is taken to be a known FAQ question; spec.DefaultCacheThreshold is
+// the source of truth. Chosen by measurement on testdata/faq_pairs.yaml: the highest
+// must-not pair scores 0.747, so 0.76 keeps a small margin above it; about three
+// quarters of the must-hit pairs score higher (TestFAQCacheThreshold logs the curve).
+const DefaultCacheThreshold float32 = spec.DefaultCacheThreshold
 
 // localVersion changes whenever Local's features or weights change, so vectors made
 // by an older Local are never compared with new ones (it is part of ID).

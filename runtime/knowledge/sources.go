@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -26,8 +25,8 @@ import (
 // characters per chunk as an English one. 800 runes is a few paragraphs — small enough
 // for a precise citation, large enough to keep an answer's context together.
 const (
-	DefaultChunkSize    = 800
-	DefaultChunkOverlap = 100
+	DefaultChunkSize    = spec.DefaultChunkSize
+	DefaultChunkOverlap = spec.DefaultChunkOverlap
 )
 
 // HeadingSeparator joins the headings of a Markdown section's path: "Refunds › Timing".
@@ -172,98 +171,14 @@ func warn(source string, line int, format string, args ...any) spec.Diagnostic {
 	return spec.Diagnostic{Severity: spec.Warning, Pos: spec.Pos{File: source, Line: line}, Message: fmt.Sprintf(format, args...)}
 }
 
-// expandPattern returns the regular-looking files pattern names, relative to dir and
-// slash-separated. A pattern without glob characters names one file, which must exist
-// (ReadFile says so); a glob matching no file is a warning.
+// expandPattern returns the files pattern names, relative to dir and slash-separated
+// (see spec.ExpandSources, which the checker shares), with an error as a *SourceError.
 func expandPattern(dir, pattern string) ([]string, spec.Diagnostics, error) {
-	p := filepath.ToSlash(pattern)
-	if p == "" || path.IsAbs(p) || filepath.IsAbs(pattern) {
-		return nil, nil, &SourceError{Source: pattern, Err: errors.New("a knowledge source must be a path relative to the spec's directory")}
+	files, warnings, err := spec.ExpandSources(dir, pattern)
+	if err != nil {
+		return nil, warnings, &SourceError{Source: pattern, Err: err}
 	}
-	p = path.Clean(p)
-	segs := strings.Split(p, "/")
-	lit := 0
-	for lit < len(segs) && !hasMeta(segs[lit]) {
-		lit++
-	}
-	if lit == len(segs) {
-		return []string{p}, nil, nil
-	}
-	prefix := path.Join(segs[:lit]...)
-	rest := segs[lit:]
-	for _, s := range rest {
-		if _, err := path.Match(s, ""); err != nil {
-			return nil, nil, &SourceError{Source: pattern, Err: fmt.Errorf("bad glob: %w", err)}
-		}
-	}
-	base := filepath.Join(dir, filepath.FromSlash(prefix))
-	fsys := os.DirFS(base)
-	var matches []string
-	if slices.Contains(rest, "**") {
-		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if name == "." && errors.Is(err, fs.ErrNotExist) {
-					return fs.SkipAll
-				}
-				return err
-			}
-			if d.IsDir() {
-				if name != "." && strings.HasPrefix(d.Name(), ".") {
-					return fs.SkipDir
-				}
-				return nil
-			}
-			if matchSegments(rest, strings.Split(name, "/")) {
-				matches = append(matches, name)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, &SourceError{Source: pattern, Err: err}
-		}
-	} else {
-		var err error
-		if matches, err = fs.Glob(fsys, strings.Join(rest, "/")); err != nil {
-			return nil, nil, &SourceError{Source: pattern, Err: err}
-		}
-	}
-	var files []string
-	for _, m := range matches {
-		// Directories that a glob happens to match are not sources; anything else
-		// (FIFOs, devices, symlinks to them) goes on to ReadFile, which refuses it.
-		if info, err := fs.Stat(fsys, m); err == nil && info.IsDir() {
-			continue
-		}
-		files = append(files, path.Join(prefix, m))
-	}
-	if len(files) == 0 {
-		return nil, spec.Diagnostics{warn(p, 0, "glob %q matches no file", pattern)}, nil
-	}
-	sort.Strings(files)
-	return files, nil, nil
-}
-
-func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
-
-// matchSegments matches path segments against pattern segments where "**" stands
-// for zero or more whole segments.
-func matchSegments(pat, name []string) bool {
-	if len(pat) == 0 {
-		return len(name) == 0
-	}
-	if pat[0] == "**" {
-		for i := 0; i <= len(name); i++ {
-			if matchSegments(pat[1:], name[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(name) == 0 {
-		return false
-	}
-	ok, _ := path.Match(pat[0], name[0])
-	return ok && matchSegments(pat[1:], name[1:])
+	return files, warnings, nil
 }
 
 func readSource(dir, rel string, opts ChunkOptions) ([]Chunk, spec.Diagnostics, []error) {
