@@ -3,12 +3,14 @@ package sqlite
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
@@ -113,4 +115,191 @@ func BenchmarkSearch100k(b *testing.B) {
 	at := func(q float64) float64 { return float64(timings[int(q*float64(len(timings)-1))].Nanoseconds()) }
 	b.ReportMetric(at(0.50), "p50-ns")
 	b.ReportMetric(at(0.99), "p99-ns")
+}
+
+// benchQuestion is question i of a synthetic FAQ log: 6 to 10 words (or 8 to 14
+// Chinese characters, one in three), distinct for every i.
+func benchQuestion(r *rand.Rand, i int) string {
+	var b strings.Builder
+	if i%3 == 2 {
+		for range 8 + r.IntN(7) {
+			b.WriteRune(benchHan[r.IntN(len(benchHan))])
+		}
+		fmt.Fprintf(&b, "%d", i)
+		return b.String()
+	}
+	for j := range 6 + r.IntN(5) {
+		if j > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(benchWords[r.IntN(len(benchWords))])
+	}
+	fmt.Fprintf(&b, " %d", i)
+	return b.String()
+}
+
+// learnMany stores n learned entries of key in one transaction (Learn commits each
+// one): a third shared, the rest spread over 500 users. It returns the questions
+// and their users.
+func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n int) (questions, users []string) {
+	ctx := b.Context()
+	r := rand.New(rand.NewPCG(3, 4))
+	questions, users = make([]string, n), make([]string, n)
+	for i := range n {
+		questions[i] = benchQuestion(r, i)
+		if i%3 != 0 {
+			users[i] = fmt.Sprintf("user-%d", r.IntN(500))
+		}
+	}
+	vecs, err := emb.Embed(ctx, questions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, err := x.write.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	now := time.Now().UnixNano()
+	for i := range n {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO learned(agent, intent, version, embedder, dimensions, user, question, answer, vector, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key.Agent, key.Intent, key.Version, emb.ID(), emb.Dimensions(), users[i],
+			questions[i], "The answer to "+questions[i]+", which is a few sentences long in practice.", encode(vecs[i]), now, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO learned_keys(agent, intent, version, embedder, generation) VALUES (?, ?, ?, ?, 1)`,
+		key.Agent, key.Intent, key.Version, emb.ID()); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	return questions, users
+}
+
+// BenchmarkLearnedHit10k is a learned-cache hit through Knowledge.CacheLookup with
+// 10k entries of the key: embedding the question with Local (the questions cycle
+// through more than the memo holds, so each is embedded), reading the key's
+// generation and scanning the shared entries and the user's own.
+func BenchmarkLearnedHit10k(b *testing.B) {
+	const n = 10_000
+	x, _ := openIndex(b)
+	ctx := b.Context()
+	emb := &knowledge.Local{}
+	key := LearnedKey{"shop", "faq", "v1"}
+	questions, users := learnMany(b, x, key, emb, n)
+	k := x.Knowledge(emb, nil)
+	query := func(i int) runtime.CacheQuery {
+		j := i * 37 % n // 10k/37 ≫ memoSize distinct questions
+		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: users[j], Question: questions[j]}
+	}
+	t0 := time.Now()
+	if h, err := k.CacheLookup(ctx, query(0)); err != nil || h == nil { // loads the vectors
+		b.Fatal(h, err)
+	}
+	b.Logf("cold lookup (loading %d entries): %v", n, time.Since(t0).Round(time.Microsecond))
+
+	timings := make([]time.Duration, 0, 1024)
+	i := 0
+	for b.Loop() {
+		q := query(i)
+		t0 := time.Now()
+		h, err := k.CacheLookup(ctx, q)
+		timings = append(timings, time.Since(t0))
+		if err != nil || h == nil || h.Score < 0.999 {
+			b.Fatalf("%q: %+v, %v", q.Question, h, err)
+		}
+		i++
+	}
+	slices.Sort(timings)
+	at := func(q float64) float64 { return float64(timings[int(q*float64(len(timings)-1))].Nanoseconds()) }
+	b.ReportMetric(at(0.50), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+
+	// A Learn in this process updates the cache in place of a reload.
+	q := runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, Question: "a question never asked before"}
+	t0 = time.Now()
+	if err := k.CacheLearn(ctx, q, "an answer", false, 0); err != nil {
+		b.Fatal(err)
+	}
+	t1 := time.Now()
+	if h, err := k.CacheLookup(ctx, q); err != nil || h == nil || h.Answer != "an answer" {
+		b.Fatal(h, err)
+	}
+	b.Logf("Learn %v, then a lookup %v", t1.Sub(t0).Round(time.Microsecond), time.Since(t1).Round(time.Microsecond))
+}
+
+var benchMarkdownWords = strings.Fields(`The order is shipped from our warehouse within two working days. A refund
+goes back to the card used for payment. Customers may change the delivery address until the parcel
+leaves. Express delivery costs extra and arrives the next day in most cities. Coupons cannot be
+combined with member discounts. Opening hours differ on public holidays.`)
+
+var benchMarkdownHan = []string{"订单将在两个工作日内从仓库发出。", "退款会退回到原支付卡。", "包裹发出前可以修改收货地址。",
+	"快递需要额外运费，多数城市次日送达。", "优惠券不能与会员折扣同时使用。", "节假日营业时间有所不同。"}
+
+// writeMarkdown writes n Markdown files of about 2 KB each under dir/docs: a title,
+// sections and subsections, paragraphs of English and Chinese.
+func writeMarkdown(b *testing.B, dir string, n int) {
+	r := rand.New(rand.NewPCG(5, 6))
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	for i := range n {
+		sb.Reset()
+		fmt.Fprintf(&sb, "# Help article %d\n\n", i)
+		for s := 0; sb.Len() < 2000; s++ {
+			if s%2 == 0 {
+				fmt.Fprintf(&sb, "## Section %d.%d %s\n\n", i, s, benchWords[r.IntN(len(benchWords))])
+			} else {
+				fmt.Fprintf(&sb, "### 小节 %d %s\n\n", s, benchMarkdownHan[r.IntN(len(benchMarkdownHan))])
+			}
+			for range 1 + r.IntN(2) {
+				for range 3 + r.IntN(4) {
+					if r.IntN(3) == 0 {
+						sb.WriteString(benchMarkdownHan[r.IntN(len(benchMarkdownHan))])
+					} else {
+						w := r.IntN(len(benchMarkdownWords) - 12)
+						sb.WriteString(strings.Join(benchMarkdownWords[w:w+8+r.IntN(4)], " ") + " " + benchWords[r.IntN(len(benchWords))] + ". ")
+					}
+				}
+				sb.WriteString("\n\n")
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "docs", fmt.Sprintf("article%04d.md", i)), []byte(sb.String()), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIndexBuild1000Files is a first index of 1,000 Markdown files of about
+// 2 KB: ReadSources and UpdateWith with Local, into a new file each time.
+func BenchmarkIndexBuild1000Files(b *testing.B) {
+	const files = 1000
+	dir := b.TempDir()
+	writeMarkdown(b, dir, files)
+	ctx := b.Context()
+	var chunks, vectors int
+	run := 0
+	for b.Loop() {
+		run++
+		x, err := Open(filepath.Join(dir, fmt.Sprintf("index%d.db", run)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs, _, err := knowledge.ReadSources(dir, []string{"docs/*.md"}, knowledge.ChunkOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := x.UpdateWith(ctx, "docs", cs, &knowledge.Local{}, UpdateOptions{Manifest: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+		chunks, vectors = len(cs), st.Vectors
+	}
+	b.ReportMetric(float64(files*b.N)/b.Elapsed().Seconds(), "files/s")
+	b.ReportMetric(float64(chunks), "chunks")
+	b.Logf("%d files → %d chunks, %d vectors", files, chunks, vectors)
 }

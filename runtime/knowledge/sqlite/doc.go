@@ -13,6 +13,13 @@
 // built it, and Update or Search with another one returns *EmbedderMismatchError
 // until Rebuild re-embeds the collection.
 //
+// The same file holds the FAQ cache's learned entries (Learn, ListLearned,
+// ClearLearned): accepted answers of earlier runs, keyed by agent, intent, spec
+// version and embedder, shared or one user's own, with an expiry. Their vectors are
+// cached in memory per key and grouped by user, so a lookup scans only the shared
+// entries and the asking user's; a generation per key makes a process notice
+// another's Learn. Knowledge adapts the index to runtime.Knowledge for one agent.
+//
 // The index is its own file (its schema version is the file's user_version), not the
 // conversation store's.
 package sqlite

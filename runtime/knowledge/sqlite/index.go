@@ -54,9 +54,12 @@ type Index struct {
 	write *sql.DB
 	// read serves searches, which WAL lets run alongside a writer.
 	read *sql.DB
+	// generationStmt is learnedGenerationQuery prepared on read.
+	generationStmt *sql.Stmt
 
-	mu    sync.Mutex
-	cache map[cacheKey]*vectors
+	mu      sync.Mutex
+	cache   map[cacheKey]*vectors
+	learned map[learnedID]*learnedVectors
 }
 
 type cacheKey struct{ collection, embedder string }
@@ -157,6 +160,41 @@ var migrations = []string{
 	CREATE VIRTUAL TABLE chunks_fts USING fts5(body, content='', contentless_delete=1,
 		tokenize='unicode61 remove_diacritics 0');
 	CREATE VIRTUAL TABLE chunks_terms USING fts5vocab(chunks_fts, 'row');`,
+
+	// 2: a collection's source manifest (what agentrun index compares to tell whether
+	// the sources changed), and the FAQ cache's learned entries: accepted answers of
+	// earlier runs, keyed by agent, intent, spec version and embedder. user is ""
+	// for an entry everyone may be served. Times are Unix nanoseconds; expires_at 0
+	// is never. learned_keys.generation grows with every change to a key's entries,
+	// so a process's cached vectors notice another process's Learn.
+	`ALTER TABLE collections ADD COLUMN manifest TEXT NOT NULL DEFAULT '';
+
+	CREATE TABLE learned (
+		id         INTEGER PRIMARY KEY,
+		agent      TEXT NOT NULL,
+		intent     TEXT NOT NULL,
+		version    TEXT NOT NULL,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		user       TEXT NOT NULL,
+		question   TEXT NOT NULL,
+		answer     TEXT NOT NULL,
+		vector     BLOB NOT NULL, -- float32 little-endian
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	);
+	CREATE INDEX learned_key ON learned(agent, intent, version, embedder, user, question);
+	CREATE INDEX learned_user ON learned(user, agent, intent);
+	CREATE INDEX learned_expires ON learned(expires_at) WHERE expires_at > 0;
+
+	CREATE TABLE learned_keys (
+		agent      TEXT NOT NULL,
+		intent     TEXT NOT NULL,
+		version    TEXT NOT NULL,
+		embedder   TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		PRIMARY KEY (agent, intent, version, embedder)
+	) WITHOUT ROWID;`,
 }
 
 // Open opens the index at path, creating the file (mode 0600) and its parent
@@ -178,7 +216,7 @@ func Open(path string) (*Index, error) {
 	}
 	f.Close()
 
-	x := &Index{cache: map[cacheKey]*vectors{}}
+	x := &Index{cache: map[cacheKey]*vectors{}, learned: map[learnedID]*learnedVectors{}}
 	if x.write, err = sql.Open("sqlite", store.FileURI(abs)+"?"+writeParams); err != nil {
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
 	}
@@ -195,26 +233,68 @@ func Open(path string) (*Index, error) {
 		}
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
 	}
+	if x.generationStmt, err = x.read.Prepare(learnedGenerationQuery); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+	}
 	return x, nil
 }
 
 // Close closes the index.
 func (x *Index) Close() error {
-	return errors.Join(x.read.Close(), x.write.Close())
+	var err error
+	if x.generationStmt != nil {
+		err = x.generationStmt.Close()
+	}
+	return errors.Join(err, x.read.Close(), x.write.Close())
+}
+
+// UpdateOptions tune UpdateWith.
+type UpdateOptions struct {
+	// Rebuild drops the collection's vectors first, so every chunk is embedded again;
+	// it is how a collection moves to another embedder.
+	Rebuild bool
+	// Manifest is an opaque fingerprint of the sources (paths, sizes, modification
+	// times, chunk options), stored with the collection for Manifest to return.
+	Manifest string
+	// Progress, when set, is called with the texts embedded so far and the number to
+	// embed: once with (0, total) before the first batch and after each batch. It is
+	// called from the goroutine calling UpdateWith.
+	Progress func(done, total int)
 }
 
 // Update makes collection hold exactly chunks, embedding only contents the index
-// lacks. A collection built by another embedder gives *EmbedderMismatchError (see
-// Rebuild). Everything happens in one transaction: an error, including the
-// embedder's, leaves the index as it was.
+// lacks; it is UpdateWith with no options.
 func (x *Index) Update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (Stats, error) {
-	return x.update(ctx, collection, chunks, emb, false)
+	return x.UpdateWith(ctx, collection, chunks, emb, UpdateOptions{})
 }
 
-// Rebuild is Update that first drops the collection's vectors, so every chunk is
-// embedded again by emb; it is how a collection moves to another embedder.
+// Rebuild is UpdateWith with Rebuild set: every chunk is embedded again by emb.
 func (x *Index) Rebuild(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (Stats, error) {
-	return x.update(ctx, collection, chunks, emb, true)
+	return x.UpdateWith(ctx, collection, chunks, emb, UpdateOptions{Rebuild: true})
+}
+
+// UpdateWith makes collection hold exactly chunks, embedding only contents the
+// index lacks (all of them with opts.Rebuild), and records opts.Manifest. A
+// collection built by another embedder gives *EmbedderMismatchError unless
+// opts.Rebuild. Everything happens in one transaction: an error, including an
+// embedder's failure or a malformed vector (wrong count, wrong dimension, NaN or
+// infinite values), leaves the index exactly as it was.
+func (x *Index) UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts UpdateOptions) (Stats, error) {
+	return x.update(ctx, collection, chunks, emb, opts)
+}
+
+// Manifest returns the fingerprint and the embedder ID collection was last indexed
+// with; ok is false when it was never indexed.
+func (x *Index) Manifest(ctx context.Context, collection string) (manifest, embedder string, ok bool, err error) {
+	err = x.read.QueryRowContext(ctx, `SELECT manifest, embedder FROM collections WHERE name = ?`, collection).Scan(&manifest, &embedder)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", "", false, nil
+	case err != nil:
+		return "", "", false, fmt.Errorf("knowledge index: collection %s: %w", collection, err)
+	}
+	return manifest, embedder, true, nil
 }
 
 type chunkRow struct {
@@ -223,7 +303,7 @@ type chunkRow struct {
 	startLine, endLine int
 }
 
-func (x *Index) update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, rebuild bool) (Stats, error) {
+func (x *Index) update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts UpdateOptions) (Stats, error) {
 	if collection == "" {
 		return Stats{}, errors.New("knowledge index: no collection name")
 	}
@@ -235,7 +315,7 @@ func (x *Index) update(ctx context.Context, collection string, chunks []knowledg
 			return Stats{}, fmt.Errorf("knowledge index: collection %s: chunk %d (%s:%d) has no hash", collection, i, c.Source, c.StartLine)
 		}
 	}
-	st, err := x.updateTx(ctx, collection, chunks, emb, rebuild)
+	st, err := x.updateTx(ctx, collection, chunks, emb, opts)
 	if err != nil {
 		var mismatch *EmbedderMismatchError
 		if errors.As(err, &mismatch) {
@@ -247,8 +327,9 @@ func (x *Index) update(ctx context.Context, collection string, chunks []knowledg
 	return st, nil
 }
 
-func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, rebuild bool) (Stats, error) {
-	id, dims := emb.ID(), emb.Dimensions()
+func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts UpdateOptions) (Stats, error) {
+	rebuild := opts.Rebuild
+	id := emb.ID()
 	tx, err := x.write.BeginTx(ctx, nil)
 	if err != nil {
 		return Stats{}, err
@@ -256,8 +337,9 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 	defer tx.Rollback()
 
 	var stored string
+	var storedDims int
 	var generation int64
-	err = tx.QueryRowContext(ctx, `SELECT embedder, generation FROM collections WHERE name = ?`, collection).Scan(&stored, &generation)
+	err = tx.QueryRowContext(ctx, `SELECT embedder, dimensions, generation FROM collections WHERE name = ?`, collection).Scan(&stored, &storedDims, &generation)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -265,11 +347,18 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 	case stored != id && !rebuild:
 		return Stats{}, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO collections(name, embedder, dimensions, generation, chunks, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET embedder = excluded.embedder,
+	// An embedder that learns its dimension from its first answer (an OpenAI model's
+	// native size) reports 0 until then: the collection's recorded dimension, or the
+	// first vector embedded below, stands in (see embedAndStore).
+	dims := emb.Dimensions()
+	if dims == 0 && stored == id && !rebuild {
+		dims = storedDims
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO collections(name, embedder, dimensions, generation, chunks, updated_at, manifest)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET embedder = excluded.embedder,
 		dimensions = excluded.dimensions, generation = excluded.generation, chunks = excluded.chunks,
-		updated_at = excluded.updated_at`,
-		collection, id, dims, generation+1, len(chunks), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		updated_at = excluded.updated_at, manifest = excluded.manifest`,
+		collection, id, dims, generation+1, len(chunks), time.Now().UTC().Format(time.RFC3339Nano), opts.Manifest); err != nil {
 		return Stats{}, err
 	}
 	if rebuild {
@@ -320,9 +409,14 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 			missing = append(missing, c)
 		}
 	}
-	n, err := embedAndStore(ctx, tx, collection, missing, emb)
+	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
 	if err != nil {
 		return Stats{}, err
+	}
+	if got != dims { // learned from the first vector
+		if _, err := tx.ExecContext(ctx, `UPDATE collections SET dimensions = ? WHERE name = ?`, got, collection); err != nil {
+			return Stats{}, err
+		}
 	}
 	st.Embedded, st.Vectors = len(missing), n
 	for h := range have {
@@ -411,10 +505,12 @@ type pending struct {
 	seq  int
 }
 
-// embedAndStore embeds the chunks' texts in batches and inserts their vectors; it
-// returns the number of vectors stored.
-func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (int, error) {
-	id, dims := emb.ID(), emb.Dimensions()
+// embedAndStore embeds the chunks' texts in batches and inserts their vectors,
+// calling progress (when set) before the first batch and after each; it returns the
+// number of vectors stored and their dimension. dims 0 (not known yet) takes the
+// first vector's length, which every other vector must then have.
+func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, dims int, progress func(done, total int)) (int, int, error) {
+	id := emb.ID()
 	var texts []string
 	var keys []pending
 	for _, c := range chunks {
@@ -423,31 +519,46 @@ func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []
 			keys = append(keys, pending{c.Hash, i})
 		}
 	}
+	if progress != nil {
+		progress(0, len(texts))
+	}
+	if len(texts) == 0 {
+		return 0, dims, nil
+	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO vectors(collection, hash, seq, embedder, dimensions, vector) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer stmt.Close()
 	for start := 0; start < len(texts); start += embedBatch {
 		end := min(start+embedBatch, len(texts))
 		vecs, err := emb.Embed(ctx, texts[start:end])
 		if err != nil {
-			return 0, fmt.Errorf("embedder %s: %w", id, err)
+			return 0, 0, fmt.Errorf("embedder %s: %w", id, err)
 		}
 		if len(vecs) != end-start {
-			return 0, fmt.Errorf("embedder %s: %d vectors for %d texts", id, len(vecs), end-start)
+			return 0, 0, fmt.Errorf("embedder %s: %d vectors for %d texts", id, len(vecs), end-start)
+		}
+		if dims == 0 {
+			dims = cmp.Or(emb.Dimensions(), len(vecs[0]))
+			if dims == 0 {
+				return 0, 0, fmt.Errorf("embedder %s: text %d: empty vector", id, start)
+			}
 		}
 		for i, v := range vecs {
 			if err := checkVector(v, dims); err != nil {
-				return 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
+				return 0, 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
 			}
 			k := keys[start+i]
 			if _, err := stmt.ExecContext(ctx, collection, k.hash, k.seq, id, dims, encode(v)); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
+		if progress != nil {
+			progress(end, len(texts))
+		}
 	}
-	return len(texts), nil
+	return len(texts), dims, nil
 }
 
 func checkVector(v []float32, dims int) error {
@@ -542,7 +653,7 @@ func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder
 		if id != last {
 			i := int32(len(v.ids))
 			v.ids = append(v.ids, id)
-			v.start = append(v.start, int32(len(v.data)/dims))
+			v.start = append(v.start, int32(len(v.data)/max(dims, 1)))
 			v.index[id] = i
 			if kind == string(knowledge.ChunkFAQ) {
 				v.faq = append(v.faq, i)
@@ -556,7 +667,7 @@ func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder
 	if err != nil {
 		return nil, err
 	}
-	v.start = append(v.start, int32(len(v.data)/dims))
+	v.start = append(v.start, int32(len(v.data)/max(dims, 1)))
 	x.mu.Lock()
 	if cur := x.cache[key]; cur == nil || cur.generation < generation {
 		x.cache[key] = v
@@ -645,8 +756,9 @@ func embedQuery(ctx context.Context, emb knowledge.Embedder, query string) ([]fl
 	return vecs[0], nil
 }
 
-// snapshot opens a read transaction and checks the collection's embedder.
-func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder) (*sql.Tx, *vectors, error) {
+// snapshot opens a read transaction and checks the collection's embedder and that
+// its vectors have the query's dimension qdims.
+func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder, qdims int) (*sql.Tx, *vectors, error) {
 	tx, err := x.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, nil, err
@@ -666,6 +778,9 @@ func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.E
 	case stored != emb.ID():
 		tx.Rollback()
 		return nil, nil, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: emb.ID()}
+	case dims != qdims && dims != 0:
+		tx.Rollback()
+		return nil, nil, fmt.Errorf("embedder %s: query vector of %d dimensions, the index has %d", stored, qdims, dims)
 	}
 	v, err := x.vectorsFor(ctx, tx, collection, stored, dims, generation)
 	if err != nil {
@@ -686,22 +801,23 @@ func wrapSearchErr(op, collection string, err error) error {
 // Search returns up to k chunks of collection for query, best first: the vector
 // ranking and the FTS5 BM25 ranking fused by reciprocal rank fusion.
 func (x *Index) Search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]Hit, error) {
-	hits, err := x.search(ctx, collection, query, emb, k)
+	if k <= 0 {
+		return nil, nil
+	}
+	q, err := embedQuery(ctx, emb, query)
+	if err != nil {
+		return nil, wrapSearchErr("search", collection, err)
+	}
+	hits, err := x.search(ctx, collection, query, q, emb, k)
 	if err != nil {
 		return nil, wrapSearchErr("search", collection, err)
 	}
 	return hits, nil
 }
 
-func (x *Index) search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]Hit, error) {
-	if k <= 0 {
-		return nil, nil
-	}
-	q, err := embedQuery(ctx, emb, query)
-	if err != nil {
-		return nil, err
-	}
-	tx, v, err := x.snapshot(ctx, collection, emb)
+// search is Search with query's vector q.
+func (x *Index) search(ctx context.Context, collection, query string, q []float32, emb knowledge.Embedder, k int) ([]Hit, error) {
+	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
 	if err != nil {
 		return nil, err
 	}
@@ -785,19 +901,20 @@ func (x *Index) search(ctx context.Context, collection, query string, emb knowle
 // false when the collection has no FAQ entries. Comparing the score with a
 // threshold is the caller's.
 func (x *Index) FAQ(ctx context.Context, collection, query string, emb knowledge.Embedder) (Hit, bool, error) {
-	h, ok, err := x.faq(ctx, collection, query, emb)
+	q, err := embedQuery(ctx, emb, query)
+	if err != nil {
+		return Hit{}, false, wrapSearchErr("faq", collection, err)
+	}
+	h, ok, err := x.faq(ctx, collection, q, emb)
 	if err != nil {
 		return Hit{}, false, wrapSearchErr("faq", collection, err)
 	}
 	return h, ok, nil
 }
 
-func (x *Index) faq(ctx context.Context, collection, query string, emb knowledge.Embedder) (Hit, bool, error) {
-	q, err := embedQuery(ctx, emb, query)
-	if err != nil {
-		return Hit{}, false, err
-	}
-	tx, v, err := x.snapshot(ctx, collection, emb)
+// faq is FAQ with the query's vector q.
+func (x *Index) faq(ctx context.Context, collection string, q []float32, emb knowledge.Embedder) (Hit, bool, error) {
+	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
 	if err != nil {
 		return Hit{}, false, err
 	}
