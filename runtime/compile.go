@@ -28,6 +28,13 @@ type Options struct {
 	RouterModel Model
 	// Store remembers conversations and users' facts; nil for no memory.
 	Store Store
+	// Knowledge answers the FAQ cache and retrieval of intents that use them; nil
+	// when the spec has neither (an intent with one then fails its runs' stage with
+	// an event and runs without it).
+	Knowledge Knowledge
+	// Version identifies the spec's content (a hash of its files): the FAQ cache's
+	// learned entries belong to one version, so editing the spec starts afresh.
+	Version string
 	// External are tools found at run time (an MCP server's allowed tools). One the
 	// spec declares by name itself is left out: the declaration's overrides win.
 	External []ExternalTool
@@ -55,6 +62,11 @@ type Agent struct {
 	intents      map[string]*intent // nil when the spec declares none
 	intentOrder  []*intent
 	store        Store
+	knowledge    Knowledge
+	version      string
+	// instructionsUseUser: the instructions render the user or the conversation,
+	// so every answer depends on who asked (the FAQ cache's scope rule).
+	instructionsUseUser bool
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled
@@ -67,6 +79,7 @@ type agentTool struct {
 	maxOutput int
 	impl      Tool
 	spec      *spec.Tool // accept, accept_message and collect rules
+	usesUser  bool       // its calls depend on the run context (see toolUsesUser)
 }
 
 // Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
@@ -103,6 +116,13 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	}
 	if s.Instructions.Source != "" {
 		a.instructions = &s.Instructions
+		a.instructionsUseUser = templateUsesUser(a.instructions)
+	}
+	mcpUsesUser := false // a server's headers render the user: its tools depend on who asks
+	for _, m := range s.MCPServers {
+		for _, h := range m.Headers {
+			mcpUsesUser = mcpUsesUser || templateUsesUser(h)
+		}
 	}
 	a.filters = map[spec.FilterStage][]*spec.Filter{}
 	for i := range s.Filters {
@@ -140,6 +160,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
 			impl:      impl,
 			spec:      t,
+			usesUser:  toolUsesUser(t) || t.MCP != nil && mcpUsesUser,
 		}
 		if d, ok := impl.(Describer); ok {
 			info := d.Describe()
@@ -173,7 +194,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		if _, declared := a.byName[ext.Def.Name]; declared {
 			continue
 		}
-		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}}
+		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: mcpUsesUser}
 		params, err := normalizeJSON(ext.Def.Parameters)
 		if err == nil {
 			at.def.Parameters = params
@@ -194,6 +215,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		return nil, diags
 	}
 	a.store = opts.Store
+	a.knowledge, a.version = opts.Knowledge, opts.Version
 	a.compileIntents()
 	return a, diags
 }

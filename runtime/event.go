@@ -23,6 +23,8 @@ const (
 	EventCollect       EventKind = "collect"        // a tool result revealed entities (Entity, Count)
 	EventIntent        EventKind = "intent"         // routing chose an intent (Intent, RoutedBy)
 	EventMemory        EventKind = "memory"         // memory was read, injected or saved (Level, Count)
+	EventCache         EventKind = "cache"          // the FAQ cache was looked up (CacheOutcome, Cached) or learned an answer
+	EventRetrieve      EventKind = "retrieve"       // retrieval put passages into the context (Passages)
 	EventStop          EventKind = "stop"           // the run ended (Stop)
 )
 
@@ -97,6 +99,10 @@ type Event struct {
 	Count  int              `json:"count,omitempty"`  // facts injected, entities added, history messages read
 
 	Stop StopReason `json:"stop,omitempty"`
+
+	CacheOutcome CacheOutcome `json:"cache,omitempty"`
+	Cached       *CacheHit    `json:"cached,omitempty"`
+	Passages     []Passage    `json:"passages,omitempty"` // without their text
 
 	Message  string        `json:"message,omitempty"`
 	Error    string        `json:"error,omitempty"`

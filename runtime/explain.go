@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/spec"
@@ -16,6 +17,10 @@ type Plan struct {
 	SystemPrompt string    // the instructions, rendered for a placeholder user
 	Tools        []ToolDef // the tools offered
 	AllTools     []ToolDef // every tool of the agent
+	// Cache and RAG are the intent's knowledge stages; nil when it has none. A run
+	// with RAG adds up to RAG.MaxTokens tokens of passages to the system prompt.
+	Cache *spec.CacheSettings
+	RAG   *spec.RAGSettings
 }
 
 // Explain lays out the request the agent would make for an intent ("" for an agent
@@ -28,11 +33,16 @@ func (a *Agent) Explain(intentName string) (Plan, bool) {
 			return p, false
 		}
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
+		p.Cache, p.RAG = it.cache, it.rag
 	}
 	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)
 	if p.Memory.Injects() {
 		r.memory = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
+	}
+	if p.RAG != nil {
+		r.rag = fmt.Sprintf("%s\n\n[up to %d passages of collection %s, at most %d tokens, added at run time]",
+			ragPreamble, p.RAG.TopK, p.RAG.Collection, p.RAG.MaxTokens)
 	}
 	p.SystemPrompt = r.systemPrompt()
 	return p, true

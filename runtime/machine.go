@@ -26,6 +26,7 @@ const (
 	TriggerResults       Trigger = "results"        // every call of the response has its result
 	TriggerJudgeFeedback Trigger = "judge_feedback" // the judge failed the draft; retries remain
 	TriggerAccepted      Trigger = "accepted"       // the draft passed the judge (or there is none) and the answer filters
+	TriggerCacheHit      Trigger = "cache_hit"      // the FAQ cache answered: no model call
 )
 
 // Edge is one transition of the state machine with everything that triggers it.
@@ -39,6 +40,7 @@ type Edge struct {
 var edges = []Edge{
 	{StateThinking, StateToolExecuting, []Trigger{TriggerToolCalls}},
 	{StateThinking, StateValidating, []Trigger{TriggerDraft}},
+	{StateThinking, StateFinished, []Trigger{TriggerCacheHit}},
 	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopTimeout, StopCanceled)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},

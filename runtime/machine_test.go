@@ -245,7 +245,9 @@ func TestRunsFollowTheEdges(t *testing.T) {
 				t.Errorf("stop events %+v, want one for %s", stops, res.Stop)
 			}
 			if i, j := slices.IndexFunc(events, func(e runtime.Event) bool { return e.Kind == runtime.EventStop }),
-				slices.IndexFunc(events, func(e runtime.Event) bool { return e == last }); i < j {
+				slices.IndexFunc(events, func(e runtime.Event) bool {
+					return e.Kind == last.Kind && e.Time.Equal(last.Time) && e.State == last.State && e.Trigger == last.Trigger
+				}); i < j {
 				t.Errorf("the stop event (%d) comes before the last move (%d)", i, j)
 			}
 			if res.Stop != runtime.StopCompleted && res.Stop != runtime.StopBlocked && res.Answer != "FALLBACK" {

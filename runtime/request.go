@@ -79,6 +79,19 @@ type Result struct {
 	Reasoning []string `json:"reasoning,omitempty"`
 	// FinishReasons are the finish reasons of the agent's model calls, in order.
 	FinishReasons []FinishReason `json:"finish_reasons,omitempty"`
+	// Cache is what the intent's FAQ cache did; "" when it has none. Cached is the
+	// entry that answered (a hit) or came closest (a miss).
+	Cache  CacheOutcome `json:"cache,omitempty"`
+	Cached *CacheHit    `json:"cached,omitempty"`
+	// Learned says the answer was stored in the FAQ cache (Scope: for whom).
+	Learned *Learned `json:"learned,omitempty"`
+	// Retrieved are the passages retrieval put into the model's context.
+	Retrieved []Passage `json:"retrieved,omitempty"`
+}
+
+// Learned describes an answer stored in the FAQ cache.
+type Learned struct {
+	PerUser bool `json:"per_user"`
 }
 
 // Verdict is the judge's decision on one draft answer.

@@ -34,6 +34,8 @@ type intent struct {
 	allowed           map[string]bool
 	keywords          []string // lower case
 	patterns          []*regexp.Regexp
+	cache             *spec.CacheSettings // nil: no FAQ cache
+	rag               *spec.RAGSettings   // nil: no retrieval
 }
 
 // compileIntents gives each intent the tools of its resolved tool set, in spec
@@ -47,7 +49,7 @@ func (a *Agent) compileIntents() {
 	for i, in := range s.Intents {
 		set := a.settings.Intents[i]
 		it := &intent{name: in.Name, description: in.Description, kind: set.Kind, memory: set.Memory,
-			examples: in.Examples, allowed: map[string]bool{}}
+			examples: in.Examples, allowed: map[string]bool{}, cache: set.Cache, rag: set.RAG}
 		for _, def := range a.offered {
 			if slices.Contains(set.Tools, def.Name) {
 				it.allowed[def.Name] = true

@@ -41,6 +41,7 @@ type run struct {
 	tools               []ToolDef    // what this run offers the model
 	profile             string       // the user's profile summary
 	memory              string       // the memory block of the intent's level
+	rag                 string       // the retrieved passages, framed as data
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -69,7 +70,11 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		if r.foreignConversation {
 			return nil, fmt.Errorf("conversation %q belongs to another user", req.Conversation)
 		}
-		r.loop()
+		if !r.answerFromCache() {
+			r.retrieve()
+			r.loop()
+			r.learn()
+		}
 	}
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen.result(req.Seen)
@@ -289,11 +294,14 @@ func (r *run) systemPrompt() string {
 			s = t.Source
 		}
 	}
-	if r.memory != "" {
+	for _, block := range []string{r.memory, r.rag} {
+		if block == "" {
+			continue
+		}
 		if s != "" {
 			s = strings.TrimRight(s, "\n") + "\n\n"
 		}
-		s += r.memory
+		s += block
 	}
 	return s
 }

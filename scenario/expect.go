@@ -69,7 +69,7 @@ func check(ctx context.Context, e spec.Expect, run *observed) []string {
 	var out []string
 	for _, group := range []expectation{
 		checkIntent, checkCalls, checkNotCalled, checkRefused, checkOffered, checkGuards,
-		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory,
+		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved,
 	} {
 		out = append(out, group(ctx, e, run)...)
 	}
@@ -313,4 +313,68 @@ func describeCall(e spec.ExpectCall) string {
 		s += " → " + e.Outcome
 	}
 	return s
+}
+
+// Learned entries' scopes as test files write them.
+const (
+	LearnedShared = "shared"
+	LearnedUser   = "user"
+	LearnedNone   = "none"
+)
+
+// LearnedScopes lists every value of expect.learned.
+var LearnedScopes = []string{LearnedShared, LearnedUser, LearnedNone}
+
+func checkCache(_ context.Context, e spec.Expect, run *observed) []string {
+	var out []string
+	res := run.res
+	if e.Cache != "" && agent.CacheOutcome(e.Cache) != res.Cache {
+		got := string(res.Cache)
+		if got == "" {
+			got = "no cache lookup"
+		}
+		detail := ""
+		if res.Cached != nil {
+			detail = fmt.Sprintf(" (entry %s %q, score %.2f)", res.Cached.Entry, res.Cached.Question, res.Cached.Score)
+		}
+		out = append(out, fmt.Sprintf("cache: expected %s, got %s%s", e.Cache, got, detail))
+	}
+	if e.Learned != "" {
+		got := LearnedNone
+		if res.Learned != nil {
+			got = LearnedShared
+			if res.Learned.PerUser {
+				got = LearnedUser
+			}
+		}
+		if got != e.Learned {
+			out = append(out, fmt.Sprintf("learned: expected %s, got %s", e.Learned, got))
+		}
+	}
+	return out
+}
+
+func checkRetrieved(_ context.Context, e spec.Expect, run *observed) []string {
+	if len(e.Retrieved) == 0 {
+		return nil
+	}
+	var got []string
+	for _, p := range run.res.Retrieved {
+		if !slices.Contains(got, p.Source) {
+			got = append(got, p.Source)
+		}
+	}
+	var missing []string
+	for _, want := range e.Retrieved {
+		if !slices.Contains(got, want) {
+			missing = append(missing, want)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if len(got) == 0 {
+		return []string{fmt.Sprintf("retrieved: expected %s, nothing was retrieved", strings.Join(missing, ", "))}
+	}
+	return []string{fmt.Sprintf("retrieved: expected %s among %s", strings.Join(missing, ", "), strings.Join(got, ", "))}
 }

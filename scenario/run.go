@@ -25,6 +25,11 @@ type Options struct {
 	Registry func() agent.Registry
 	// Run selects cases by a regular expression over "file › case"; nil runs all.
 	Run *regexp.Regexp
+	// Knowledge opens the knowledge of an agent whose intents use the FAQ cache or
+	// retrieval, once per test file: a fresh index with the local embedder, so
+	// tests are offline and repeatable. close releases it. nil: such agents run
+	// without knowledge, and their cache and retrieval stages report errors.
+	Knowledge func(ctx context.Context, s *spec.Spec) (k agent.Knowledge, close func() error, err error)
 }
 
 // Result is one case's outcome.
@@ -79,6 +84,17 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 			selected = append(selected, i)
 		}
 	}
+	var knowledge agent.Knowledge
+	if opts.Knowledge != nil && usesKnowledge(res.Spec) {
+		k, closeKnowledge, err := opts.Knowledge(ctx, res.Spec)
+		if err != nil {
+			out.Diagnostics = append(out.Diagnostics, spec.Diagnostic{Severity: spec.Error, Pos: tf.At("agent").Pos, Path: "agent",
+				Message: fmt.Sprintf("the agent's knowledge could not be indexed: %v", err)})
+			return out
+		}
+		defer closeKnowledge()
+		knowledge = k
+	}
 	out.Cases = make([]Result, len(selected))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -86,11 +102,17 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out.Cases[k] = runCase(ctx, path, res.Spec, &tf.Cases[i], i, opts)
+			out.Cases[k] = runCase(ctx, path, res.Spec, &tf.Cases[i], i, opts, knowledge)
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// usesKnowledge reports whether an agent has collections or an intent with the FAQ
+// cache or retrieval.
+func usesKnowledge(s *spec.Spec) bool {
+	return len(s.Knowledge.Collections) > 0 || slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Cache != nil || in.RAG != nil })
 }
 
 // checkAgainst reports names in the test file that the agent does not have.
@@ -141,7 +163,7 @@ func checkAgainst(tf *spec.TestFile, s *spec.Spec) spec.Diagnostics {
 }
 
 // runCase plays a case's turns in one conversation with a fresh memory store.
-func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, index int, opts Options) Result {
+func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, index int, opts Options, knowledge agent.Knowledge) Result {
 	start := time.Now()
 	r := Result{File: path, Case: c.Name, Pos: c.Pos, Passed: true}
 	fail := func(format string, args ...any) {
@@ -169,14 +191,22 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 			r.Trajectory = append(r.Trajectory, fmt.Sprintf("turn %d: %q", n+1, turn.Input))
 		}
 		script := offline.NewScript(fmt.Sprintf("%s › %s", path, c.Name), turn.Model).WithVerdicts(turn.Judge...).WithClassifier(turn.Classifier...)
-		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: store})
+		// The cache's learned entries are keyed by version: one per case keeps the
+		// cases of a file, which share an index, from answering each other.
+		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: store,
+			Knowledge: knowledge, Version: fmt.Sprintf("test:%s:%d", path, index)})
 		if diags.HasErrors() {
 			fail("%scompiling the agent: %v", label, diags)
 			break
 		}
 		var mu sync.Mutex
 		var events []agent.Event
-		res, err := a.Run(ctx, agent.Request{Input: turn.Input, User: user, Conversation: conv, Intent: turn.Intent,
+		turnUser, turnConv := user, conv
+		if turn.User != nil { // another user asks, in a conversation of their own
+			turnUser = agent.User{ID: cmp.Or(turn.User.ID, "test-user"), Attributes: turn.User.Attributes}
+			turnConv = conv + "/" + turnUser.ID
+		}
+		res, err := a.Run(ctx, agent.Request{Input: turn.Input, User: turnUser, Conversation: turnConv, Intent: turn.Intent,
 			Observer: agent.ObserverFunc(func(e agent.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
 		if err != nil {
 			fail("%s%v", label, err)
@@ -184,7 +214,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		}
 		r.Trajectory = append(r.Trajectory, trajectory(res)...)
 		run := &observed{res: res, steps: steps(res), tripped: trippedGuards(events), exhausted: script.Exhausted(),
-			store: store, user: user.ID, conv: conv}
+			store: store, user: turnUser.ID, conv: turnConv}
 		for _, f := range check(ctx, turn.Expect, run) {
 			fail("%s%s", label, f)
 		}
@@ -201,6 +231,16 @@ func trajectory(res *agent.Result) []string {
 	var out []string
 	if res.Intent != "" || res.IntentHow != agent.RoutedNone {
 		out = append(out, fmt.Sprintf("intent %s (%s)", cmp.Or(res.Intent, "none"), res.IntentHow))
+	}
+	if res.Cache != "" {
+		line := "cache " + string(res.Cache)
+		if c := res.Cached; c != nil {
+			line += fmt.Sprintf(": %s %s %q (%.2f)", c.Kind, c.Entry, c.Question, c.Score)
+		}
+		out = append(out, line)
+	}
+	for _, p := range res.Retrieved {
+		out = append(out, fmt.Sprintf("retrieved [%s] %s:%d-%d (%.2f)", p.ID, p.Source, p.StartLine, p.EndLine, p.Score))
 	}
 	for i, s := range res.Steps {
 		line := fmt.Sprintf("%d. %s %s → %s", i+1, s.Tool, s.Arguments, s.Outcome)

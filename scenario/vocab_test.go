@@ -43,6 +43,8 @@ func TestTestSchemaEnumsMatchTheRuntime(t *testing.T) {
 		"outcome":    strs(agent.Outcomes),
 		"intent_how": strs(agent.RoutedBys),
 		"order":      strs(spec.CallOrders),
+		"cache":      strs(agent.CacheOutcomes),
+		"learned":    LearnedScopes,
 	} {
 		got := slices.Sorted(slices.Values(enums[key]))
 		if !slices.Equal(got, slices.Sorted(slices.Values(want))) {

@@ -46,7 +46,9 @@ type TestTurn struct {
 	Model      []ScriptTurn     `yaml:"model"`
 	Classifier []map[string]any `yaml:"classifier"`
 	Judge      []map[string]any `yaml:"judge"`
-	Expect     Expect           `yaml:"expect"`
+	// User runs this turn as another user, in a conversation of that user's own.
+	User   *TestUser `yaml:"user"`
+	Expect Expect    `yaml:"expect"`
 }
 
 // TestUser is who a case runs as.
@@ -92,6 +94,9 @@ type Expect struct {
 	Answer       *AnswerMatch       `yaml:"answer"`
 	Facts        map[string]*string `yaml:"facts"`
 	HistoryTurns *int               `yaml:"history_turns"`
+	Cache        string             `yaml:"cache"`     // hit or miss
+	Learned      string             `yaml:"learned"`   // shared, user or none
+	Retrieved    []string           `yaml:"retrieved"` // sources that must have been retrieved
 }
 
 // ExpectCall is an expected tool call: its tool, a subset of its arguments, its outcome.
