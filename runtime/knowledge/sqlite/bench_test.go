@@ -178,6 +178,51 @@ func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n
 	return questions, users
 }
 
+// BenchmarkFAQHit10k is an FAQ-cache hit through Knowledge.CacheLookup on a
+// collection of 10k FAQ entries (two questions each): embedding a paraphrase with
+// Local and scanning every question; no learned entries.
+func BenchmarkFAQHit10k(b *testing.B) {
+	const n = 10_000
+	x, _ := openIndex(b)
+	ctx := b.Context()
+	emb := &knowledge.Local{}
+	r := rand.New(rand.NewPCG(10, 10_000))
+	chunks := make([]knowledge.Chunk, n)
+	asked := make([]string, n)
+	for i := range chunks {
+		q := benchQuestion(r, i)
+		chunks[i] = knowledge.Chunk{Source: "faq.yaml", StartLine: i*4 + 1, EndLine: i*4 + 4, Kind: knowledge.ChunkFAQ,
+			Questions: []string{q, "please tell me " + q}, Text: fmt.Sprintf("answer %d", i), Hash: fmt.Sprintf("%016x", r.Uint64())}
+		asked[i] = q + "?"
+	}
+	if _, err := x.Update(ctx, "faq", chunks, emb); err != nil {
+		b.Fatal(err)
+	}
+	k := x.Knowledge(emb, nil)
+	query := func(i int) runtime.CacheQuery {
+		return runtime.CacheQuery{Collection: "faq", Agent: "shop", Intent: "faq", Version: "v1", User: "u", Question: asked[i*37%n]}
+	}
+	if h, err := k.CacheLookup(ctx, query(0)); err != nil || h == nil { // loads the vectors
+		b.Fatal(h, err)
+	}
+	timings := make([]time.Duration, 0, 1024)
+	i := 0
+	for b.Loop() {
+		q := query(i)
+		t0 := time.Now()
+		h, err := k.CacheLookup(ctx, q)
+		timings = append(timings, time.Since(t0))
+		if err != nil || h == nil || h.Kind != runtime.CacheEntryFAQ || h.Answer != fmt.Sprintf("answer %d", i*37%n) {
+			b.Fatalf("%q: %+v, %v", q.Question, h, err)
+		}
+		i++
+	}
+	slices.Sort(timings)
+	at := func(q float64) float64 { return float64(timings[int(q*float64(len(timings)-1))].Nanoseconds()) }
+	b.ReportMetric(at(0.50), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+}
+
 // BenchmarkLearnedHit10k is a learned-cache hit through Knowledge.CacheLookup with
 // 10k entries of the key: embedding the question with Local (the questions cycle
 // through more than the memo holds, so each is embedded), reading the key's

@@ -40,9 +40,12 @@ const (
 	// left out until the rest match at most this many rows. Such terms carry little
 	// BM25 weight anyway, and the vector side still sees the whole query; a small
 	// collection never reaches the bound.
-	maxTextMatches = 4000
+	maxTextMatches = 1500
 	// embedBatch is how many texts go to the embedder per call.
 	embedBatch = 64
+	// minRescored is how many chunks of a scan's int8 pass at least are rescored
+	// with their float32 vectors.
+	minRescored = 256
 	// parallelRows is the number of vectors above which a scan is split across CPUs.
 	parallelRows = 8192
 )
@@ -615,8 +618,100 @@ type vectors struct {
 	ids        []int64 // chunk row ids
 	start      []int32 // len(ids)+1
 	data       []float32
-	index      map[int64]int32 // chunk id → i
-	faq        []int32         // the i of FAQ chunks
+	// coarse holds every row of data in int8, scaled by scale[row]: a quarter of
+	// the memory a scan must stream, for a first pass whose best are rescored
+	// exactly (see top).
+	coarse []int8
+	scale  []float32
+	index  map[int64]int32 // chunk id → i
+	faq    []int32         // the i of FAQ chunks
+	// faqPostings inverts the FAQ questions' vectors when they are sparse (a
+	// question of the local embedder has about 30 non-zero components of 256):
+	// per component, the rows that have it, so a sparse query touches only the
+	// rows that share a component with it. nil when not worth it.
+	faqPostings [][]posting
+	rowChunk    []int32   // with faqPostings: each FAQ row's chunk i, -1 for other rows
+	scorePool   sync.Pool // of *[]float32 with a score per row: lookups make no garbage
+}
+
+type posting struct {
+	row int32
+	val float32
+}
+
+// minInvertedRows is the number of FAQ rows from which they are inverted.
+const minInvertedRows = 1024
+
+// invertFAQ builds faqPostings when the FAQ rows are many and sparse.
+func (v *vectors) invertFAQ() {
+	rows, nnz := 0, 0
+	for _, i := range v.faq {
+		for r := v.start[i]; r < v.start[i+1]; r++ {
+			rows++
+			for _, x := range v.data[int(r)*v.dims : int(r+1)*v.dims] {
+				if x != 0 {
+					nnz++
+				}
+			}
+		}
+	}
+	if rows < minInvertedRows || nnz*sparseShare > rows*v.dims {
+		return
+	}
+	v.faqPostings = make([][]posting, v.dims)
+	v.rowChunk = make([]int32, len(v.data)/v.dims)
+	for r := range v.rowChunk {
+		v.rowChunk[r] = -1
+	}
+	for _, i := range v.faq {
+		for r := v.start[i]; r < v.start[i+1]; r++ {
+			v.rowChunk[r] = i
+			for d, x := range v.data[int(r)*v.dims : int(r+1)*v.dims] {
+				if x != 0 {
+					v.faqPostings[d] = append(v.faqPostings[d], posting{r, x})
+				}
+			}
+		}
+	}
+}
+
+// bestFAQ returns the FAQ chunk whose question is closest to q, its score and the
+// question's row within the chunk; i is -1 when there are no FAQ chunks.
+func (v *vectors) bestFAQ(q *queryVector) (i int32, score float32, row int) {
+	if len(v.faq) == 0 {
+		return -1, 0, -1
+	}
+	if v.faqPostings == nil || 2*len(q.idx) > v.dims { // a dense query: postings would read most rows' components
+
+		top := v.topOf(q, 1, v.faq)
+		score, row = v.best(q, top[0].i)
+		return top[0].i, score, row
+	}
+	buf, _ := v.scorePool.Get().(*[]float32)
+	if buf == nil {
+		buf = &[]float32{}
+		*buf = make([]float32, len(v.rowChunk))
+	}
+	defer v.scorePool.Put(buf)
+	scores := *buf
+	clear(scores)
+	for k, d := range q.idx {
+		w := q.val[k]
+		for _, p := range v.faqPostings[d] {
+			scores[p.row] += w * p.val
+		}
+	}
+	// A row that shares no component scores 0, as the full product would; the
+	// first FAQ row stands for all of them when nothing scores more.
+	best := v.start[v.faq[0]]
+	for r, s := range scores {
+		if s > scores[best] && v.rowChunk[r] >= 0 {
+			best = int32(r)
+		}
+	}
+	i = v.rowChunk[best]
+	score, row = v.best(q, i) // the exact score, summed as every other scan sums it
+	return i, score, row
 }
 
 func (x *Index) invalidate(collection string) {
@@ -668,6 +763,8 @@ func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder
 		return nil, err
 	}
 	v.start = append(v.start, int32(len(v.data)/max(dims, 1)))
+	v.quantize()
+	v.invertFAQ()
 	x.mu.Lock()
 	if cur := x.cache[key]; cur == nil || cur.generation < generation {
 		x.cache[key] = v
@@ -676,12 +773,43 @@ func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder
 	return v, nil
 }
 
+// quantize fills coarse and scale from data: each row's components over its
+// largest magnitude, times 127.
+func (v *vectors) quantize() {
+	rows := len(v.data) / max(v.dims, 1)
+	v.coarse, v.scale = make([]int8, len(v.data)), make([]float32, rows)
+	for r := range rows {
+		row := v.data[r*v.dims : (r+1)*v.dims]
+		var m float32
+		for _, x := range row {
+			m = max(m, x, -x)
+		}
+		if m == 0 {
+			continue
+		}
+		v.scale[r] = m / 127
+		for i, x := range row {
+			v.coarse[r*v.dims+i] = int8(math.Round(float64(x / m * 127)))
+		}
+	}
+}
+
+// coarseBest is chunk i's best score by the int8 rows.
+func (v *vectors) coarseBest(q *queryVector, i int32) float32 {
+	score := float32(math.Inf(-1))
+	for r := v.start[i]; r < v.start[i+1]; r++ {
+		off := int(r) * v.dims
+		score = max(score, q.dot8(v.coarse[off:off+v.dims])*v.scale[r])
+	}
+	return score
+}
+
 // best is chunk i's best vector score and the row that gave it.
-func (v *vectors) best(q []float32, i int32) (float32, int) {
+func (v *vectors) best(q *queryVector, i int32) (float32, int) {
 	score, row := float32(math.Inf(-1)), -1
 	for r := v.start[i]; r < v.start[i+1]; r++ {
 		off := int(r) * v.dims
-		if s := knowledge.Dot(q, v.data[off:off+v.dims]); s > score {
+		if s := q.dot(v.data[off : off+v.dims]); s > score {
 			score, row = s, int(r-v.start[i])
 		}
 	}
@@ -707,12 +835,21 @@ func (h *minHeap) Pop() any {
 	return x
 }
 
-// top returns the n chunks of best vector score, best first. Large collections are
-// split across CPUs: the scan is bound by memory bandwidth and the dot products.
-func (v *vectors) top(q []float32, n int) []scored {
+// top returns the n chunks of best vector score, best first. The scan is bound by
+// the memory it streams, so it runs over the int8 rows, split across CPUs for a
+// large collection, and rescores its best candidates — many more than n, so int8's
+// rounding cannot push a true top-n chunk out — with the float32 rows.
+func (v *vectors) top(q *queryVector, n int) []scored { return v.topOf(q, n, nil) }
+
+// topOf is top among the chunks of subset (nil: every chunk).
+func (v *vectors) topOf(q *queryVector, n int, subset []int32) []scored {
 	total := len(v.ids)
+	if subset != nil {
+		total = len(subset)
+	}
+	candidates := min(total, max(4*n, minRescored))
 	workers := 1
-	if len(v.data)/max(v.dims, 1) > parallelRows {
+	if total > parallelRows {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	parts := make([][]scored, workers)
@@ -720,13 +857,17 @@ func (v *vectors) top(q []float32, n int) []scored {
 	for w := range workers {
 		lo, hi := total*w/workers, total*(w+1)/workers
 		wg.Go(func() {
-			h := make(minHeap, 0, n+1)
-			for i := lo; i < hi; i++ {
-				s, _ := v.best(q, int32(i))
-				if len(h) < n {
-					heap.Push(&h, scored{s, int32(i)})
+			h := make(minHeap, 0, candidates+1)
+			for k := lo; k < hi; k++ {
+				i := int32(k)
+				if subset != nil {
+					i = subset[k]
+				}
+				s := v.coarseBest(q, i)
+				if len(h) < candidates {
+					heap.Push(&h, scored{s, i})
 				} else if s > h[0].score {
-					h[0] = scored{s, int32(i)}
+					h[0] = scored{s, i}
 					heap.Fix(&h, 0)
 				}
 			}
@@ -735,6 +876,9 @@ func (v *vectors) top(q []float32, n int) []scored {
 	}
 	wg.Wait()
 	all := slices.Concat(parts...)
+	for k := range all {
+		all[k].score, _ = v.best(q, all[k].i)
+	}
 	slices.SortFunc(all, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(v.ids[a.i], v.ids[b.i]))
 	})
@@ -831,7 +975,8 @@ func (x *Index) search(ctx context.Context, collection, query string, q []float3
 		bm25 float64
 	}
 	byID := map[int64]*fused{}
-	for rank, s := range v.top(q, n) {
+	qv := newQueryVector(q)
+	for rank, s := range v.top(qv, n) {
 		byID[v.ids[s.i]] = &fused{rrf: 1 / float64(rrfK+rank+1), vec: s.score, row: -1}
 	}
 	match, err := textQuery(ctx, tx, query)
@@ -884,7 +1029,7 @@ func (x *Index) search(ctx context.Context, collection, query string, q []float3
 		h := Hit{Chunk: c, Score: f.rrf, VectorScore: f.vec, BM25: f.bm25}
 		row := -1
 		if i, ok := v.index[id]; ok {
-			h.VectorScore, row = v.best(q, i)
+			h.VectorScore, row = v.best(qv, i)
 		} else if math.IsNaN(float64(h.VectorScore)) {
 			h.VectorScore = 0 // a chunk without vectors: cannot happen after Update
 		}
@@ -919,12 +1064,7 @@ func (x *Index) faq(ctx context.Context, collection string, q []float32, emb kno
 		return Hit{}, false, err
 	}
 	defer tx.Rollback()
-	bestScore, bestI, bestRow := float32(math.Inf(-1)), int32(-1), -1
-	for _, i := range v.faq {
-		if s, row := v.best(q, i); s > bestScore {
-			bestScore, bestI, bestRow = s, i, row
-		}
-	}
+	bestI, bestScore, bestRow := v.bestFAQ(newQueryVector(q))
 	if bestI < 0 {
 		return Hit{}, false, tx.Commit()
 	}

@@ -301,13 +301,14 @@ func (x *Index) lookupLearned(ctx context.Context, key learnedID, q []float32, u
 		return nil, err
 	}
 	now := time.Now().UnixNano()
+	qv := newQueryVector(q)
 	var best *learnedHit
 	scan := func(owner string) {
 		g := v.groups[owner]
 		if g == nil {
 			return
 		}
-		bestI, bestScore := g.best(q, v.dims, now)
+		bestI, bestScore := g.best(qv, v.dims, now)
 		if bestI >= 0 && (best == nil || bestScore > best.score) {
 			best = &learnedHit{id: g.ids[bestI], user: owner, question: g.questions[bestI], answer: g.answers[bestI], score: bestScore}
 		}
@@ -325,14 +326,14 @@ const learnedParallelRows = 2048
 
 // best returns the unexpired entry (at now) closest to q and its score; -1 when
 // there is none. The lowest index wins a tie, however the scan is split.
-func (g *learnedGroup) best(q []float32, dims int, now int64) (int, float32) {
+func (g *learnedGroup) best(q *queryVector, dims int, now int64) (int, float32) {
 	scan := func(lo, hi int) (int, float32) {
 		bestI, bestScore := -1, float32(math.Inf(-1))
 		for i := lo; i < hi; i++ {
 			if e := g.expires[i]; e != 0 && e <= now {
 				continue
 			}
-			if s := knowledge.Dot(q, g.data[i*dims:(i+1)*dims]); s > bestScore {
+			if s := q.dot(g.data[i*dims : (i+1)*dims]); s > bestScore {
 				bestI, bestScore = i, s
 			}
 		}
