@@ -44,6 +44,12 @@ type Options struct {
 	// LookupEnv reads the environment for API keys and skill requirements; nil
 	// means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Index is the knowledge index's file; "" means IndexPath (AGENTRUN_INDEX,
+	// knowledge.index, DefaultIndexPath).
+	Index string
+	// OnIndex is told of every collection Build indexed because it had never been
+	// indexed or its sources changed since.
+	OnIndex func(CollectionReport)
 }
 
 // Agent is a compiled agent with everything it opened. It is safe for concurrent
@@ -143,6 +149,21 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 				return nil, fmt.Errorf("memory store: %w", err)
 			}
 			a.closers = append(a.closers, ropts.Store.Close)
+		}
+		// Collections never indexed, or whose sources changed, are indexed here
+		// (incrementally); one indexed by another embedder is an error rather than a
+		// silent rebuild (see ReindexError).
+		if NeedsKnowledge(s) {
+			k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup})
+			if err != nil {
+				return nil, err
+			}
+			a.closers = append(a.closers, closeK)
+			ropts.Knowledge = k
+			ropts.Version = SpecVersion(s)
+			if Offline(s) { // what an offline model answers must never answer a real run
+				ropts.Version += "+" + string(s.Model.Provider)
+			}
 		}
 	}
 	agent, diags := runtime.Compile(s, ropts)

@@ -92,6 +92,14 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
+	if !o.quiet {
+		// A collection never indexed, or whose sources changed, is indexed before
+		// the run: say so, since it can take a while and spends embedding calls.
+		opts.OnIndex = func(r agentrun.CollectionReport) {
+			writeWarnings(errOut, filepath.Dir(specPath), r.Warnings)
+			fmt.Fprintf(errOut, "indexed %s: %s\n", r.Collection, r.Summary())
+		}
+	}
 	if o.audit != "" && len(s.MCPServers) > 0 {
 		f, err := os.Create(o.audit)
 		if err != nil {
@@ -364,6 +372,21 @@ func (p *progress) Observe(e runtime.Event) {
 		} else if e.Count > 0 {
 			fmt.Fprintf(p.w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Count, e.Entity, e.Tool)
 		}
+	case runtime.EventCache:
+		p.cache(e)
+	case runtime.EventRetrieve:
+		switch {
+		case e.Error != "":
+			fmt.Fprintf(p.w, "[%d] ! retrieve: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
+		case len(e.Passages) == 0:
+			fmt.Fprintf(p.w, "[%d] retrieved no passages\n", e.Turn)
+		default:
+			parts := make([]string, len(e.Passages))
+			for i, ps := range e.Passages {
+				parts[i] = fmt.Sprintf("%s %s (%.2f)", ps.ID, passageRef(ps), ps.Score)
+			}
+			fmt.Fprintf(p.w, "[%d] retrieved %s\n", e.Turn, strings.Join(parts, ", "))
+		}
 	case runtime.EventStop:
 		tokens := int64(0)
 		if e.Usage != nil {
@@ -375,6 +398,53 @@ func (p *progress) Observe(e runtime.Event) {
 		}
 		fmt.Fprintln(p.w)
 	}
+}
+
+// cache prints what the FAQ cache did: a hit with its entry and score, a miss with
+// why, or what became of the answer (learned or not).
+func (p *progress) cache(e runtime.Event) {
+	switch {
+	case e.Error != "":
+		fmt.Fprintf(p.w, "[%d] ! cache: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
+	case e.CacheOutcome == runtime.CacheHitOutcome && e.Cached != nil:
+		fmt.Fprintf(p.w, "[%d] cache hit  %s score %.2f\n", e.Turn, cacheEntry(e.Cached), e.Cached.Score)
+	case e.CacheOutcome == runtime.CacheMissOutcome:
+		fmt.Fprintf(p.w, "[%d] cache miss", e.Turn)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, " (%s)", e.Message)
+		}
+		if e.Cached != nil {
+			fmt.Fprintf(p.w, " · nearest %s", cacheEntry(e.Cached))
+		}
+		fmt.Fprintln(p.w)
+	default:
+		fmt.Fprintf(p.w, "[%d] cache: %s\n", e.Turn, e.Message)
+	}
+}
+
+// cacheEntry names a cache entry: `faq help-center/faq.yaml:12 "怎么退货"`, or
+// `learned #17 "…" (per user)`.
+func cacheEntry(h *runtime.CacheHit) string {
+	entry := h.Entry
+	if h.Kind == runtime.CacheEntryLearned {
+		entry = "#" + entry
+	}
+	s := fmt.Sprintf("%s %s %q", h.Kind, entry, clip(h.Question, 60))
+	if h.PerUser {
+		s += " (per user)"
+	}
+	return s
+}
+
+// passageRef is a passage's source and lines, e.g. help-center/returns.md:3-20.
+func passageRef(p runtime.Passage) string {
+	switch {
+	case p.StartLine == 0:
+		return p.Source
+	case p.EndLine <= p.StartLine:
+		return fmt.Sprintf("%s:%d", p.Source, p.StartLine)
+	}
+	return fmt.Sprintf("%s:%d-%d", p.Source, p.StartLine, p.EndLine)
 }
 
 func round(d time.Duration) time.Duration {

@@ -93,7 +93,7 @@ func saving(plan runtime.Plan) string {
 
 func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INTENT\tKIND\tMEMORY\tTOOLS\tPROMPT\tTOOL TOKENS\tSAVING")
+	fmt.Fprintln(tw, "INTENT\tKIND\tMEMORY\tTOOLS\tPROMPT\tTOOL TOKENS\tSAVING\tKNOWLEDGE")
 	for _, in := range s.Intents {
 		plan, _ := agent.Explain(in.Name)
 		all, these := toolsTokens(plan.AllTools), toolsTokens(plan.Tools)
@@ -101,11 +101,45 @@ func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 		if all > 0 {
 			pct = 100 * (all - these) / all
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\n", plan.Intent, plan.Kind, plan.Memory,
-			len(plan.Tools), len(plan.AllTools), runtime.EstimateTokens(plan.SystemPrompt), these, all-these, pct)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\t%s\n", plan.Intent, plan.Kind, plan.Memory,
+			len(plan.Tools), len(plan.AllTools), runtime.EstimateTokens(plan.SystemPrompt), these, all-these, pct, knowledgeCell(plan))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nTokens are estimates (about 4 characters a token, one a token for CJK); offering every tool costs ~%d.\n", toolsTokens(agent.Tools()))
+}
+
+// knowledgeCell sums up an intent's knowledge stages for the table: the FAQ
+// cache's threshold and the retrieval's token budget.
+func knowledgeCell(plan runtime.Plan) string {
+	var parts []string
+	if c := plan.Cache; c != nil {
+		parts = append(parts, fmt.Sprintf("cache ≥%.2f", c.Threshold))
+	}
+	if r := plan.RAG; r != nil {
+		parts = append(parts, fmt.Sprintf("rag ≤%d tokens", r.MaxTokens))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeKnowledge shows an intent's FAQ cache and retrieval settings.
+func writeKnowledge(w io.Writer, plan runtime.Plan) {
+	if c := plan.Cache; c != nil {
+		from := "collection " + c.Collection
+		if c.Collection == "" {
+			from = "learned answers only"
+		}
+		learn := "off"
+		if c.Learn {
+			learn = fmt.Sprintf("on (kept %s)", c.TTL)
+		}
+		fmt.Fprintf(w, "faq cache: %s · threshold %.2f · scope %s · learn %s · verify %s\n", from, c.Threshold, c.Scope, learn, c.Verify)
+	}
+	if r := plan.RAG; r != nil {
+		fmt.Fprintf(w, "rag: collection %s · top_k %d · min_score %.2f · up to ~%d tokens of passages per run\n", r.Collection, r.TopK, r.MinScore, r.MaxTokens)
+	}
 }
 
 func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spec) {
@@ -135,6 +169,11 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 			len(j.Criteria), setting(st, "judge.max_retries", j.MaxRetries), j.MinChars, j.OnError, j.OnExhausted)
 	} else {
 		fmt.Fprintln(w, "judge: none (every draft is accepted)")
+	}
+	writeKnowledge(w, plan)
+	if r := plan.RAG; r != nil {
+		fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d), plus up to ~%d of passages\n", prompt+tools, prompt, tools, r.MaxTokens)
+		return
 	}
 	fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d)\n", prompt+tools, prompt, tools)
 }

@@ -23,8 +23,8 @@ func TestExplain(t *testing.T) {
 		"intent cancel_order (task, memory summary)",
 		"│ ## Skill: orders",
 		"[summary memory of the user, added at run time]",
-		"tools offered: 3 of 5",
-		"saves ~90 tokens per model call (33%) against offering all 5 tools",
+		"tools offered: 3 of 4",
+		"saves ~49 tokens per model call (21%) against offering all 4 tools",
 		"guards: max_turns 8",
 		"judge: 1 criteria",
 	} {

@@ -127,6 +127,17 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 			return "no judge: accepted"
 		}
 		return "judge passed"
+	case runtime.TriggerCacheHit:
+		var hits []string
+		for _, in := range st.Intents {
+			if in.Cache != nil {
+				hits = append(hits, fmt.Sprintf("%s ≥ %.2f", in.Name, in.Cache.Threshold))
+			}
+		}
+		if len(hits) == 0 {
+			return "cache hit (no intent has a cache)"
+		}
+		return "FAQ cache hit · " + strings.Join(hits, ", ")
 	case runtime.TriggerJudgeFeedback:
 		if st.Judge == nil {
 			return "judge feedback (no judge)"

@@ -39,6 +39,7 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	testTemp = dir
 	os.Setenv("AGENTRUN_STORE", "sqlite:"+filepath.Join(dir, "state.db"))
+	os.Setenv("AGENTRUN_INDEX", filepath.Join(dir, "knowledge.db")) // the knowledge index, likewise
 	return m.Run()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -102,6 +103,17 @@ func sameLines(t *testing.T, readme, got []string) {
 func TestReadmeQuickStart(t *testing.T) {
 	readme := readmeBlock(t, "Progress goes to stderr, the answer to")
 	code, stdout, stderr := runCLI(t, "exec", "--model", "test", "../../examples/agents/code-assistant.yaml", "How long is README.md, and what is 2*(3+4)?")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	printed := strings.Split(strings.TrimRight(stderr+stdout, "\n"), "\n")
+	sameLines(t, readme, printed)
+}
+
+func TestReadmeCacheHit(t *testing.T) {
+	t.Setenv("AGENTRUN_INDEX", filepath.Join(t.TempDir(), "knowledge.db")) // the first run: it indexes
+	readme := readmeBlock(t, "tokens, about a millisecond")
+	code, stdout, stderr := runCLI(t, "exec", "--model", "test", shopSupport, "配送费多少钱？")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/scenario"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -43,7 +48,20 @@ func newTestCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := scenario.Options{Loader: loader, Registry: agentrun.Registry, Run: filter}
+			// Each file's agent gets a fresh index of its collections, built with the
+			// local embedder in a directory removed at the end: tests are offline and
+			// repeatable, and never touch the index exec uses.
+			tmp, err := os.MkdirTemp("", "agentrun-test-index-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			var indexes atomic.Int64
+			openKnowledge := func(ctx context.Context, s *spec.Spec) (runtime.Knowledge, func() error, error) {
+				path := filepath.Join(tmp, fmt.Sprintf("%d.db", indexes.Add(1)))
+				return agentrun.OpenKnowledge(ctx, s, agentrun.KnowledgeOptions{Index: path, Offline: true})
+			}
+			opts := scenario.Options{Loader: loader, Registry: agentrun.Registry, Run: filter, Knowledge: openKnowledge}
 			var results []scenario.File
 			for _, f := range files {
 				results = append(results, scenario.RunFile(cmd.Context(), f, opts))

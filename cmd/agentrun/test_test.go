@@ -13,7 +13,7 @@ import (
 
 func TestAgentrunTestExamples(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "test", "../../examples/agents")
-	if code != 0 || !strings.HasSuffix(stdout, "20 passed, 0 failed\n") {
+	if code != 0 || !strings.HasSuffix(stdout, "22 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "test", "--run", "judge", "../../examples/agents")
@@ -38,6 +38,9 @@ func brokenShop(t *testing.T) string {
 	os.MkdirAll(filepath.Join(dir, "skills", "orders"), 0o755)
 	pack, _ := os.ReadFile("../../examples/agents/skills/orders/skill.yaml")
 	os.WriteFile(filepath.Join(dir, "skills", "orders", "skill.yaml"), pack, 0o644)
+	if err := os.CopyFS(filepath.Join(dir, "help-center"), os.DirFS("../../examples/agents/help-center")); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 
@@ -45,7 +48,7 @@ func brokenShop(t *testing.T) string {
 func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 	dir := brokenShop(t)
 	code, stdout, _ := runCLI(t, "test", dir)
-	if code != 1 || !strings.HasSuffix(stdout, "10 passed, 3 failed\n") {
+	if code != 1 || !strings.HasSuffix(stdout, "12 passed, 3 failed\n") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	for _, want := range []string{
@@ -70,7 +73,7 @@ func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 10 || out.Failed != 3 {
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 12 || out.Failed != 3 {
 		t.Errorf("json: %v %+v", err, out)
 	}
 }
