@@ -102,7 +102,7 @@ func TestAgentrunTestJUnit(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Total != 13 || got.Passed != 10 || got.Failed != 3 {
+	if got.Total != 15 || got.Passed != 12 || got.Failed != 3 {
 		t.Errorf("the consumer read %+v", got)
 	}
 	failed := 0
