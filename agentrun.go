@@ -153,7 +153,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		// Collections never indexed, or whose sources changed, are indexed here
 		// (incrementally); one indexed by another embedder is an error rather than a
 		// silent rebuild (see ReindexError).
-		if NeedsKnowledge(s) {
+		if s.UsesKnowledge() {
 			k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup})
 			if err != nil {
 				return nil, err

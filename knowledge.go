@@ -40,15 +40,6 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 	return spec.DefaultIndexPath
 }
 
-// NeedsKnowledge reports whether runs of this spec use the knowledge index: it
-// declares collections or an intent has an FAQ cache or retrieval.
-func NeedsKnowledge(s *spec.Spec) bool {
-	if len(s.Knowledge.Collections) > 0 {
-		return true
-	}
-	return slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Cache != nil || in.RAG != nil })
-}
-
 // Offline reports whether a spec's model is an offline provider (test, script):
 // such runs embed with the local embedder whatever the spec configures, so they
 // never need the network.
@@ -316,9 +307,10 @@ func Manifest(dir string, c *spec.Collection) (files int, manifest string) {
 	return files, "v1:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// SpecVersion is a short hash of the spec's file and of every skill pack file it
-// loaded (skill.yaml and its instructions_file): editing any of them changes it.
-// The FAQ cache keys its learned answers by it, so an edited agent starts afresh.
+// SpecVersion is a short hash of the spec's file, of every skill pack file it
+// loaded (skill.yaml and its instructions_file) and of its knowledge sources (their
+// Manifest): editing any of them changes it. The FAQ cache keys its learned answers
+// by it, so an edited agent — or an edited help article — starts afresh.
 func SpecVersion(s *spec.Spec) string {
 	h := sha256.New()
 	add := func(name string) {
@@ -343,6 +335,11 @@ func SpecVersion(s *spec.Spec) string {
 		if p.InstructionsFile != "" {
 			add(filepath.Join(p.Dir, p.InstructionsFile))
 		}
+	}
+	dir := filepath.Dir(s.Pos.File)
+	for i := range s.Knowledge.Collections {
+		_, manifest := Manifest(dir, &s.Knowledge.Collections[i])
+		fmt.Fprintf(h, "collection %s %s\x00", s.Knowledge.Collections[i].Name, manifest)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -165,10 +165,14 @@ func TestSpecVersion(t *testing.T) {
 	v2 := version()
 	write("notes/skill.yaml", "name: notes\ndescription: Short notes.\ninstructions_file: notes.md\n")
 	v3 := version()
-	write("agent.yaml", "version: 1\nname: v\nmodel: {provider: test}\nskills: [./notes, calculator]\n# edited\n")
+	write("agent.yaml", "version: 1\nname: v\nmodel: {provider: test}\nskills: [./notes, calculator]\n"+
+		"knowledge: {collections: {help: {sources: [help/*.md]}}}\nintents: {faq: {description: x, rag: true}}\nrouting: {fallback: faq}\n")
+	write("help/a.md", "# A\n\nReturns take 7 days.\n")
 	v4 := version()
-	if v2 == v1 || v3 == v2 || v4 == v3 {
-		t.Errorf("versions %s %s %s %s: every edit must change it", v1, v2, v3, v4)
+	write("help/a.md", "# A\n\nReturns take 14 days.\n")
+	v5 := version()
+	if v2 == v1 || v3 == v2 || v4 == v3 || v5 == v4 {
+		t.Errorf("versions %s %s %s %s %s: every edit must change it", v1, v2, v3, v4, v5)
 	}
 }
 

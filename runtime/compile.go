@@ -67,6 +67,9 @@ type Agent struct {
 	// instructionsUseUser: the instructions render the user or the conversation,
 	// so every answer depends on who asked (the FAQ cache's scope rule).
 	instructionsUseUser bool
+	// filtersUseUser: a filter's when reads the user, so what it lets through
+	// depends on who asked.
+	filtersUseUser bool
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled
@@ -132,6 +135,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			continue
 		}
 		a.filters[f.On] = append(a.filters[f.On], f)
+		a.filtersUseUser = a.filtersUseUser || f.When != nil && referencesUser(f.When.Program)
 	}
 	// Absolute, so a relative program path does not get resolved twice (once here,
 	// once against the command's working directory).

@@ -12,7 +12,8 @@ type Knowledge interface {
 	// CacheLookup returns the best entry for q.Question among the FAQ entries of
 	// q.Collection and the learned entries of q's key that q.User may see (shared
 	// ones, and q.User's own), or nil when there is none. The caller compares the
-	// score with its threshold.
+	// score with its threshold. An error with a hit says that part of the cache
+	// (the FAQ entries) could not be read: the hit is the best of the rest.
 	CacheLookup(ctx context.Context, q CacheQuery) (*CacheHit, error)
 	// CacheLearn stores answer as a learned entry for q.Question: for q.User only
 	// when perUser, else for everyone; it expires after ttl.

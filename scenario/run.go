@@ -85,7 +85,7 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 		}
 	}
 	var knowledge agent.Knowledge
-	if opts.Knowledge != nil && usesKnowledge(res.Spec) {
+	if opts.Knowledge != nil && res.Spec.UsesKnowledge() {
 		k, closeKnowledge, err := opts.Knowledge(ctx, res.Spec)
 		if err != nil {
 			out.Diagnostics = append(out.Diagnostics, spec.Diagnostic{Severity: spec.Error, Pos: tf.At("agent").Pos, Path: "agent",
@@ -107,12 +107,6 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 	}
 	wg.Wait()
 	return out
-}
-
-// usesKnowledge reports whether an agent has collections or an intent with the FAQ
-// cache or retrieval.
-func usesKnowledge(s *spec.Spec) bool {
-	return len(s.Knowledge.Collections) > 0 || slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Cache != nil || in.RAG != nil })
 }
 
 // checkAgainst reports names in the test file that the agent does not have.

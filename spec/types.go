@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -319,6 +320,12 @@ type Collections []Collection
 func (cs *Collections) UnmarshalYAML(n *yaml.Node) (err error) {
 	*cs, err = namedMapping(n, func(c *Collection, name string) { c.Name = name })
 	return err
+}
+
+// UsesKnowledge reports whether runs of the spec use the knowledge index: it
+// declares collections, or an intent has the FAQ cache or retrieval.
+func (s *Spec) UsesKnowledge() bool {
+	return len(s.Knowledge.Collections) > 0 || slices.ContainsFunc(s.Intents, func(in Intent) bool { return in.Cache != nil || in.RAG != nil })
 }
 
 // Collection returns the named collection, or nil.

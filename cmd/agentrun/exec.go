@@ -423,13 +423,16 @@ func (p *progress) cache(e runtime.Event) {
 }
 
 // cacheEntry names a cache entry: `faq help-center/faq.yaml:12 "怎么退货"`, or
-// `learned #17 "…" (per user)`.
+// `learned #17 (per user)`.
 func cacheEntry(h *runtime.CacheHit) string {
 	entry := h.Entry
 	if h.Kind == runtime.CacheEntryLearned {
 		entry = "#" + entry
 	}
-	s := fmt.Sprintf("%s %s %q", h.Kind, entry, clip(h.Question, 60))
+	s := fmt.Sprintf("%s %s", h.Kind, entry)
+	if h.Question != "" { // a learned entry's question is not shown: another user may have asked it
+		s += fmt.Sprintf(" %q", clip(h.Question, 60))
+	}
 	if h.PerUser {
 		s += " (per user)"
 	}

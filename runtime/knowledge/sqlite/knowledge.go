@@ -93,15 +93,17 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 		return nil, fmt.Errorf("knowledge: cache lookup: %w", err)
 	}
 	var best *runtime.CacheHit
+	var faqErr error // the learned entries still answer when the FAQ cannot
 	if q.Collection != "" {
 		name, err := k.collection(q.Collection)
-		if err != nil {
-			return nil, err
+		var h Hit
+		var ok bool
+		if err == nil {
+			if h, ok, err = k.x.faq(ctx, name, vec, k.emb); err != nil {
+				err = wrapSearchErr("faq", name, err)
+			}
 		}
-		h, ok, err := k.x.faq(ctx, name, vec, k.emb)
-		if err != nil {
-			return nil, wrapSearchErr("faq", name, err)
-		}
+		faqErr = err
 		if ok {
 			best = &runtime.CacheHit{
 				Kind:     runtime.CacheEntryFAQ,
@@ -119,7 +121,7 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 	if lh != nil && (best == nil || float64(lh.score) > best.Score) {
 		best = lh.cacheHit()
 	}
-	return best, nil
+	return best, faqErr
 }
 
 // CacheLearn stores answer for q.Question under q's key: for q.User when perUser
