@@ -63,12 +63,16 @@ func countTurns(msgs []Message) int {
 }
 
 // commitTimeout bounds the write at the end of a run, which must happen even when the
-// run's own context was canceled: the tools' side effects did happen.
+// run's own deadline has passed (guards.max_run_time): the tools' side effects did
+// happen.
 const commitTimeout = 5 * time.Second
 
 // commit writes what the run leaves behind in one transaction: the exchange when an
 // answer was accepted, the facts its tool calls wrote and the entities they revealed
 // (only those: the store merges them and drops the oldest beyond memory.max_seen).
+// A run stopped by any other reason keeps its facts and entities, not its exchange;
+// a canceled run — its caller went away, a client disconnected — stores nothing at
+// all: the conversation, the facts and the entities stay as they were before it.
 func (r *run) commit() {
 	a := r.agent
 	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" {
@@ -83,6 +87,14 @@ func (r *run) commit() {
 		rec.Messages = r.result.Messages
 	}
 	if len(rec.Facts) == 0 && (rec.Conversation == "" || len(rec.Messages) == 0 && len(rec.Seen) == 0) {
+		return
+	}
+	switch {
+	case r.result.Stop == StopCanceled:
+		r.emit(Event{Kind: EventMemory, Message: "canceled: not saved " + savedParts(rec)})
+		return
+	case r.req.Ephemeral:
+		r.emit(Event{Kind: EventMemory, Message: "ephemeral: not saved " + savedParts(rec)})
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/offline"
@@ -155,6 +158,122 @@ func TestStoppedRunKeepsFactsNotHistory(t *testing.T) {
 	if conv.Turns != 0 || len(conv.Messages) != 0 || len(facts) != 2 {
 		t.Errorf("conversation %+v, facts %+v", conv, facts)
 	}
+}
+
+// A canceled run — its client went away — stores nothing: not the facts its tool
+// calls wrote, not the entities they revealed, not the exchange; the store is left
+// exactly as before it. A run stopped by its deadline instead keeps today's rule: its
+// facts and entities are saved, its exchange is not.
+func TestCanceledRunStoresNothing(t *testing.T) {
+	stores := map[string]func(t *testing.T) runtime.Store{
+		"memory": func(*testing.T) runtime.Store { return memory.New() },
+		"sqlite": func(t *testing.T) runtime.Store {
+			s, err := sqlite.Open(filepath.Join(t.TempDir(), "a.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	for name, open := range stores {
+		for _, how := range []string{"cancel", "deadline"} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				store := open(t)
+				ctx := context.Background()
+				before := runtime.Record{UserID: "u-1", Conversation: "c1",
+					Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "hi"}, {Role: runtime.RoleAssistant, Content: "Hello."}},
+					Seen:     map[string][]string{"orders": {"A1"}},
+					Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "pending", Value: "x", Source: "tool"}}}
+				if err := store.Commit(ctx, before); err != nil {
+					t.Fatal(err)
+				}
+				type snapshot struct {
+					Facts []runtime.Fact
+					Conv  runtime.Conversation
+					Seen  map[string][]string
+					Convs []string
+				}
+				snap := func() snapshot {
+					var s snapshot
+					var errs [4]error
+					s.Facts, errs[0] = store.Facts(ctx, "u-1")
+					s.Conv, errs[1] = store.Conversation(ctx, "c1", 10)
+					s.Seen, errs[2] = store.SeenEntities(ctx, "c1")
+					s.Convs, errs[3] = store.Conversations(ctx, "u-1")
+					for _, err := range errs {
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					return s
+				}
+				was := snap()
+
+				runCtx, cancel := context.WithCancel(ctx)
+				if how == "deadline" {
+					runCtx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+				}
+				defer cancel()
+				orders := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"B2"}]}`, nil }}
+				// The address is updated, then the run ends before the model sees it.
+				update := &funcTool{fn: func(ctx context.Context, in runtime.ToolInput) (string, error) {
+					if how == "cancel" {
+						cancel()
+					}
+					<-ctx.Done()
+					return `{"ok":true}`, nil
+				}}
+				model := script(calls(tc("list_orders", nil), tc("update_address", map[string]any{"address": "Road 1"})), say("never"))
+				a := memoryAgent(t, model, store, map[string]*funcTool{"list_orders": orders, "update_address": update, "cancel": echo()})
+				var mu sync.Mutex
+				var events []runtime.Event
+				res, err := a.Run(runCtx, runtime.Request{Input: "move me", User: runtime.User{ID: "u-1"}, Conversation: "c1",
+					Observer: runtime.ObserverFunc(func(e runtime.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Steps) != 2 || res.Steps[0].Outcome != "ok" || res.Steps[1].Outcome != "ok" {
+					t.Fatalf("the tool calls did not both succeed: %+v", res.Steps)
+				}
+				now := snap()
+				if how == "cancel" {
+					if res.Stop != runtime.StopCanceled {
+						t.Fatalf("stop %s (%s)", res.Stop, res.Detail)
+					}
+					if !reflect.DeepEqual(now, was) {
+						t.Errorf("the canceled run changed the store\nbefore %+v\nafter  %+v", was, now)
+					}
+					var said []string
+					for _, e := range events {
+						if e.Kind == runtime.EventMemory {
+							said = append(said, e.Message)
+						}
+					}
+					if !slices.Contains(said, "canceled: not saved 2 fact changes, 1 revealed entity") {
+						t.Errorf("no memory event says what was not saved: %q", said)
+					}
+					return
+				}
+				if res.Stop != runtime.StopTimeout {
+					t.Fatalf("stop %s (%s)", res.Stop, res.Detail)
+				}
+				if !reflect.DeepEqual(now.Conv, was.Conv) || !reflect.DeepEqual(now.Seen, map[string][]string{"orders": {"A1", "B2"}}) ||
+					valueOf(now.Facts, "default_address") != "Road 1" || valueOf(now.Facts, "pending") != "x" {
+					t.Errorf("the timed-out run saved %+v", now)
+				}
+			})
+		}
+	}
+}
+
+func valueOf(facts []runtime.Fact, key string) string {
+	for _, f := range facts {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return ""
 }
 
 // extractor answers the fact-extraction request and passes the rest on.

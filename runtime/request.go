@@ -25,6 +25,10 @@ type Request struct {
 	// Seen holds the entities revealed to this user earlier in the conversation, by
 	// kind (the tools' collect rules): what accept rules' seen(kind) starts from.
 	Seen map[string][]string
+	// Ephemeral runs write nothing to the store — no exchange, no facts, no seen
+	// entities: a caller that keeps the history itself (an OpenAI-style client
+	// sending its earlier messages) asked for a run that leaves no trace.
+	Ephemeral bool
 }
 
 // StopReason says why a run ended.

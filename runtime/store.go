@@ -42,8 +42,14 @@ type Store interface {
 	// Commit writes what one run leaves behind in one transaction: a crash loses at
 	// most the run in flight, and two runs on one conversation never interleave.
 	Commit(ctx context.Context, rec Record) error
-	// Conversations lists the user's conversation ids.
+	// Conversations lists the user's conversation ids, newest first: by their last
+	// commit.
 	Conversations(ctx context.Context, userID string) ([]string, error)
+	// DeleteConversation deletes a conversation of the user — its messages and the
+	// entities revealed in it — in one transaction; the user's facts stay. A
+	// conversation of another user, or none at all, is ErrConversationNotFound: the
+	// caller cannot tell them apart, so it cannot probe for other users' ids.
+	DeleteConversation(ctx context.Context, userID, id string) error
 	// Forget deletes everything stored about the user: facts and conversations.
 	Forget(ctx context.Context, userID string) error
 	Close() error
@@ -53,6 +59,10 @@ type Store interface {
 // check the owner when they begin; stores check again when they commit, so two users
 // racing to start one conversation id cannot both write into it.
 var ErrForeignConversation = errors.New("the conversation belongs to another user")
+
+// ErrConversationNotFound is a DeleteConversation of a conversation the user does
+// not have: another user's or one that does not exist.
+var ErrConversationNotFound = errors.New("no such conversation")
 
 // Conversation is what a store keeps of a conversation.
 type Conversation struct {

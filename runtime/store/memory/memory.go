@@ -4,6 +4,7 @@
 package memory
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"maps"
@@ -20,12 +21,14 @@ type Store struct {
 	mu            sync.Mutex
 	facts         map[string][]runtime.Fact
 	conversations map[string]*conversation
+	commits       uint64 // counts the commits to conversations: the latest's number
 }
 
 type conversation struct {
-	user  string
-	turns [][]runtime.Message
-	seen  map[string]*seenKind
+	user   string
+	turns  [][]runtime.Message
+	seen   map[string]*seenKind
+	commit uint64 // the number of its latest commit, which orders Conversations
 }
 
 // seenKind holds the entities of one kind in the order of their last revelation,
@@ -136,6 +139,8 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 		c = &conversation{user: rec.UserID, seen: map[string]*seenKind{}}
 		s.conversations[rec.Conversation] = c
 	}
+	s.commits++
+	c.commit = s.commits
 	if len(rec.Messages) > 0 {
 		c.turns = append(c.turns, slices.Clone(rec.Messages))
 	}
@@ -173,16 +178,33 @@ func applyFact(facts []runtime.Fact, ch runtime.FactChange, now time.Time) []run
 	return append(facts, f)
 }
 
+// Conversations lists the user's conversations, the latest committed to first.
 func (s *Store) Conversations(_ context.Context, userID string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for _, id := range slices.Sorted(maps.Keys(s.conversations)) {
-		if s.conversations[id].user == userID {
+	for id, c := range s.conversations {
+		if c.user == userID {
 			out = append(out, id)
 		}
 	}
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Compare(s.conversations[b].commit, s.conversations[a].commit)
+	})
 	return out, nil
+}
+
+// DeleteConversation drops the conversation, with its turns and seen entities, when
+// it is the user's.
+func (s *Store) DeleteConversation(_ context.Context, userID, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conversations[id]
+	if c == nil || c.user != userID {
+		return runtime.ErrConversationNotFound
+	}
+	delete(s.conversations, id)
+	return nil
 }
 
 func (s *Store) Forget(_ context.Context, userID string) error {

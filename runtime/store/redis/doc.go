@@ -26,6 +26,10 @@
 // entities becoming the oldest. All processes sharing a server must run a version
 // with the same layout: an older one fails with WRONGTYPE on a converted conversation.
 //
+// Conversations lists the ids of the user's set newest first, by their meta's updated
+// time. DeleteConversation removes every key of one conversation and its id from the
+// owner's set in one MULTI/EXEC, watching its meta as Forget does.
+//
 // A conversation belongs to the user of its first commit, as in the memory store.
 // With Options.TTL set, each commit resets the expiry of every key of the
 // conversation and of the user's conversation set; facts are long-term and never

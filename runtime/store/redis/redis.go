@@ -511,31 +511,91 @@ func scored(ids []string, last *int64) []goredis.Z {
 	return out
 }
 
-// Conversations lists the ids in the user's set whose conversation still exists: with
-// a TTL a conversation can expire while the set, renewed by later commits, lives on.
+// Conversations lists the ids in the user's set whose conversation still exists — with
+// a TTL a conversation can expire while the set, renewed by later commits, lives on —
+// the latest committed to first, by the time its meta records.
 func (s *Store) Conversations(ctx context.Context, userID string) ([]string, error) {
 	ids, err := s.client.SMembers(ctx, s.userConvsKey(userID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis store: conversations of %q: %w", userID, err)
 	}
-	exists := make([]*goredis.IntCmd, len(ids))
+	updated := make([]*goredis.SliceCmd, len(ids))
 	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, id := range ids {
-			exists[i] = p.Exists(ctx, s.metaKey(id))
+			updated[i] = p.HMGet(ctx, s.metaKey(id), "updated")
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redis store: conversations of %q: %w", userID, err)
 	}
-	var out []string
-	for i, id := range ids {
-		if exists[i].Val() > 0 {
-			out = append(out, id)
-		}
+	type conv struct {
+		id      string
+		updated time.Time
 	}
-	slices.Sort(out)
+	convs := make([]conv, 0, len(ids))
+	for i, id := range ids {
+		raw, exists := updated[i].Val()[0].(string)
+		if !exists {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: conversation %q: meta updated: %w", id, err)
+		}
+		convs = append(convs, conv{id, t})
+	}
+	slices.SortFunc(convs, func(a, b conv) int {
+		if c := b.updated.Compare(a.updated); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, 0, len(convs))
+	for _, c := range convs {
+		out = append(out, c.id)
+	}
 	return out, nil
+}
+
+// DeleteConversation deletes every key of the conversation and takes it out of the
+// user's set in one MULTI/EXEC, when its meta names the user as the owner. Meta is
+// watched: a commit landing between the read and EXEC (a new seen kind) makes it
+// start over rather than leave a key behind.
+func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error {
+	meta := s.metaKey(id)
+	err := s.transact(ctx, func(tx *goredis.Tx) error {
+		var owner *goredis.SliceCmd
+		var kinds *goredis.StringSliceCmd
+		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			owner = p.HMGet(ctx, meta, "user")
+			kinds = p.SMembers(ctx, s.kindsKey(id))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if user, exists := owner.Val()[0].(string); !exists || user != userID {
+			return runtime.ErrConversationNotFound
+		}
+		del := []string{s.turnsKey(id), meta, s.kindsKey(id)}
+		for _, kind := range kinds.Val() {
+			del = append(del, s.seenKey(id, kind))
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Del(ctx, del...)
+			p.SRem(ctx, s.userConvsKey(userID), id)
+			return nil
+		})
+		return err
+	}, meta)
+	if errors.Is(err, runtime.ErrConversationNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("redis store: delete conversation %q of %q: %w", id, userID, err)
+	}
+	return nil
 }
 
 // Forget deletes the user's facts and every key of the user's conversations in one

@@ -380,6 +380,72 @@ func TestForgetDuringCommits(t *testing.T) {
 	}
 }
 
+// DeleteConversation leaves no key of the conversation and takes its id out of the
+// owner's set; every other key stays, the owner's facts and other conversations too.
+func TestDeleteConversationKeys(t *testing.T) {
+	s, c, prefix := testStore(t, time.Hour)
+	for _, id := range []string{"u1:a", "u1-b", "u2-c"} {
+		commit(t, s, runtime.Record{UserID: id[:2], Conversation: id,
+			Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+			Seen:     map[string][]string{"orders": {"A1"}, "cards": {"x"}},
+			Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+	}
+	conv := prefix + "conv:u1%3Aa:"
+	var others []string
+	for _, k := range scanKeys(t, c, prefix) {
+		if !strings.HasPrefix(k, conv) {
+			others = append(others, k)
+		}
+	}
+	if err := s.DeleteConversation(ctx, "u2", "u1:a"); !errors.Is(err, runtime.ErrConversationNotFound) {
+		t.Errorf("another user's delete: %v", err)
+	}
+	if err := s.DeleteConversation(ctx, "u1", "u1:a"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); !slices.Equal(keys, others) {
+		t.Errorf("after DeleteConversation\n got %q\nwant %q", keys, others)
+	}
+	if ids := c.SMembers(ctx, prefix+"user:u1:conversations").Val(); !slices.Equal(ids, []string{"u1-b"}) {
+		t.Errorf("the user's set holds %q", ids)
+	}
+}
+
+// DeleteConversation racing with commits to the conversation never leaves a key
+// behind that a later delete would not find (a seen kind added meanwhile).
+func TestDeleteConversationDuringCommits(t *testing.T) {
+	s, c, prefix := testStore(t, 0)
+	done := make(chan error)
+	go func() {
+		for i := range 50 {
+			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: "c",
+				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}}})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 20 {
+		if err := s.DeleteConversation(ctx, "u", "c"); err != nil && !errors.Is(err, runtime.ErrConversationNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Whatever the race left, one more commit and its delete must leave nothing.
+	commit(t, s, runtime.Record{UserID: "u", Conversation: "c", Seen: map[string][]string{"last": {"x"}}})
+	if err := s.DeleteConversation(ctx, "u", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); len(keys) != 0 {
+		t.Errorf("left after the last DeleteConversation: %q", keys)
+	}
+}
+
 // BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) runtime.Store {

@@ -394,25 +394,71 @@ func commitSeen(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
 	return nil
 }
 
-// Conversations lists the user's conversation ids, sorted.
+// Conversations lists the user's conversation ids, the latest committed to first.
+// They are sorted here, on the parsed time: RFC 3339 text of varying length does not
+// sort as the times do.
 func (s *Store) Conversations(ctx context.Context, userID string) ([]string, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT id FROM conversations WHERE user_id = ? ORDER BY id`, userID)
+	rows, err := s.read.QueryContext(ctx, `SELECT id, updated_at FROM conversations WHERE user_id = ?`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
 	defer rows.Close()
-	var out []string
+	type conv struct {
+		id      string
+		updated time.Time
+	}
+	var convs []conv
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var c conv
+		var updated string
+		if err := rows.Scan(&c.id, &updated); err != nil {
 			return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 		}
-		out = append(out, id)
+		if c.updated, err = time.Parse(time.RFC3339Nano, updated); err != nil {
+			return nil, fmt.Errorf("sqlite store: conversation %q: %w", c.id, err)
+		}
+		convs = append(convs, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
+	slices.SortFunc(convs, func(a, b conv) int {
+		if c := b.updated.Compare(a.updated); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, 0, len(convs))
+	for _, c := range convs {
+		out = append(out, c.id)
+	}
 	return out, nil
+}
+
+// DeleteConversation deletes the conversation in one transaction when it is the
+// user's; the foreign keys cascade to its messages and seen entities.
+func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM conversations WHERE id = ? AND user_id = ?`, id, userID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return runtime.ErrConversationNotFound
+		}
+		return nil
+	})
+	if errors.Is(err, runtime.ErrConversationNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite store: delete conversation %q: %w", id, err)
+	}
+	return nil
 }
 
 // Forget deletes the user's facts and conversations in one transaction; the foreign

@@ -338,6 +338,41 @@ func TestForgetLeavesNoRows(t *testing.T) {
 	}
 }
 
+// DeleteConversation leaves no row of the conversation, including its messages and
+// seen entities, which go by cascade; the user's facts and other conversation stay.
+func TestDeleteConversationLeavesNoRows(t *testing.T) {
+	s, _ := openTemp(t)
+	for _, rec := range []runtime.Record{record("w", 0), record("w", 1)} {
+		if err := s.Commit(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := runtime.Record{UserID: "u1", Conversation: "other", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+		Seen: map[string][]string{"orders": {"B1"}}}
+	if err := s.Commit(ctx, keep); err != nil {
+		t.Fatal(err)
+	}
+	id := record("w", 0).Conversation
+	if err := s.DeleteConversation(ctx, "u1", id); err != nil {
+		t.Fatal(err)
+	}
+	for table, column := range map[string]string{"conversations": "id", "messages": "conversation_id", "seen": "conversation_id", "seen_kinds": "conversation_id"} {
+		var n int
+		if err := s.read.QueryRow(`SELECT count(*) FROM `+table+` WHERE `+column+` = ?`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d rows of the deleted conversation left in %s", n, table)
+		}
+	}
+	if facts, err := s.Facts(ctx, "u1"); err != nil || len(facts) != 1 {
+		t.Errorf("the user's facts: %v, %v", facts, err)
+	}
+	if c, err := s.Conversation(ctx, "other", 10); err != nil || c.Turns != 1 {
+		t.Errorf("the other conversation: %+v, %v", c, err)
+	}
+}
+
 // Two stores on one file, as two runs in one process with separate connections
 // would have: nothing is lost to SQLITE_BUSY.
 func TestTwoStoresOneFile(t *testing.T) {

@@ -35,6 +35,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("OutsideConversation", func(t *testing.T) { testOutside(t, open(t)) })
 	t.Run("ForeignConversation", func(t *testing.T) { testForeign(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+	t.Run("ConversationsNewestFirst", func(t *testing.T) { testConversationsOrder(t, open(t)) })
+	t.Run("DeleteConversation", func(t *testing.T) { testDeleteConversation(t, open(t)) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, open(t)) })
 	t.Run("RandomHistories", func(t *testing.T) { testRandomHistories(t, open(t)) })
 }
@@ -489,6 +491,99 @@ func splitLines(s string) []string {
 	return append(out, s[start:])
 }
 
+// later lets the clock move on between two commits: stores may order conversations
+// by the time of their last commit, and some clocks advance by the millisecond.
+func later() { time.Sleep(2 * time.Millisecond) }
+
+// Conversations lists the user's conversations newest first: by their last commit,
+// whatever it wrote — a turn, or only entities — and not moved by another user's
+// refused commit.
+func testConversationsOrder(t *testing.T, s runtime.Store) {
+	want := func(ids ...string) {
+		t.Helper()
+		got, err := s.Conversations(ctx, "u1")
+		if err != nil || !slices.Equal(got, ids) {
+			t.Errorf("Conversations(u1) = %q, %v; want %q", got, err, ids)
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		commit(t, s, runtime.Record{UserID: "u1", Conversation: id, Messages: turn(1, false)})
+		later()
+	}
+	commit(t, s, runtime.Record{UserID: "u2", Conversation: "d", Messages: turn(1, false)})
+	later()
+	want("c", "b", "a")
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "a", Messages: turn(2, true)})
+	later()
+	want("a", "c", "b")
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "b", Seen: map[string][]string{"orders": {"A1"}}})
+	later()
+	want("b", "a", "c")
+	if err := s.Commit(ctx, runtime.Record{UserID: "u2", Conversation: "c", Messages: turn(3, false)}); !errors.Is(err, runtime.ErrForeignConversation) {
+		t.Fatalf("commit by another user: %v", err)
+	}
+	want("b", "a", "c")
+}
+
+// DeleteConversation deletes the owner's conversation — its turns and entities, not
+// the user's facts nor other conversations — and answers ErrConversationNotFound,
+// deleting nothing, for another user's conversation as for one that does not exist.
+func testDeleteConversation(t *testing.T, s runtime.Store) {
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true),
+		Seen:  map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}},
+		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v", Source: "tool"}}})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, false)})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Messages: turn(1, false), Seen: map[string][]string{"orders": {"B1"}}})
+	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c3", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
+
+	intact := func(id, user string, turns int, seen map[string][]string) {
+		t.Helper()
+		c, err := s.Conversation(ctx, id, 10)
+		if err != nil || c.User != user || c.Turns != turns || len(c.Messages) == 0 {
+			t.Errorf("conversation %s: %+v, %v", id, c, err)
+		}
+		if got := seenOf(t, s, id); !reflect.DeepEqual(got, seen) {
+			t.Errorf("seen entities of %s: %v, want %v", id, got, seen)
+		}
+	}
+	c1Seen := map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}}
+	for _, tt := range []struct{ user, id string }{{"u2", "c1"}, {"u1", "c3"}, {"u1", "nope"}, {"", "c1"}} {
+		if err := s.DeleteConversation(ctx, tt.user, tt.id); !errors.Is(err, runtime.ErrConversationNotFound) {
+			t.Errorf("DeleteConversation(%q, %q) = %v, want ErrConversationNotFound", tt.user, tt.id, err)
+		}
+	}
+	intact("c1", "u1", 2, c1Seen)
+	intact("c3", "u2", 1, map[string][]string{"orders": {"A1"}})
+
+	if err := s.DeleteConversation(ctx, "u1", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Conversation(ctx, "c1", 10); err != nil || !reflect.DeepEqual(c, runtime.Conversation{}) {
+		t.Errorf("deleted conversation: %+v, %v", c, err)
+	}
+	if seen := seenOf(t, s, "c1"); len(seen) != 0 {
+		t.Errorf("seen entities left: %v", seen)
+	}
+	if found, err := s.Seen(ctx, "c1", "orders", "A1"); found || err != nil {
+		t.Errorf("an entity of the deleted conversation is still seen: %v, %v", found, err)
+	}
+	if ids, err := s.Conversations(ctx, "u1"); err != nil || !slices.Equal(ids, []string{"c2"}) {
+		t.Errorf("Conversations(u1) = %q, %v", ids, err)
+	}
+	if facts, _ := s.Facts(ctx, "u1"); valueOf(facts, "k") != "v" {
+		t.Errorf("the user's facts went too: %v", facts)
+	}
+	intact("c2", "u1", 1, map[string][]string{"orders": {"B1"}})
+	intact("c3", "u2", 1, map[string][]string{"orders": {"A1"}})
+	if err := s.DeleteConversation(ctx, "u1", "c1"); !errors.Is(err, runtime.ErrConversationNotFound) {
+		t.Errorf("deleting it again: %v", err)
+	}
+
+	// The id is free again, and nothing of the deleted conversation comes back with it.
+	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c1", Messages: turn(5, false), Seen: map[string][]string{"orders": {"Z9"}}})
+	intact("c1", "u2", 1, map[string][]string{"orders": {"Z9"}})
+}
+
 func testForget(t *testing.T, s runtime.Store) {
 	for _, u := range []string{"u1", "u2"} {
 		commit(t, s, runtime.Record{UserID: u, Conversation: u + "-a", Messages: turn(1, true), Seen: map[string][]string{"orders": {"A1"}},
@@ -496,7 +591,7 @@ func testForget(t *testing.T, s runtime.Store) {
 		commit(t, s, runtime.Record{UserID: u, Conversation: u + "-b", Messages: turn(2, false)})
 	}
 	ids, err := s.Conversations(ctx, "u1")
-	if err != nil || !slices.Equal(ids, []string{"u1-a", "u1-b"}) {
+	if err != nil || !slices.Equal(slices.Sorted(slices.Values(ids)), []string{"u1-a", "u1-b"}) {
 		t.Fatalf("conversations %v, %v", ids, err)
 	}
 	if err := s.Forget(ctx, "u1"); err != nil {
