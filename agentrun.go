@@ -31,6 +31,9 @@ type Options struct {
 	// Remember opens the store even when the spec alone needs none, because runs
 	// will continue conversations.
 	Remember bool
+	// SharedStore is an opened store the agent uses instead of opening one (serve
+	// gives all its agents one); the agent does not close it.
+	SharedStore runtime.Store
 	// Inspect assembles the agent for looking at it (explain, graph): no store is
 	// opened and no MCP server started; calling an MCP tool says it is not connected.
 	Inspect bool
@@ -140,7 +143,9 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		if err := a.startMCP(ctx, &ropts, dir, opts.Audit); err != nil {
 			return nil, err
 		}
-		if opts.Remember || NeedsStore(s) {
+		if opts.SharedStore != nil {
+			ropts.Store = opts.SharedStore
+		} else if opts.Remember || NeedsStore(s) {
 			url, err := StoreURL(opts.Store, s.Memory, lookup)
 			if err != nil {
 				return nil, err

@@ -56,12 +56,14 @@ var (
 	// The assembly is the root package.
 	assembly     = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
 	cmdPkgs      = group{name: "cmd/...", patterns: []string{"cmd/..."}}
+	// The HTTP server sits between cmd and the assembly: it serves assembled agents.
+	servePkg = group{name: "serve", patterns: []string{"serve"}}
 	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}
 )
 
 // layers are the groups every package of the module must belong to, so a new
 // top-level package fails the test until someone decides where it stands.
-var layers = []group{schemaPkg, specPkg, middle, assembly, cmdPkgs, internalPkgs}
+var layers = []group{schemaPkg, specPkg, middle, assembly, servePkg, cmdPkgs, internalPkgs}
 
 // A rule limits what the packages of one group import: to the groups in only (when
 // set), and never the groups in not.
@@ -71,7 +73,7 @@ type rule struct {
 	not  []group
 }
 
-// rules is DESIGN.md's layering: cmd → assembly → middle → spec → schema, a layer may
+// rules is DESIGN.md's layering: cmd → serve → assembly → middle → spec → schema, a layer may
 // skip the ones below it, nothing imports upward; internal/... helpers serve every
 // layer but lean only on schema and spec. Inside the middle layer runtime stays
 // ignorant of what plugs into it (builtin tools, skill packs, scenario tests), skills
@@ -85,7 +87,8 @@ var rules = []rule{
 	{pkgs: builtinPkg, not: []group{scenarioPkg, skillsPkg}},
 	{pkgs: scenarioPkg, not: []group{builtinPkg, skillsPkg}},
 	{pkgs: assembly, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
-	{pkgs: cmdPkgs, only: []group{cmdPkgs, assembly, middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: servePkg, only: []group{assembly, middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: cmdPkgs, only: []group{cmdPkgs, servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: internalPkgs, only: []group{schemaPkg, specPkg}},
 }
 

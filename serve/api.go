@@ -1,0 +1,349 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// heartbeat is how often a stream with nothing to say sends a comment, so proxies
+// and clients see the connection is alive.
+const heartbeat = 15 * time.Second
+
+type agentView struct {
+	Name        string       `json:"name"`
+	Description string       `json:"description,omitempty"`
+	Intents     []intentView `json:"intents"`
+}
+
+type intentView struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal) {
+	s.mu.RLock()
+	out := make([]agentView, 0, len(s.agents))
+	for _, name := range s.agentNamesLocked() {
+		sp := s.agents[name].Spec
+		v := agentView{Name: sp.Name, Description: sp.Description, Intents: []intentView{}}
+		for _, in := range sp.Intents {
+			v.Intents = append(v.Intents, intentView{Name: in.Name, Description: in.Description})
+		}
+		out = append(out, v)
+	}
+	s.mu.RUnlock()
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+}
+
+func (s *Server) agentNamesLocked() []string {
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// runRequest is the body of POST /v1/agents/{name}/runs. The user is the
+// principal's: no field of the body names one.
+type runRequest struct {
+	Input        string `json:"input"`
+	Conversation string `json:"conversation"`
+	Intent       string `json:"intent"`
+	Stream       bool   `json:"stream"`
+}
+
+// prepared is a run ready to start: its agent, request and admission.
+type prepared struct {
+	agent   *served
+	req     runtime.Request
+	done    func() // releases the agent and the run slot
+	timeout time.Duration
+}
+
+// prepare checks a run for p and admits it; on failure it has written the error
+// with fail.
+func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conversation, intent string,
+	fail func(status int, code, msg string)) (*prepared, bool) {
+	a, release := s.agent(name)
+	if a == nil {
+		fail(http.StatusNotFound, "unknown_agent", fmt.Sprintf("no agent %q; this server has %s", name, strings.Join(s.agentNames(), ", ")))
+		return nil, false
+	}
+	bad := func(status int, code, msg string) (*prepared, bool) {
+		release()
+		fail(status, code, msg)
+		return nil, false
+	}
+	switch n := utf8.RuneCountInString(input); {
+	case strings.TrimSpace(input) == "":
+		return bad(http.StatusBadRequest, "invalid_request", "input is empty")
+	case n > s.limits.MaxInputChars:
+		return bad(http.StatusRequestEntityTooLarge, "input_too_long", fmt.Sprintf("input is %d characters; at most %d", n, s.limits.MaxInputChars))
+	}
+	if err := agentrun.CheckIntent(a.Spec, intent); err != nil {
+		return bad(http.StatusBadRequest, "unknown_intent", err.Error())
+	}
+	attrs := make([]string, 0, len(p.User.Attributes))
+	for k, v := range p.User.Attributes {
+		if containsString(a.Spec.Context.User, k) { // attributes the spec does not declare are not the agent's
+			attrs = append(attrs, k+"="+v)
+		}
+	}
+	user, err := agentrun.User(a.Spec, p.User.ID, attrs)
+	if err != nil {
+		return bad(http.StatusForbidden, "unusable_identity", "the authenticated identity cannot be used by this agent: "+err.Error())
+	}
+	slot, ok := s.admit(w, p, fail)
+	if !ok {
+		release()
+		return nil, false
+	}
+	return &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout,
+		req: runtime.Request{Input: input, User: user, Conversation: conversation, Intent: intent}}, true
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// start runs a prepared run in the background under ctx (ended by the client
+// leaving, for a run it waits on) and the server's runs context (ended after a
+// shutdown's grace period). The run's events go to its record and the metrics.
+func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
+	ctx, cancel := context.WithTimeout(ctx, pr.timeout)
+	stop := context.AfterFunc(s.runsCtx, cancel)
+	name := pr.agent.Spec.Name
+	rec := newRunRecord(newID("run_"), name, pr.req.User.ID, pr.req.Conversation, cancel)
+	s.runs.add(rec)
+	metricsObs := s.metrics.Observer(name)
+	pr.req.Observer = runtime.ObserverFunc(func(e runtime.Event) {
+		rec.Observe(e)
+		metricsObs.Observe(e)
+	})
+	s.metrics.RunStarted(name)
+	go func() {
+		defer pr.done()
+		defer stop()
+		defer cancel()
+		started := time.Now()
+		res, err := pr.agent.Run(ctx, pr.req)
+		s.metrics.RunFinished(name, res, time.Since(started))
+		rec.finish(res, err)
+	}()
+	return rec
+}
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	fail := func(status int, code, msg string) { writeError(w, status, code, msg) }
+	var body runRequest
+	if !decodeJSON(w, r, &body, fail) {
+		return
+	}
+	pr, ok := s.prepare(w, p, r.PathValue("name"), body.Input, body.Conversation, body.Intent, fail)
+	if !ok {
+		return
+	}
+	if !body.Stream {
+		// The run lives as long as the request: a client that leaves cancels it.
+		rec := s.start(r.Context(), pr)
+		<-rec.done
+		s.writeRunResult(w, rec)
+		return
+	}
+	// A streamed run may outlive its first reader for ResumeGrace, so a client can
+	// reconnect with Last-Event-ID; with nobody reading it is canceled.
+	rec := s.start(context.WithoutCancel(r.Context()), pr)
+	s.stream(w, r, rec, 0)
+}
+
+// writeRunResult answers a finished run: its Result, or the reason it could not
+// run (another user's conversation is not found).
+func (s *Server) writeRunResult(w http.ResponseWriter, rec *runRecord) {
+	v := rec.snapshot()
+	if v.Status == runFailed {
+		if strings.Contains(v.Error, "belongs to another user") {
+			writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "run_failed", v.Error)
+		return
+	}
+	w.Header().Set("X-Agentrun-Run", rec.ID)
+	writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result})
+}
+
+// stream writes a run's events as server-sent events from after sequence number
+// after, then its result, with a heartbeat comment while nothing happens. Every
+// event has an id: a client that reconnects with Last-Event-ID gets the rest.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, after int) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Agentrun-Run", rec.ID)
+	w.WriteHeader(http.StatusOK)
+	rc.Flush()
+	rec.reading(+1, s.opts.ResumeGrace)
+	defer rec.reading(-1, s.opts.ResumeGrace)
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	for {
+		events, last, finished, changed := rec.since(after)
+		for i, e := range events {
+			seq := last - len(events) + 1 + i
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, eventKind(e), e); err != nil {
+				return
+			}
+		}
+		after = last
+		if finished {
+			v := rec.snapshot()
+			data, _ := json.Marshal(map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result, "error": v.Error})
+			fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", last+1, data)
+			rc.Flush()
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// eventKind reads the kind of a JSON event without decoding it whole.
+func eventKind(e []byte) string {
+	const key = `"kind":"`
+	i := strings.Index(string(e), key)
+	if i < 0 {
+		return "event"
+	}
+	rest := string(e[i+len(key):])
+	if j := strings.IndexByte(rest, '"'); j >= 0 {
+		return rest[:j]
+	}
+	return "event"
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	rec := s.runs.get(r.PathValue("id"), p.User.ID)
+	if rec == nil {
+		writeError(w, http.StatusNotFound, "run_not_found", "no such run")
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.snapshot())
+}
+
+// runEvents streams a run's events, resuming after Last-Event-ID (or ?after=N).
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p Principal) {
+	rec := s.runs.get(r.PathValue("id"), p.User.ID)
+	if rec == nil {
+		writeError(w, http.StatusNotFound, "run_not_found", "no such run")
+		return
+	}
+	after := 0
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID must be an event's id")
+			return
+		}
+		after = n
+	}
+	s.stream(w, r, rec, after)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	rec := s.runs.get(r.PathValue("id"), p.User.ID)
+	if rec == nil {
+		writeError(w, http.StatusNotFound, "run_not_found", "no such run")
+		return
+	}
+	rec.cancel()
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": rec.ID, "status": "canceling"})
+}
+
+func (s *Server) listConversations(w http.ResponseWriter, r *http.Request, p Principal) {
+	ids, err := s.store.Conversations(r.Context(), p.User.ID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"conversations": ids})
+}
+
+// conversationTurns is how many turns GET /v1/conversations/{id} returns at most.
+const conversationTurns = 1000
+
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	conv, err := s.store.Conversation(r.Context(), id, conversationTurns)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+	case conv.User != p.User.ID: // another user's, or none: the same answer
+		writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "turns": conv.Turns, "messages": conv.Messages})
+	}
+}
+
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, p Principal) {
+	err := s.store.DeleteConversation(r.Context(), p.User.ID, r.PathValue("id"))
+	switch {
+	case errors.Is(err, runtime.ErrConversationNotFound):
+		writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) {
+	facts, err := s.store.Facts(r.Context(), p.User.ID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+		return
+	}
+	if facts == nil {
+		facts = []runtime.Fact{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"user": p.User.ID, "facts": facts})
+}
+
+func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request, p Principal) {
+	if err := s.store.Forget(r.Context(), p.User.ID); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

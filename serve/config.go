@@ -1,0 +1,108 @@
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is serve.yaml: how the server authenticates and what it limits.
+type Config struct {
+	Addr   string     `yaml:"addr"`
+	Auth   AuthConfig `yaml:"auth"`
+	Limits Limits     `yaml:"limits"`
+	// GracePeriod is how long in-flight runs may finish after SIGTERM.
+	GracePeriod time.Duration `yaml:"grace_period"`
+	// LogMessages puts inputs and answers into the access log (off: never).
+	LogMessages bool `yaml:"log_messages"`
+}
+
+// AuthConfig says how requests are authenticated. Any of the ways may be
+// configured; a request is accepted by the first that recognises its credentials.
+type AuthConfig struct {
+	// Tokens are static bearer tokens, stored as the hex SHA-256 of the token.
+	Tokens []TokenConfig `yaml:"tokens"`
+	// JWT accepts signed JSON Web Tokens.
+	JWT *JWTConfig `yaml:"jwt"`
+}
+
+// TokenConfig is one static bearer token and the user it stands for.
+type TokenConfig struct {
+	SHA256     string            `yaml:"sha256"` // hex SHA-256 of the token
+	User       string            `yaml:"user"`
+	Attributes map[string]string `yaml:"attributes"`
+}
+
+// JWTConfig accepts JSON Web Tokens signed with HS256 (a secret from an environment
+// variable) or RS256/ES256 (keys from a JWKS file or URL).
+type JWTConfig struct {
+	HS256SecretEnv string `yaml:"hs256_secret_env"`
+	JWKSFile       string `yaml:"jwks_file"`
+	JWKSURL        string `yaml:"jwks_url"`
+	Issuer         string `yaml:"issuer"`   // required
+	Audience       string `yaml:"audience"` // required
+	// UserClaim is the claim holding the user id; default "sub".
+	UserClaim string `yaml:"user_claim"`
+	// Attributes maps context.user attributes to claims: {tier: plan}.
+	Attributes map[string]string `yaml:"attributes"`
+	// Leeway tolerates clock skew in exp and nbf; default 30s.
+	Leeway time.Duration `yaml:"leeway"`
+}
+
+// Limits protect the server and its users from each other.
+type Limits struct {
+	// RatePerSecond and Burst are each principal's token bucket for runs.
+	RatePerSecond float64 `yaml:"rate_per_second"`
+	Burst         int     `yaml:"burst"`
+	// MaxConcurrentPerUser and MaxConcurrent cap the runs in flight.
+	MaxConcurrentPerUser int `yaml:"max_concurrent_per_user"`
+	MaxConcurrent        int `yaml:"max_concurrent"`
+	// MaxBodyBytes caps a request body (413 beyond); MaxInputChars a run's input.
+	MaxBodyBytes  int64 `yaml:"max_body_bytes"`
+	MaxInputChars int   `yaml:"max_input_chars"`
+	// RunTimeout is a run's deadline (besides the spec's guards.max_run_time).
+	RunTimeout time.Duration `yaml:"run_timeout"`
+}
+
+// Principal is who a request acts for: the run context's user.
+type Principal struct {
+	User runtime.User
+	// Via names the credential for logs, never the credential itself: "token
+	// alice", "jwt", "insecure".
+	Via string
+}
+
+// DefaultAddr is where serve listens unless told otherwise: this machine only.
+const DefaultAddr = "127.0.0.1:8080"
+
+// DefaultGracePeriod is how long in-flight runs may finish after SIGTERM.
+const DefaultGracePeriod = 30 * time.Second
+
+// LoadConfig reads serve.yaml; "" is the empty config. Unknown keys are errors.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if path != "" {
+		data, err := spec.ReadFile(path, spec.MaxFileSize)
+		if err != nil {
+			return c, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.GracePeriod == 0 {
+		c.GracePeriod = DefaultGracePeriod
+	}
+	return c, nil
+}

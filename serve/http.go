@@ -1,0 +1,231 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Handler is the server's HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	open := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.observe(pattern, h)) }
+	authed := func(pattern string, h func(http.ResponseWriter, *http.Request, Principal)) {
+		mux.Handle(pattern, s.observe(pattern, s.authenticate(h)))
+	}
+	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	open("GET /readyz", s.ready)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+
+	authed("GET /v1/agents", s.listAgents)
+	authed("POST /v1/agents/{name}/runs", s.createRun)
+	authed("GET /v1/runs/{id}", s.getRun)
+	authed("GET /v1/runs/{id}/events", s.runEvents)
+	authed("POST /v1/runs/{id}/cancel", s.cancelRun)
+	authed("GET /v1/conversations", s.listConversations)
+	authed("GET /v1/conversations/{id}", s.getConversation)
+	authed("DELETE /v1/conversations/{id}", s.deleteConversation)
+	authed("GET /v1/me/memory", s.getMemory)
+	authed("DELETE /v1/me/memory", s.forgetMemory)
+
+	authed("GET /v1/models", s.listModels)
+	authed("POST /v1/chat/completions", s.chatCompletions)
+
+	open("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// apiError is the JSON body of an error of the run API.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, message
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// statusWriter remembers the status written, for the access log and metrics. It
+// unwraps, so http.ResponseController still reaches the connection's Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type principalKey struct{}
+
+// observe logs and counts every request by its route pattern (never its path,
+// which holds ids), and caps the body.
+func (s *Server) observe(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		who := &Principal{} // authenticate fills it in
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
+		r.Body = http.MaxBytesReader(sw, r.Body, s.limits.MaxBodyBytes)
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("panic in a handler", "route", route, "panic", fmt.Sprint(p))
+				if sw.status == 0 {
+					writeError(sw, http.StatusInternalServerError, "internal", "the server failed to handle the request")
+				}
+			}
+			d := time.Since(start)
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.metrics.Request(route, r.Method, status, d)
+			attrs := []any{"method", r.Method, "route", route, "status", status, "duration_ms", float64(d.Microseconds()) / 1000, "bytes", sw.bytes}
+			if who.User.ID != "" {
+				attrs = append(attrs, "user", who.User.ID, "via", who.Via)
+			}
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", argsToAttrs(attrs)...)
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+func argsToAttrs(args []any) []slog.Attr {
+	out := make([]slog.Attr, 0, len(args)/2)
+	for i := 0; i+1 < len(args); i += 2 {
+		out = append(out, slog.Any(args[i].(string), args[i+1]))
+	}
+	return out
+}
+
+// authenticate finds the request's principal; without one the request is a 401.
+func (s *Server) authenticate(h func(http.ResponseWriter, *http.Request, Principal)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.auth.Authenticate(r)
+		if err != nil {
+			if !errors.Is(err, ErrNoCredentials) {
+				s.log.Info("authentication failed", "route", r.Pattern, "error", err.Error())
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
+			if isOpenAIRoute(r) {
+				writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid credentials")
+				return
+			}
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid credentials")
+			return
+		}
+		if holder, ok := r.Context().Value(principalKey{}).(*Principal); ok {
+			*holder = p
+		}
+		h(w, r, p)
+	})
+}
+
+func isOpenAIRoute(r *http.Request) bool {
+	return r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/models"
+}
+
+// ready answers 200 once agents are loaded and the store answers.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if len(s.agentNames()) == 0 {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "no agents are loaded")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.Conversations(ctx, "readyz-probe"); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "the memory store does not answer")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "agents": len(s.agentNames())})
+}
+
+// decodeJSON reads a JSON request body into v: 415 for another content type, 413
+// beyond the body cap, 400 for anything malformed. It reports whether to go on.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status int, code, msg string)) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			fail(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("the body must be application/json, not %q", ct))
+			return false
+		}
+	} else {
+		fail(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json (set Content-Type)")
+		return false
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit))
+			return false
+		}
+		fail(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		fail(http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value")
+		return false
+	}
+	return true
+}
+
+// admit applies the rate limit and the concurrency caps to a run for p: false
+// after writing the 429.
+func (s *Server) admit(w http.ResponseWriter, p Principal, fail func(status int, code, msg string)) (release func(), ok bool) {
+	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
+		s.metrics.RateLimited("rate")
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond))
+		return nil, false
+	}
+	release, full := s.limiter.acquire(p.User.ID)
+	if full != "" {
+		s.metrics.RateLimited(full)
+		w.Header().Set("Retry-After", "1")
+		msg := fmt.Sprintf("too many runs in flight for this user (at most %d)", s.limits.MaxConcurrentPerUser)
+		if full == "total" {
+			msg = "the server is running as many runs as it may; try again shortly"
+		}
+		fail(http.StatusTooManyRequests, "too_many_runs", msg)
+		return nil, false
+	}
+	return release, true
+}

@@ -1,0 +1,277 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// ConversationHeader names the conversation of a chat completion: with it the
+// server keeps the history (the client's earlier messages are not used); without
+// it the client's earlier messages are the run's history and nothing is stored.
+const ConversationHeader = "X-Agentrun-Conversation"
+
+// The OpenAI-compatible endpoint. The agent's own tool calls stay inside the
+// server: a client only ever receives the answer.
+
+// openAIError is OpenAI's error shape.
+type openAIError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	} `json:"error"`
+}
+
+func writeOpenAIError(w http.ResponseWriter, status int, typ, code, message string) {
+	var e openAIError
+	e.Error.Message, e.Error.Type, e.Error.Code = message, typ, code
+	writeJSON(w, status, e)
+}
+
+// openAIFail maps the server's error codes onto OpenAI's error types.
+func openAIFail(w http.ResponseWriter) func(status int, code, msg string) {
+	return func(status int, code, msg string) {
+		typ := "invalid_request_error"
+		switch {
+		case status == http.StatusTooManyRequests:
+			typ = "rate_limit_exceeded"
+		case status >= 500:
+			typ = "server_error"
+		}
+		writeOpenAIError(w, status, typ, code, msg)
+	}
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p Principal) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := []model{}
+	for _, n := range s.agentNames() {
+		out = append(out, model{ID: n, Object: "model", OwnedBy: "agentrun"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// chatRequest is what the endpoint reads of a chat completion request; other
+// parameters (temperature, tools, …) are ignored: the agent's spec decides them.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text is a message's text: a string, or the text parts of a content array.
+func (m chatMessage) text() (string, error) {
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(m.Content, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("content must be a string or an array of parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content part of type %q: only text is accepted", p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
+	fail := openAIFail(w)
+	var body chatRequest
+	if !decodeJSON(w, r, &body, fail) {
+		return
+	}
+	if body.Model == "" {
+		fail(http.StatusBadRequest, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)")
+		return
+	}
+	if len(body.Messages) == 0 || body.Messages[len(body.Messages)-1].Role != "user" {
+		fail(http.StatusBadRequest, "invalid_messages", "messages must end with a user message")
+		return
+	}
+	var history []runtime.Message
+	var input string
+	for i, m := range body.Messages {
+		text, err := m.text()
+		if err != nil {
+			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err))
+			return
+		}
+		switch m.Role {
+		case "user":
+			if i == len(body.Messages)-1 {
+				input = text
+			} else {
+				history = append(history, runtime.Message{Role: runtime.RoleUser, Content: text})
+			}
+		case "assistant":
+			history = append(history, runtime.Message{Role: runtime.RoleAssistant, Content: text})
+		case "system", "developer", "tool":
+			// The agent's instructions are its system prompt, and its tools run in the
+			// server: a client's system messages and tool results are not used.
+		default:
+			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role))
+			return
+		}
+	}
+	conversation := r.Header.Get(ConversationHeader)
+	pr, ok := s.prepare(w, p, body.Model, input, conversation, "", fail)
+	if !ok {
+		return
+	}
+	if conversation == "" {
+		// The client keeps the history: its earlier messages are the run's, and the
+		// run leaves nothing in the store.
+		pr.req.History, pr.req.Ephemeral = history, true
+	}
+	id := newID("chatcmpl-")
+	created := time.Now().Unix()
+	rec := s.start(r.Context(), pr) // the client leaving cancels the run
+	if !body.Stream {
+		<-rec.done
+		v := rec.snapshot()
+		if v.Status == runFailed {
+			s.chatFailure(w, v, fail)
+			return
+		}
+		res := v.Result
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": body.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": res.Answer, "refusal": nil}}},
+			"usage":    usage(res.Usage),
+			"agentrun": map[string]any{"run": rec.ID, "stop": res.Stop, "intent": res.Intent},
+		})
+		return
+	}
+	s.streamChat(w, r, rec, id, created, body)
+}
+
+func usage(u runtime.Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+}
+
+func (s *Server) chatFailure(w http.ResponseWriter, v runView, fail func(int, string, string)) {
+	if strings.Contains(v.Error, "belongs to another user") {
+		fail(http.StatusNotFound, "conversation_not_found", "no such conversation")
+		return
+	}
+	fail(http.StatusInternalServerError, "run_failed", v.Error)
+}
+
+// answerChunk is how many runes of the answer one streamed chunk carries.
+const answerChunk = 64
+
+// streamChat streams a chat completion: the role first, heartbeat comments while
+// the run works, then the accepted answer (after the judge and the answer
+// filters: never a draft) in chunks, the finish, the usage when asked, [DONE].
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rec *runRecord, id string, created int64, body chatRequest) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	chunk := func(delta map[string]any, finish any, u any) bool {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": body.Model,
+			"choices": []any{}}
+		if delta != nil {
+			c["choices"] = []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}
+		}
+		if u != nil {
+			c["usage"] = u
+		}
+		b, _ := json.Marshal(c)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil) {
+		return
+	}
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-rec.done:
+			break wait
+		case <-r.Context().Done():
+			return // the run is canceled with the request
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			rc.Flush()
+		}
+	}
+	v := rec.snapshot()
+	if v.Status == runFailed {
+		msg := v.Error
+		if strings.Contains(msg, "belongs to another user") {
+			msg = "no such conversation"
+		}
+		b, _ := json.Marshal(openAIErrorBody("server_error", "run_failed", msg))
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		rc.Flush()
+		return
+	}
+	answer := v.Result.Answer
+	for answer != "" {
+		n, i := 0, 0
+		for i < len(answer) && n < answerChunk {
+			_, size := utf8.DecodeRuneInString(answer[i:])
+			i += size
+			n++
+		}
+		if !chunk(map[string]any{"content": answer[:i]}, nil, nil) {
+			return
+		}
+		answer = answer[i:]
+	}
+	if !chunk(map[string]any{}, "stop", nil) {
+		return
+	}
+	if body.StreamOptions != nil && body.StreamOptions.IncludeUsage {
+		chunk(nil, nil, usage(v.Result.Usage))
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	rc.Flush()
+}
+
+func openAIErrorBody(typ, code, msg string) openAIError {
+	var e openAIError
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
+	return e
+}

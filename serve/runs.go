@@ -1,0 +1,216 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// Runs are kept in memory by the process that runs them: their events (for
+// streams and Last-Event-ID resumption) and, once finished, their result.
+const (
+	// maxRunEvents bounds the events a run keeps: a reader that falls further
+	// behind resumes from the oldest kept, so no reader makes the server buffer
+	// without bound.
+	maxRunEvents = 2048
+	// keepFinished is how long a finished run can still be read and resumed.
+	keepFinished = 10 * time.Minute
+	// maxRuns bounds the runs kept; the oldest finished ones go first.
+	maxRuns = 10000
+)
+
+// runStatus says where a run is.
+type runStatus string
+
+const (
+	runRunning  runStatus = "running"
+	runFinished runStatus = "finished"
+	runFailed   runStatus = "failed" // the run could not start (a misuse or a foreign conversation)
+)
+
+// runRecord is one run: its owner, its events and its outcome.
+type runRecord struct {
+	ID           string
+	Agent        string
+	User         string
+	Conversation string
+	Created      time.Time
+
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	events   [][]byte // JSON of runtime.Event, the last maxRunEvents
+	firstSeq int      // the sequence number of events[0]; the first event is 1
+	status   runStatus
+	result   *runtime.Result
+	err      error
+	finished time.Time
+	changed  chan struct{} // closed and replaced whenever something is added
+	readers  int
+	orphaned *time.Timer   // cancels a streamed run nobody reads any more
+	done     chan struct{} // closed when the run has finished
+}
+
+func newRunRecord(id, agent, user, conversation string, cancel context.CancelFunc) *runRecord {
+	return &runRecord{ID: id, Agent: agent, User: user, Conversation: conversation, Created: time.Now(),
+		cancel: cancel, firstSeq: 1, status: runRunning, changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Observe keeps an event. It never blocks on a reader.
+func (r *runRecord) Observe(e runtime.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.events = append(r.events, b)
+	if len(r.events) > maxRunEvents {
+		drop := len(r.events) - maxRunEvents
+		r.events = append(r.events[:0:0], r.events[drop:]...)
+		r.firstSeq += drop
+	}
+	r.notifyLocked()
+	r.mu.Unlock()
+}
+
+func (r *runRecord) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// finish records the run's outcome.
+func (r *runRecord) finish(res *runtime.Result, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.result, r.err, r.finished = res, err, time.Now()
+	r.status = runFinished
+	if err != nil {
+		r.status = runFailed
+	}
+	if r.orphaned != nil {
+		r.orphaned.Stop()
+	}
+	r.notifyLocked()
+	close(r.done)
+}
+
+// since returns the events after sequence number after (the first kept, when
+// after is older), the sequence number of the last one, and whether the run is
+// over, with the channel that tells of more.
+func (r *runRecord) since(after int) (events [][]byte, last int, done bool, changed <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := max(after+1, r.firstSeq)
+	last = r.firstSeq + len(r.events) - 1
+	if start <= last {
+		events = r.events[start-r.firstSeq:]
+	}
+	return events, max(last, after), r.status != runRunning, r.changed
+}
+
+// snapshot is the run as GET /v1/runs/{id} shows it.
+func (r *runRecord) snapshot() runView {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := runView{ID: r.ID, Agent: r.Agent, Conversation: r.Conversation, Status: r.status, Created: r.Created, Result: r.result,
+		Events: r.firstSeq + len(r.events) - 1}
+	if r.err != nil {
+		v.Error = r.err.Error()
+	}
+	return v
+}
+
+type runView struct {
+	ID           string          `json:"id"`
+	Agent        string          `json:"agent"`
+	Conversation string          `json:"conversation,omitempty"`
+	Status       runStatus       `json:"status"`
+	Created      time.Time       `json:"created"`
+	Events       int             `json:"events"` // the sequence number of the last event
+	Result       *runtime.Result `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
+}
+
+// reading counts a stream's reader in or out. When the last reader of a run in
+// flight leaves, the run is canceled unless another resumes within grace.
+func (r *runRecord) reading(delta int, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readers += delta
+	if r.orphaned != nil {
+		r.orphaned.Stop()
+		r.orphaned = nil
+	}
+	if r.readers == 0 && r.status == runRunning {
+		r.orphaned = time.AfterFunc(grace, r.cancel)
+	}
+}
+
+// runRegistry holds the runs of this process.
+type runRegistry struct {
+	mu   sync.Mutex
+	runs map[string]*runRecord
+}
+
+func newRunRegistry() *runRegistry { return &runRegistry{runs: map[string]*runRecord{}} }
+
+func (g *runRegistry) add(r *runRecord) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.runs) >= maxRuns {
+		g.sweepLocked(time.Now())
+	}
+	g.runs[r.ID] = r
+}
+
+// get returns the run if user owns it: another user's run is not found, like one
+// that does not exist.
+func (g *runRegistry) get(id, user string) *runRecord {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.runs[id]
+	if r == nil || r.User != user {
+		return nil
+	}
+	return r
+}
+
+// sweepLocked drops finished runs older than keepFinished, and the oldest finished
+// ones while there are too many.
+func (g *runRegistry) sweepLocked(now time.Time) {
+	var oldest *runRecord
+	for id, r := range g.runs {
+		r.mu.Lock()
+		fin, done := r.finished, r.status != runRunning
+		r.mu.Unlock()
+		if done && now.Sub(fin) > keepFinished {
+			delete(g.runs, id)
+			continue
+		}
+		if done && (oldest == nil || fin.Before(oldest.finished)) {
+			oldest = r
+		}
+	}
+	if len(g.runs) >= maxRuns && oldest != nil {
+		delete(g.runs, oldest.ID)
+	}
+}
+
+// janitor sweeps the registry every minute until ctx ends.
+func (g *runRegistry) janitor(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			g.mu.Lock()
+			g.sweepLocked(now)
+			g.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// Options are what New needs besides the config.
+type Options struct {
+	Config Config
+	// Specs are agent spec files and directories holding them.
+	Specs []string
+	// Store is the memory store's URL for every agent ("" means AGENTRUN_STORE,
+	// then the first spec's memory.url, then the default SQLite file).
+	Store string
+	// Model overrides every spec's model, as exec --model does.
+	Model string
+	// Index overrides the knowledge index file.
+	Index string
+	// InsecureNoAuth serves without authentication, as the one user "local"; New
+	// refuses it unless Config.Addr is a loopback address.
+	InsecureNoAuth bool
+	// Logger receives the access log and the server's own messages.
+	Logger *slog.Logger
+	// LookupEnv reads the environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// ResumeGrace is how long a streamed run nobody reads any more waits for a
+	// reader to resume it (Last-Event-ID) before it is canceled; 0 means 10s.
+	ResumeGrace time.Duration
+}
+
+// DefaultResumeGrace is Options.ResumeGrace's default.
+const DefaultResumeGrace = 10 * time.Second
+
+// Server serves agents over HTTP. Build it with New, serve its Handler, and on
+// shutdown call CancelRuns after the grace period, then Close.
+type Server struct {
+	opts    Options
+	limits  Limits
+	auth    Authenticator
+	store   runtime.Store
+	metrics *Metrics
+	limiter *limiter
+	runs    *runRegistry
+	log     *slog.Logger
+
+	// runsCtx is the parent of every run: CancelRuns ends the ones still going.
+	runsCtx    context.Context
+	cancelRuns context.CancelFunc
+
+	mu     sync.RWMutex
+	agents map[string]*served
+}
+
+// served is one agent the server offers, with the runs using it, so a reload
+// closes the old version only when they are done.
+type served struct {
+	*agentrun.Agent
+	inUse sync.WaitGroup
+}
+
+// New loads, validates and compiles every agent; any problem is an error (a
+// spec.Diagnostics for spec errors) and nothing is served.
+func New(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.ResumeGrace == 0 {
+		opts.ResumeGrace = DefaultResumeGrace
+	}
+	s := &Server{opts: opts, limits: opts.Config.Limits.withDefaults(), metrics: NewMetrics(), runs: newRunRegistry(), log: opts.Logger}
+	s.limiter = newLimiter(s.limits)
+	if opts.InsecureNoAuth {
+		if !IsLoopback(opts.Config.Addr) {
+			return nil, fmt.Errorf("--insecure-no-auth serves everyone as one user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
+		}
+		s.auth = insecureAuth{}
+	} else {
+		if len(opts.Config.Auth.Tokens) == 0 && opts.Config.Auth.JWT == nil {
+			return nil, errors.New("no authentication is configured: give --config with auth.tokens or auth.jwt (or, on a loopback address only, --insecure-no-auth)")
+		}
+		if s.auth, err = NewAuthenticator(opts.Config.Auth, opts.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	agents, err := s.load(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.agents = agents
+	s.runsCtx, s.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
+	go s.runs.janitor(s.runsCtx)
+	return s, nil
+}
+
+// IsLoopback reports whether addr (host:port, or :port for every interface)
+// listens on a loopback address only.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// load builds every agent of the specs. The store is opened once, with the first
+// load, and shared by all agents (conversations and memory are the user's, not an
+// agent's).
+func (s *Server) load(ctx context.Context, old map[string]*served) (map[string]*served, error) {
+	files, walked, err := spec.SpecFiles(s.opts.Specs)
+	if err != nil {
+		return nil, err
+	}
+	if walked.HasErrors() {
+		return nil, walked.Errors()
+	}
+	var specs []*spec.Spec
+	var diags spec.Diagnostics
+	for _, f := range files {
+		sp, err := agentrun.Load(f)
+		var d spec.Diagnostics
+		switch {
+		case errors.As(err, &d):
+			diags = append(diags, d...)
+		case err != nil:
+			return nil, err
+		default:
+			specs = append(specs, sp)
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if s.store == nil {
+		url, err := agentrun.StoreURL(s.opts.Store, firstMemory(specs), s.opts.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if s.store, err = agentrun.OpenStore(url, firstMemory(specs).TTL.Duration); err != nil {
+			return nil, fmt.Errorf("memory store: %w", err)
+		}
+	}
+	agents := map[string]*served{}
+	closeAll := func() {
+		for _, a := range agents {
+			a.Close()
+		}
+	}
+	for _, sp := range specs {
+		if prev, dup := agents[sp.Name]; dup {
+			closeAll()
+			return nil, fmt.Errorf("%s and %s both name an agent %q: agent names must be unique", prev.Spec.Pos.File, sp.Pos.File, sp.Name)
+		}
+		a, err := agentrun.Build(ctx, sp, agentrun.Options{Model: s.opts.Model, SharedStore: s.store, Index: s.opts.Index, LookupEnv: s.opts.LookupEnv})
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: %w", sp.Pos.File, err)
+		}
+		agents[sp.Name] = &served{Agent: a}
+	}
+	return agents, nil
+}
+
+func firstMemory(specs []*spec.Spec) spec.Memory {
+	if len(specs) == 0 {
+		return spec.Memory{}
+	}
+	return specs[0].Memory
+}
+
+// Reload loads the specs again. On any problem it keeps serving what it served
+// and returns the problem; else new runs use the new agents, and each old agent
+// is closed once its runs are done.
+func (s *Server) Reload(ctx context.Context) error {
+	agents, err := s.load(ctx, nil)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := s.agents
+	s.agents = agents
+	s.mu.Unlock()
+	for _, a := range old {
+		go func() {
+			a.inUse.Wait()
+			a.Close()
+		}()
+	}
+	return nil
+}
+
+// agent returns the named agent, counted as in use until done is called.
+func (s *Server) agent(name string) (a *served, done func()) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a = s.agents[name]
+	if a == nil {
+		return nil, nil
+	}
+	a.inUse.Add(1)
+	return a, a.inUse.Done
+}
+
+func (s *Server) agentNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CancelRuns cancels the runs still in flight: after SIGTERM's grace period.
+func (s *Server) CancelRuns() { s.cancelRuns() }
+
+// Close closes every agent and the store.
+func (s *Server) Close() error {
+	s.cancelRuns()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, a := range s.agents {
+		errs = append(errs, a.Close())
+	}
+	s.agents = nil
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	if c, ok := s.auth.(io.Closer); ok { // a JWKS URL's refresh
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Metrics are the server's Prometheus metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// insecureAuth is --insecure-no-auth: everyone is the user "local".
+type insecureAuth struct{}
+
+func (insecureAuth) Authenticate(*http.Request) (Principal, error) {
+	return Principal{User: runtime.User{ID: "local", Attributes: map[string]string{}}, Via: "insecure"}, nil
+}
+
+// newID is a random id for runs and conversations.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// userAttributes keeps the principal's attributes the spec declares, so a token
+// mapped to extra claims cannot reach an agent that never asked for them.
+func userAttributes(sp *spec.Spec, u runtime.User) runtime.User {
+	out := runtime.User{ID: u.ID, Attributes: map[string]string{}}
+	for k, v := range u.Attributes {
+		if slices.Contains(sp.Context.User, k) {
+			out.Attributes[k] = v
+		}
+	}
+	return out
+}
+
+// trimmed is s without surrounding space, for inputs.
+func trimmed(s string) string { return strings.TrimSpace(s) }
