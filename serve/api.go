@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
@@ -145,9 +146,30 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 		started := time.Now()
 		res, err := pr.agent.Run(ctx, pr.req)
 		s.metrics.RunFinished(name, res, time.Since(started))
+		s.logRun(rec, pr.req, res, err, time.Since(started))
 		rec.finish(res, err)
 	}()
 	return rec
+}
+
+// logRun writes one line per run: who, which agent and intent, how it ended; the
+// input and the answer only when the config's log_messages asks for them.
+func (s *Server) logRun(rec *runRecord, req runtime.Request, res *runtime.Result, err error, d time.Duration) {
+	attrs := []slog.Attr{slog.String("run", rec.ID), slog.String("agent", rec.Agent), slog.String("user", req.User.ID),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000)}
+	if err != nil {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "run failed", append(attrs, slog.String("error", err.Error()))...)
+		return
+	}
+	attrs = append(attrs, slog.String("intent", res.Intent), slog.String("stop", string(res.Stop)), slog.Int("turns", res.Turns),
+		slog.Int64("tokens", res.Usage.TotalTokens))
+	if res.Cache != "" {
+		attrs = append(attrs, slog.String("cache", string(res.Cache)))
+	}
+	if s.opts.Config.LogMessages {
+		attrs = append(attrs, slog.String("input", req.Input), slog.String("answer", res.Answer))
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "run", attrs...)
 }
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) {
