@@ -68,7 +68,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
 		if r.foreignConversation {
-			return nil, fmt.Errorf("conversation %q belongs to another user", req.Conversation)
+			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, ErrForeignConversation)
 		}
 		if !r.answerFromCache() {
 			r.retrieve()

@@ -200,15 +200,22 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 func (s *Server) writeRunResult(w http.ResponseWriter, rec *runRecord) {
 	v := rec.snapshot()
 	if v.Status == runFailed {
-		if strings.Contains(v.Error, "belongs to another user") {
-			writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "run_failed", v.Error)
+		status, code, msg := runFailure(v)
+		writeError(w, status, code, msg)
 		return
 	}
 	w.Header().Set("X-Agentrun-Run", rec.ID)
 	writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result})
+}
+
+// runFailure is how a run that could not start is told to its client. A run in
+// another user's conversation is "no such conversation", as a GET of it is: the
+// error's text, which names the conversation's owner, stays in the server.
+func runFailure(v runView) (status int, code, msg string) {
+	if errors.Is(v.err, runtime.ErrForeignConversation) {
+		return http.StatusNotFound, "conversation_not_found", "no such conversation"
+	}
+	return http.StatusInternalServerError, "run_failed", "the run could not start"
 }
 
 // stream writes a run's events as server-sent events from after sequence number
@@ -238,7 +245,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 		after = last
 		if finished {
 			v := rec.snapshot()
-			data, _ := json.Marshal(map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result, "error": v.Error})
+			out := map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result}
+			if v.Status == runFailed {
+				status, code, msg := runFailure(v)
+				out["error"] = map[string]any{"status": status, "code": code, "message": msg}
+			}
+			data, _ := json.Marshal(out)
 			fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", last+1, data)
 			rc.Flush()
 			return
@@ -281,7 +293,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, rec.snapshot())
 }
 
-// runEvents streams a run's events, resuming after Last-Event-ID (or ?after=N).
+// runEvents streams a run's events, resuming after Last-Event-ID.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p Principal) {
 	rec := s.runs.get(r.PathValue("id"), p.User.ID)
 	if rec == nil {
@@ -304,6 +316,10 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	rec := s.runs.get(r.PathValue("id"), p.User.ID)
 	if rec == nil {
 		writeError(w, http.StatusNotFound, "run_not_found", "no such run")
+		return
+	}
+	if v := rec.snapshot(); v.Status != runRunning {
+		writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "status": v.Status})
 		return
 	}
 	rec.cancel()

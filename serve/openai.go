@@ -39,6 +39,9 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, code, message stri
 func openAIFail(w http.ResponseWriter) func(status int, code, msg string) {
 	return func(status int, code, msg string) {
 		typ := "invalid_request_error"
+		if code == "unknown_agent" {
+			code = "model_not_found" // OpenAI's code for a model it does not have
+		}
 		switch {
 		case status == http.StatusTooManyRequests:
 			typ = "rate_limit_exceeded"
@@ -157,6 +160,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	id := newID("chatcmpl-")
 	created := time.Now().Unix()
 	rec := s.start(r.Context(), pr) // the client leaving cancels the run
+	w.Header().Set("X-Agentrun-Run", rec.ID)
 	if !body.Stream {
 		<-rec.done
 		v := rec.snapshot()
@@ -182,11 +186,7 @@ func usage(u runtime.Usage) map[string]any {
 }
 
 func (s *Server) chatFailure(w http.ResponseWriter, v runView, fail func(int, string, string)) {
-	if strings.Contains(v.Error, "belongs to another user") {
-		fail(http.StatusNotFound, "conversation_not_found", "no such conversation")
-		return
-	}
-	fail(http.StatusInternalServerError, "run_failed", v.Error)
+	fail(runFailure(v))
 }
 
 // answerChunk is how many runes of the answer one streamed chunk carries.
@@ -238,11 +238,12 @@ wait:
 	}
 	v := rec.snapshot()
 	if v.Status == runFailed {
-		msg := v.Error
-		if strings.Contains(msg, "belongs to another user") {
-			msg = "no such conversation"
+		status, code, msg := runFailure(v)
+		typ := "invalid_request_error"
+		if status >= 500 {
+			typ = "server_error"
 		}
-		b, _ := json.Marshal(openAIErrorBody("server_error", "run_failed", msg))
+		b, _ := json.Marshal(openAIErrorBody(typ, code, msg))
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		rc.Flush()
 		return

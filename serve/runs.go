@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -116,9 +117,12 @@ func (r *runRecord) snapshot() runView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v := runView{ID: r.ID, Agent: r.Agent, Conversation: r.Conversation, Status: r.status, Created: r.Created, Result: r.result,
-		Events: r.firstSeq + len(r.events) - 1}
+		Events: r.firstSeq + len(r.events) - 1, err: r.err}
 	if r.err != nil {
-		v.Error = r.err.Error()
+		v.Error = "the run could not start"
+		if errors.Is(r.err, runtime.ErrForeignConversation) {
+			v.Error = "no such conversation"
+		}
 	}
 	return v
 }
@@ -131,7 +135,9 @@ type runView struct {
 	Created      time.Time       `json:"created"`
 	Events       int             `json:"events"` // the sequence number of the last event
 	Result       *runtime.Result `json:"result,omitempty"`
-	Error        string          `json:"error,omitempty"`
+	Error        string          `json:"error,omitempty"` // for the client: never the server's error text
+
+	err error
 }
 
 // reading counts a stream's reader in or out. When the last reader of a run in

@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -274,18 +272,3 @@ func newID(prefix string) string {
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }
-
-// userAttributes keeps the principal's attributes the spec declares, so a token
-// mapped to extra claims cannot reach an agent that never asked for them.
-func userAttributes(sp *spec.Spec, u runtime.User) runtime.User {
-	out := runtime.User{ID: u.ID, Attributes: map[string]string{}}
-	for k, v := range u.Attributes {
-		if slices.Contains(sp.Context.User, k) {
-			out.Attributes[k] = v
-		}
-	}
-	return out
-}
-
-// trimmed is s without surrounding space, for inputs.
-func trimmed(s string) string { return strings.TrimSpace(s) }

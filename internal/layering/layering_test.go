@@ -58,12 +58,14 @@ var (
 	cmdPkgs      = group{name: "cmd/...", patterns: []string{"cmd/..."}}
 	// The HTTP server sits between cmd and the assembly: it serves assembled agents.
 	servePkg = group{name: "serve", patterns: []string{"serve"}}
+	// Benchmarks drive the program from the top, like cmd.
+	benchPkgs = group{name: "bench/...", patterns: []string{"bench/..."}}
 	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}
 )
 
 // layers are the groups every package of the module must belong to, so a new
 // top-level package fails the test until someone decides where it stands.
-var layers = []group{schemaPkg, specPkg, middle, assembly, servePkg, cmdPkgs, internalPkgs}
+var layers = []group{schemaPkg, specPkg, middle, assembly, servePkg, cmdPkgs, benchPkgs, internalPkgs}
 
 // A rule limits what the packages of one group import: to the groups in only (when
 // set), and never the groups in not.
@@ -89,6 +91,7 @@ var rules = []rule{
 	{pkgs: assembly, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: servePkg, only: []group{assembly, middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: cmdPkgs, only: []group{cmdPkgs, servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: benchPkgs, only: []group{servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: internalPkgs, only: []group{schemaPkg, specPkg}},
 }
 
