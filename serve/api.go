@@ -238,7 +238,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 		events, last, finished, changed := rec.since(after)
 		for i, e := range events {
 			seq := last - len(events) + 1 + i
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, eventKind(e), e); err != nil {
+			data, err := json.Marshal(e)
+			if err != nil {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, e.Kind, data); err != nil {
 				return
 			}
 		}
@@ -268,20 +272,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 			}
 		}
 	}
-}
-
-// eventKind reads the kind of a JSON event without decoding it whole.
-func eventKind(e []byte) string {
-	const key = `"kind":"`
-	i := strings.Index(string(e), key)
-	if i < 0 {
-		return "event"
-	}
-	rest := string(e[i+len(key):])
-	if j := strings.IndexByte(rest, '"'); j >= 0 {
-		return rest[:j]
-	}
-	return "event"
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -2,8 +2,8 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,8 +43,8 @@ type runRecord struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	events   [][]byte // JSON of runtime.Event, the last maxRunEvents
-	firstSeq int      // the sequence number of events[0]; the first event is 1
+	events   []runtime.Event // the last maxRunEvents; JSON only when a stream reads them
+	firstSeq int             // the sequence number of events[0]; the first event is 1
 	status   runStatus
 	result   *runtime.Result
 	err      error
@@ -62,12 +62,8 @@ func newRunRecord(id, agent, user, conversation string, cancel context.CancelFun
 
 // Observe keeps an event. It never blocks on a reader.
 func (r *runRecord) Observe(e runtime.Event) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
 	r.mu.Lock()
-	r.events = append(r.events, b)
+	r.events = append(r.events, e)
 	if len(r.events) > maxRunEvents {
 		drop := len(r.events) - maxRunEvents
 		r.events = append(r.events[:0:0], r.events[drop:]...)
@@ -101,13 +97,13 @@ func (r *runRecord) finish(res *runtime.Result, err error) {
 // since returns the events after sequence number after (the first kept, when
 // after is older), the sequence number of the last one, and whether the run is
 // over, with the channel that tells of more.
-func (r *runRecord) since(after int) (events [][]byte, last int, done bool, changed <-chan struct{}) {
+func (r *runRecord) since(after int) (events []runtime.Event, last int, done bool, changed <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := max(after+1, r.firstSeq)
 	last = r.firstSeq + len(r.events) - 1
 	if start <= last {
-		events = r.events[start-r.firstSeq:]
+		events = slices.Clone(r.events[start-r.firstSeq:])
 	}
 	return events, max(last, after), r.status != runRunning, r.changed
 }
@@ -184,24 +180,35 @@ func (g *runRegistry) get(id, user string) *runRecord {
 	return r
 }
 
-// sweepLocked drops finished runs older than keepFinished, and the oldest finished
-// ones while there are too many.
+// sweepLocked drops finished runs older than keepFinished and, while there are
+// too many, the oldest finished ones down to nine tenths of maxRuns: a full
+// registry is swept once per maxRuns/10 runs, not on every run.
 func (g *runRegistry) sweepLocked(now time.Time) {
-	var oldest *runRecord
+	type finished struct {
+		id string
+		at time.Time
+	}
+	var done []finished
 	for id, r := range g.runs {
 		r.mu.Lock()
-		fin, done := r.finished, r.status != runRunning
+		fin, over := r.finished, r.status != runRunning
 		r.mu.Unlock()
-		if done && now.Sub(fin) > keepFinished {
+		switch {
+		case over && now.Sub(fin) > keepFinished:
 			delete(g.runs, id)
-			continue
-		}
-		if done && (oldest == nil || fin.Before(oldest.finished)) {
-			oldest = r
+		case over:
+			done = append(done, finished{id, fin})
 		}
 	}
-	if len(g.runs) >= maxRuns && oldest != nil {
-		delete(g.runs, oldest.ID)
+	if len(g.runs) < maxRuns {
+		return
+	}
+	slices.SortFunc(done, func(a, b finished) int { return a.at.Compare(b.at) })
+	for _, f := range done {
+		if len(g.runs) < maxRuns*9/10 {
+			break
+		}
+		delete(g.runs, f.id)
 	}
 }
 

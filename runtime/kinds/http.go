@@ -38,6 +38,21 @@ type HTTP struct {
 var _ runtime.Tool = (*HTTP)(nil)
 
 // NewHTTP builds an http tool.
+
+// toolTransport is the http tools' connection pool, shared by every tool of the
+// process: Go's default keeps 2 idle connections per host, so under a server's
+// load most calls to one backend would open and close a connection.
+var toolTransport = func() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.MaxIdleConns = 256
+	return t
+}()
+
 func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {
 	if t.HTTP == nil {
 		return nil, errors.New("http is not configured")
@@ -60,7 +75,7 @@ func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {
 	default:
 		return nil, fmt.Errorf("redirects: %q is not none, same_host or {allow: [hosts]}", h.redirects)
 	}
-	h.client = &http.Client{CheckRedirect: h.checkRedirect}
+	h.client = &http.Client{CheckRedirect: h.checkRedirect, Transport: toolTransport}
 	return h, nil
 }
 

@@ -42,6 +42,10 @@ var _ runtime.Model = (*Model)(nil)
 // seen through env (LLM_* first, then OPENAI_*). env is the only source of
 // environment: the SDK's own reading of OPENAI_* variables is bypassed. A missing
 // API key is not an error here; a server that needs one answers 401.
+
+// maxIdlePerHost is how many idle connections to the model host are kept.
+const maxIdlePerHost = 64
+
 func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
 	return build(m, env)
 }
@@ -105,6 +109,11 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 		transport = t.Clone()
 	}
 	transport.ResponseHeaderTimeout = timeout
+	// A server runs many agent calls to one model host at once: keep their
+	// connections (Go keeps 2 idle per host by default, so each call past them
+	// would open and close one).
+	transport.MaxIdleConnsPerHost = maxIdlePerHost
+	transport.MaxIdleConns = 4 * maxIdlePerHost
 	capped := cappedTransport{base: transport, limit: MaxResponseBytes}
 	plain := &http.Client{Transport: capped, Timeout: timeout}
 	stream := &http.Client{Transport: capped}
