@@ -139,7 +139,9 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 		metricsObs.Observe(e)
 	})
 	s.metrics.RunStarted(name)
+	s.running.Add(1)
 	go func() {
+		defer s.running.Done()
 		defer pr.done()
 		defer stop()
 		defer cancel()

@@ -62,6 +62,9 @@ type Server struct {
 	// runsCtx is the parent of every run: CancelRuns ends the ones still going.
 	runsCtx    context.Context
 	cancelRuns context.CancelFunc
+	// running counts the runs in flight, with or without a request waiting on
+	// them (a stream whose reader left), so shutdown can wait for all of them.
+	running sync.WaitGroup
 
 	mu     sync.RWMutex
 	agents map[string]*served
@@ -237,9 +240,28 @@ func (s *Server) agentNames() []string {
 // CancelRuns cancels the runs still in flight: after SIGTERM's grace period.
 func (s *Server) CancelRuns() { s.cancelRuns() }
 
-// Close closes every agent and the store.
+// WaitRuns waits until no run is in flight, or ctx ends (its error then).
+func (s *Server) WaitRuns(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close cancels the runs still in flight, waits for them to end (and store what
+// they leave), then closes every agent and the store.
 func (s *Server) Close() error {
 	s.cancelRuns()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.WaitRuns(ctx)
+	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error

@@ -116,19 +116,22 @@ func reloadError(err error) string {
 	return err.Error()
 }
 
-// shutdown closes the listener, waits up to grace for the requests in flight (and
-// so their runs), then cancels the runs still going and waits for their handlers
-// to answer.
+// shutdown closes the listener and waits up to grace for the requests and the runs
+// in flight (a streamed run may have no request left), then cancels the runs
+// still going and waits for them and their handlers to answer.
 func shutdown(hs *http.Server, srv *serve.Server, grace time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := hs.Shutdown(ctx)
+	if err == nil {
+		err = srv.WaitRuns(ctx)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Info("grace period over: canceling the runs still in flight")
 		srv.CancelRuns()
 		ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel2()
-		err = hs.Shutdown(ctx2)
+		err = errors.Join(hs.Shutdown(ctx2), srv.WaitRuns(ctx2))
 	}
 	if err != nil {
 		hs.Close()
