@@ -251,13 +251,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 		after = last
 		if finished {
 			v := rec.snapshot()
+			if after > v.Events { // the reader has the result already
+				return
+			}
 			out := map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result}
 			if v.Status == runFailed {
 				status, code, msg := runFailure(v)
 				out["error"] = map[string]any{"status": status, "code": code, "message": msg}
 			}
 			data, _ := json.Marshal(out)
-			fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", last+1, data)
+			fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", v.Events+1, data)
 			rc.Flush()
 			return
 		}

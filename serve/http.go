@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"mime"
@@ -190,18 +191,20 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status 
 		fail(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json (set Content-Type)")
 		return false
 	}
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit))
-			return false
-		}
-		fail(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
+	// The whole body is read (MaxBytesReader caps it) before it is decoded, so an
+	// over-cap body is a 413 wherever the cap falls, even in trailing whitespace.
+	data, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		fail(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit))
+		return false
+	case err != nil:
+		fail(http.StatusBadRequest, "invalid_request", "the body could not be read")
 		return false
 	}
-	if dec.More() {
-		fail(http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value")
+	if err := json.Unmarshal(data, v); err != nil {
+		fail(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
 		return false
 	}
 	return true

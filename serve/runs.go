@@ -13,9 +13,9 @@ import (
 // Runs are kept in memory by the process that runs them: their events (for
 // streams and Last-Event-ID resumption) and, once finished, their result.
 const (
-	// maxRunEvents bounds the events a run keeps: a reader that falls further
-	// behind resumes from the oldest kept, so no reader makes the server buffer
-	// without bound.
+	// maxRunEvents is how many of its last events a run keeps at least (and
+	// fewer than twice as many): a reader that falls further behind resumes from
+	// the oldest kept, so no reader makes the server buffer without bound.
 	maxRunEvents = 2048
 	// keepFinished is how long a finished run can still be read and resumed.
 	keepFinished = 10 * time.Minute
@@ -64,7 +64,7 @@ func newRunRecord(id, agent, user, conversation string, cancel context.CancelFun
 func (r *runRecord) Observe(e runtime.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
-	if len(r.events) > maxRunEvents {
+	if len(r.events) >= 2*maxRunEvents { // dropped in halves, so each event is copied once
 		drop := len(r.events) - maxRunEvents
 		r.events = append(r.events[:0:0], r.events[drop:]...)
 		r.firstSeq += drop

@@ -431,8 +431,8 @@ func BenchmarkServeLoad(b *testing.B) {
 	}
 
 	heapPerRun, stackPerRun, n, err := r.inFlightMemory(sessions)
-	if err != nil {
-		b.Fatal(err)
+	if err != nil { // on a busy machine the runs may all end during the measuring GC
+		b.Logf("memory per run in flight not measured: %v", err)
 	}
 	goroutines1 := r.settle()
 
@@ -448,7 +448,9 @@ func BenchmarkServeLoad(b *testing.B) {
 	b.ReportMetric(100*throughput/ideal, "ideal-%")
 	b.ReportMetric(ms(percentile(added, 0.50)), "added-p50-ms")
 	b.ReportMetric(ms(percentile(added, 0.99)), "added-p99-ms")
-	b.ReportMetric((heapPerRun+stackPerRun)/1024, "KB/run")
+	if n > 0 {
+		b.ReportMetric((heapPerRun+stackPerRun)/1024, "KB/run")
+	}
 	b.ReportMetric(float64(goroutines1-goroutines0), "goroutines-delta")
 	selfPerRun, childPerRun := ms(self1-self0)/float64(len(lat)), ms(child1-child0)/float64(len(lat))
 	if self1 > 0 {
