@@ -210,15 +210,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status 
 	return true
 }
 
-// admit applies the rate limit and the concurrency caps to a run for p: false
-// after writing the 429.
+// admit applies the concurrency caps and the rate limit to a run for p: false
+// after writing the 429. A run the caps refuse costs no rate token.
 func (s *Server) admit(w http.ResponseWriter, p Principal, fail func(status int, code, msg string)) (release func(), ok bool) {
-	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
-		s.metrics.RateLimited("rate")
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond))
-		return nil, false
-	}
 	release, full := s.limiter.acquire(p.User.ID)
 	if full != "" {
 		s.metrics.RateLimited(full)
@@ -228,6 +222,13 @@ func (s *Server) admit(w http.ResponseWriter, p Principal, fail func(status int,
 			msg = "the server is running as many runs as it may; try again shortly"
 		}
 		fail(http.StatusTooManyRequests, "too_many_runs", msg)
+		return nil, false
+	}
+	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
+		release()
+		s.metrics.RateLimited("rate")
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond))
 		return nil, false
 	}
 	return release, true
