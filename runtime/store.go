@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -144,4 +146,26 @@ func LastTurns(msgs []Message, n int) []Message {
 		}
 	}
 	return msgs
+}
+
+// Activity is when a conversation was last written, for listing them.
+type Activity struct {
+	ID      string
+	Updated time.Time
+}
+
+// NewestFirst orders conversations by their last write, newest first (ties by id),
+// and returns their ids: Store.Conversations' order.
+func NewestFirst(convs []Activity) []string {
+	slices.SortFunc(convs, func(a, b Activity) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := make([]string, 0, len(convs))
+	for _, c := range convs {
+		out = append(out, c.ID)
+	}
+	return out
 }

@@ -104,7 +104,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	agents, err := s.load(ctx, nil)
+	agents, err := s.load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func IsLoopback(addr string) bool {
 // load builds every agent of the specs. The store is opened once, with the first
 // load, and shared by all agents (conversations and memory are the user's, not an
 // agent's).
-func (s *Server) load(ctx context.Context, old map[string]*served) (map[string]*served, error) {
+func (s *Server) load(ctx context.Context) (map[string]*served, error) {
 	files, walked, err := spec.SpecFiles(s.opts.Specs)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func firstMemory(specs []*spec.Spec) spec.Memory {
 // and returns the problem; else new runs use the new agents, and each old agent
 // is closed once its runs are done.
 func (s *Server) Reload(ctx context.Context) error {
-	agents, err := s.load(ctx, nil)
+	agents, err := s.load(ctx)
 	if err != nil {
 		return err
 	}

@@ -529,11 +529,7 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("redis store: conversations of %q: %w", userID, err)
 	}
-	type conv struct {
-		id      string
-		updated time.Time
-	}
-	convs := make([]conv, 0, len(ids))
+	convs := make([]runtime.Activity, 0, len(ids))
 	for i, id := range ids {
 		raw, exists := updated[i].Val()[0].(string)
 		if !exists {
@@ -543,19 +539,9 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 		if err != nil {
 			return nil, fmt.Errorf("redis store: conversation %q: meta updated: %w", id, err)
 		}
-		convs = append(convs, conv{id, t})
+		convs = append(convs, runtime.Activity{ID: id, Updated: t})
 	}
-	slices.SortFunc(convs, func(a, b conv) int {
-		if c := b.updated.Compare(a.updated); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	out := make([]string, 0, len(convs))
-	for _, c := range convs {
-		out = append(out, c.id)
-	}
-	return out, nil
+	return runtime.NewestFirst(convs), nil
 }
 
 // DeleteConversation deletes every key of the conversation and takes it out of the

@@ -403,36 +403,22 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
 	defer rows.Close()
-	type conv struct {
-		id      string
-		updated time.Time
-	}
-	var convs []conv
+	var convs []runtime.Activity
 	for rows.Next() {
-		var c conv
+		var c runtime.Activity
 		var updated string
-		if err := rows.Scan(&c.id, &updated); err != nil {
+		if err := rows.Scan(&c.ID, &updated); err != nil {
 			return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 		}
-		if c.updated, err = time.Parse(time.RFC3339Nano, updated); err != nil {
-			return nil, fmt.Errorf("sqlite store: conversation %q: %w", c.id, err)
+		if c.Updated, err = time.Parse(time.RFC3339Nano, updated); err != nil {
+			return nil, fmt.Errorf("sqlite store: conversation %q: %w", c.ID, err)
 		}
 		convs = append(convs, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
-	slices.SortFunc(convs, func(a, b conv) int {
-		if c := b.updated.Compare(a.updated); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	out := make([]string, 0, len(convs))
-	for _, c := range convs {
-		out = append(out, c.id)
-	}
-	return out, nil
+	return runtime.NewestFirst(convs), nil
 }
 
 // DeleteConversation deletes the conversation in one transaction when it is the
