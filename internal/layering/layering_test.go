@@ -54,12 +54,12 @@ var (
 		patterns: []string{"runtime/...", "skills", "builtin", "scenario"},
 	}
 	// The assembly is the root package.
-	assembly     = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
-	cmdPkgs      = group{name: "cmd/...", patterns: []string{"cmd/..."}}
+	assembly = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
+	cmdPkgs  = group{name: "cmd/...", patterns: []string{"cmd/..."}}
 	// The HTTP server sits between cmd and the assembly: it serves assembled agents.
 	servePkg = group{name: "serve", patterns: []string{"serve"}}
 	// Benchmarks drive the program from the top, like cmd.
-	benchPkgs = group{name: "bench/...", patterns: []string{"bench/..."}}
+	benchPkgs    = group{name: "bench/...", patterns: []string{"bench/..."}}
 	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}
 )
 
