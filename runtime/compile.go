@@ -32,12 +32,20 @@ type Options struct {
 	// when the spec has neither (an intent with one then fails its runs' stage with
 	// an event and runs without it).
 	Knowledge Knowledge
+	// Prices are what the models cost, for the run's cost and its max_cost budget;
+	// a nil price is unknown (the cost of that model's calls is not counted).
+	Prices Prices
 	// Version identifies the spec's content (a hash of its files): the FAQ cache's
 	// learned entries belong to one version, so editing the spec starts afresh.
 	Version string
 	// External are tools found at run time (an MCP server's allowed tools). One the
 	// spec declares by name itself is left out: the declaration's overrides win.
 	External []ExternalTool
+}
+
+// Prices are the prices of an agent's models.
+type Prices struct {
+	Agent, Judge, Router *spec.Pricing
 }
 
 // ExternalTool is a tool that brings its own definition.

@@ -60,6 +60,9 @@ type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// CachedPromptTokens are the prompt tokens the provider served from its prompt
+	// cache (priced lower); part of PromptTokens.
+	CachedPromptTokens int64 `json:"cached_prompt_tokens,omitempty"`
 }
 
 // Add accumulates u into the receiver.
@@ -67,6 +70,7 @@ func (u *Usage) Add(o Usage) {
 	u.PromptTokens += o.PromptTokens
 	u.CompletionTokens += o.CompletionTokens
 	u.TotalTokens += o.TotalTokens
+	u.CachedPromptTokens += o.CachedPromptTokens
 }
 
 // ModelRequest is one chat completion request.

@@ -556,7 +556,8 @@ func (r *run) execute(c *call) {
 	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
 	defer cancel()
 	start := time.Now()
-	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation, vars: &r.vars})
+	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
+		Name: c.tc.Name, CallID: c.tc.ID, vars: &r.vars})
 	c.duration = time.Since(start)
 	switch {
 	case err != nil && ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil:

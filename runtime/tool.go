@@ -19,6 +19,9 @@ type ToolInput struct {
 	Args         map[string]any // the model's arguments plus bound parameters
 	User         User
 	Conversation string
+	// Name and CallID are the tool's name and the model's id for this call (for
+	// traces: gen_ai.tool.name, gen_ai.tool.call.id).
+	Name, CallID string
 
 	// vars are the run's variables, so templates see user exactly as the spec's
 	// checks typed it (every declared attribute, "" when unset).

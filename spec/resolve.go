@@ -85,6 +85,8 @@ type GuardSettings struct {
 	MaxToolOutput       int
 	MaxRunTime          time.Duration
 	MaxCallsPerResponse int
+	MaxTokens           int64   // 0: no token budget
+	MaxCost             float64 // 0: no cost budget (US dollars)
 }
 
 // JudgeSettings are the judge's.
@@ -160,6 +162,8 @@ func Resolve(s *Spec) *Settings {
 		MaxToolOutput:       pick(st, "guards.max_tool_output", g.MaxToolOutput, DefaultMaxToolOutput),
 		MaxRunTime:          pick(st, "guards.max_run_time", g.MaxRunTime.Duration, DefaultMaxRunTime),
 		MaxCallsPerResponse: pick(st, "guards.max_calls_per_response", g.MaxCallsPerResponse, DefaultMaxCallsPerResponse),
+		MaxTokens:           g.MaxTokens,
+		MaxCost:             g.MaxCost,
 	}
 	if j := s.Judge; j != nil {
 		st.Judge = &JudgeSettings{

@@ -70,6 +70,25 @@ type Model struct {
 	Retries     *int     `yaml:"retries"`
 	Stream      *bool    `yaml:"stream"`
 	Script      string   `yaml:"script"`
+	// Pricing is what the model costs; nil means the bundled price table's entry
+	// for Name, if any (see PriceOf).
+	Pricing *Pricing `yaml:"pricing"`
+}
+
+// Pricing is a model's price in US dollars per million tokens.
+type Pricing struct {
+	Input       float64 `yaml:"input" json:"input"`
+	CachedInput float64 `yaml:"cached_input" json:"cached_input"` // prompt tokens the provider served from its cache; 0 means Input
+	Output      float64 `yaml:"output" json:"output"`
+}
+
+// Cost is what usage of the given token counts costs at p, in US dollars.
+func (p Pricing) Cost(input, cachedInput, output int64) float64 {
+	cached := p.CachedInput
+	if cached == 0 {
+		cached = p.Input
+	}
+	return (float64(input-cachedInput)*p.Input + float64(cachedInput)*cached + float64(output)*p.Output) / 1e6
 }
 
 // Context declares what a run carries besides the user's id and the conversation id.
@@ -393,6 +412,10 @@ type Guards struct {
 	MaxRunTime       Duration        `yaml:"max_run_time"`
 	// MaxCallsPerResponse bounds the tool calls of one response that run.
 	MaxCallsPerResponse int `yaml:"max_calls_per_response"`
+	// MaxTokens and MaxCost are the run's budget: the tokens (input and output, of
+	// every model call) and the US dollars it may spend; 0 means no limit.
+	MaxTokens int64   `yaml:"max_tokens"`
+	MaxCost   float64 `yaml:"max_cost"`
 }
 
 // Judge gates the final answer.
