@@ -21,6 +21,10 @@ import (
 // and clients see the connection is alive.
 const heartbeat = 15 * time.Second
 
+// streamWriteTimeout bounds each write of a stream: a client that stops reading
+// loses its stream, rather than holding a handler and its events for ever.
+const streamWriteTimeout = 30 * time.Second
+
 type agentView struct {
 	Name        string       `json:"name"`
 	Description string       `json:"description,omitempty"`
@@ -67,11 +71,37 @@ type runRequest struct {
 
 // prepared is a run ready to start: its agent, request and admission.
 type prepared struct {
-	agent   *served
-	req     runtime.Request
-	done    func() // releases the agent and the run slot
-	timeout time.Duration
+	agent        *served
+	req          runtime.Request
+	conversation string // as the client names it (req.Conversation is the store's id)
+	done         func() // releases the agent and the run slot
+	timeout      time.Duration
+	// orphanable: a streamed run, which waits ResumeGrace for a reader to come
+	// back before it is canceled. Other runs have a request waiting on them.
+	orphanable bool
 }
+
+// maxConversationID bounds a conversation id a client names.
+const maxConversationID = 128
+
+// validConversationID reports whether a client's conversation id is one the
+// server accepts: 1 to 128 of A-Z a-z 0-9 . _ : -
+func validConversationID(id string) bool {
+	if id == "" || len(id) > maxConversationID {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// storeConversation is the store's id of a principal's conversation: ids are the
+// principal's own, so one user can neither probe nor take another's ("/" cannot
+// be part of a user id, see agentrun.User).
+func storeConversation(user, id string) string { return user + "/" + id }
 
 // prepare checks a run for p and admits it; on failure it has written the error
 // with fail.
@@ -96,6 +126,9 @@ func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conver
 	if err := agentrun.CheckIntent(a.Spec, intent); err != nil {
 		return bad(http.StatusBadRequest, "unknown_intent", err.Error())
 	}
+	if conversation != "" && !validConversationID(conversation) {
+		return bad(http.StatusBadRequest, "invalid_conversation", "a conversation id is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'")
+	}
 	attrs := make([]string, 0, len(p.User.Attributes))
 	for k, v := range p.User.Attributes {
 		if containsString(a.Spec.Context.User, k) { // attributes the spec does not declare are not the agent's
@@ -111,8 +144,12 @@ func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conver
 		release()
 		return nil, false
 	}
-	return &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout,
-		req: runtime.Request{Input: input, User: user, Conversation: conversation, Intent: intent}}, true
+	pr := &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout, conversation: conversation,
+		req: runtime.Request{Input: input, User: user, Intent: intent}}
+	if conversation != "" {
+		pr.req.Conversation = storeConversation(user.ID, conversation)
+	}
+	return pr, true
 }
 
 func containsString(list []string, s string) bool {
@@ -131,7 +168,8 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 	ctx, cancel := context.WithTimeout(ctx, pr.timeout)
 	stop := context.AfterFunc(s.runsCtx, cancel)
 	name := pr.agent.Spec.Name
-	rec := newRunRecord(newID("run_"), name, pr.req.User.ID, pr.req.Conversation, cancel)
+	rec := newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
+	rec.orphanable = pr.orphanable
 	s.runs.add(rec)
 	metricsObs := s.metrics.Observer(name)
 	pr.req.Observer = runtime.ObserverFunc(func(e runtime.Event) {
@@ -145,6 +183,14 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 		defer pr.done()
 		defer stop()
 		defer cancel()
+		defer func() {
+			// A bug in a run must not take the server and every other run down.
+			if p := recover(); p != nil {
+				s.log.Error("a run panicked", "run", rec.ID, "agent", name, "panic", fmt.Sprint(p))
+				s.metrics.RunFinished(name, nil, 0)
+				rec.finish(nil, fmt.Errorf("internal error: %v", p))
+			}
+		}()
 		started := time.Now()
 		res, err := pr.agent.Run(ctx, pr.req)
 		s.metrics.RunFinished(name, res, time.Since(started))
@@ -193,6 +239,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	// A streamed run may outlive its first reader for ResumeGrace, so a client can
 	// reconnect with Last-Event-ID; with nobody reading it is canceled.
+	pr.orphanable = true
 	rec := s.start(context.WithoutCancel(r.Context()), pr)
 	s.stream(w, r, rec, 0)
 }
@@ -237,6 +284,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	for {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		events, last, finished, changed := rec.since(after)
 		for i, e := range events {
 			seq := last - len(events) + 1 + i
@@ -304,6 +352,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 		after = n
 	}
+	if v := rec.snapshot(); v.Status != runRunning && after > v.Events {
+		w.WriteHeader(http.StatusNoContent) // the reader has everything, the result too: EventSource stops
+		return
+	}
 	s.stream(w, r, rec, after)
 }
 
@@ -322,13 +374,16 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 func (s *Server) listConversations(w http.ResponseWriter, r *http.Request, p Principal) {
-	ids, err := s.store.Conversations(r.Context(), p.User.ID)
+	stored, err := s.store.Conversations(r.Context(), p.User.ID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
 		return
 	}
-	if ids == nil {
-		ids = []string{}
+	ids := []string{}
+	for _, id := range stored {
+		if own, ok := strings.CutPrefix(id, storeConversation(p.User.ID, "")); ok {
+			ids = append(ids, own)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"conversations": ids})
 }
@@ -338,7 +393,11 @@ const conversationTurns = 1000
 
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
-	conv, err := s.store.Conversation(r.Context(), id, conversationTurns)
+	if !validConversationID(id) {
+		writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
+		return
+	}
+	conv, err := s.store.Conversation(r.Context(), storeConversation(p.User.ID, id), conversationTurns)
 	switch {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
@@ -350,7 +409,11 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, p Princ
 }
 
 func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, p Principal) {
-	err := s.store.DeleteConversation(r.Context(), p.User.ID, r.PathValue("id"))
+	id := r.PathValue("id")
+	err := runtime.ErrConversationNotFound
+	if validConversationID(id) {
+		err = s.store.DeleteConversation(r.Context(), p.User.ID, storeConversation(p.User.ID, id))
+	}
 	switch {
 	case errors.Is(err, runtime.ErrConversationNotFound):
 		writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")

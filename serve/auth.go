@@ -70,6 +70,10 @@ func NewAuthenticator(cfg AuthConfig, lookupEnv func(string) (string, bool)) (Au
 	var errs []error
 	a := &authenticator{close: func() {}}
 	a.tokens, errs = newStaticTokens(cfg.Tokens)
+	a.staticUsers = map[string]bool{}
+	for _, t := range a.tokens {
+		a.staticUsers[t.user] = true
+	}
 	if cfg.JWT != nil {
 		v, jwtErrs := newJWTVerifier(*cfg.JWT, lookupEnv)
 		errs = append(errs, jwtErrs...)
@@ -91,9 +95,10 @@ func NewAuthenticator(cfg AuthConfig, lookupEnv func(string) (string, bool)) (Au
 // authenticator accepts a bearer token that is one of the static tokens or, failing
 // that, a JWT the verifier accepts.
 type authenticator struct {
-	tokens map[[32]byte]staticToken // by the token's SHA-256
-	jwt    *jwtVerifier             // nil without auth.jwt
-	close  func()
+	tokens      map[[32]byte]staticToken // by the token's SHA-256
+	staticUsers map[string]bool          // the users of the static tokens
+	jwt         *jwtVerifier             // nil without auth.jwt
+	close       func()
 }
 
 var (
@@ -116,7 +121,13 @@ func (a *authenticator) Authenticate(r *http.Request) (Principal, error) {
 		return p, nil
 	}
 	if a.jwt != nil && looksLikeJWT(token) {
-		return a.jwt.verify(r.Context(), token)
+		p, err := a.jwt.verify(r.Context(), token)
+		if err == nil && a.staticUsers[p.User.ID] {
+			// A self-chosen name or e-mail in the identity provider must not
+			// become a static token's user and inherit its conversations and facts.
+			return Principal{}, fmt.Errorf("the token's user %q is a static token's user: refused", p.User.ID)
+		}
+		return p, err
 	}
 	return Principal{}, errors.New("bearer token not recognised")
 }

@@ -695,3 +695,24 @@ func TestAuthJWTClaims(t *testing.T) {
 		})
 	}
 }
+
+// A JWT whose user id is a static token's user is refused: an identity provider
+// where users choose their name or e-mail must not let one become "ops" and
+// inherit that user's conversations and facts.
+func TestAuthJWTUserCollidesWithStaticUser(t *testing.T) {
+	a := mustAuthenticator(t, AuthConfig{
+		Tokens: []TokenConfig{{SHA256: sha256Hex("static"), User: "ops"}},
+		JWT:    &JWTConfig{HS256SecretEnv: "JWT_SECRET", Issuer: testIssuer, Audience: testAudience},
+	}, map[string]string{"JWT_SECRET": testSecret})
+	ops := sign(t, jwt.SigningMethodHS256, []byte(testSecret), "", claims(func(c jwt.MapClaims) { c["sub"] = "ops" }))
+	if p, err := a.Authenticate(requestWith("Bearer " + ops)); err == nil {
+		t.Fatalf("a JWT for the static user ops was accepted as %+v", p)
+	}
+	other := sign(t, jwt.SigningMethodHS256, []byte(testSecret), "", claims(nil))
+	if p, err := a.Authenticate(requestWith("Bearer " + other)); err != nil || p.User.ID != "u-42" {
+		t.Fatalf("another JWT: %+v, %v", p, err)
+	}
+	if p, err := a.Authenticate(requestWith("Bearer static")); err != nil || p.User.ID != "ops" {
+		t.Fatalf("the static token: %+v, %v", p, err)
+	}
+}

@@ -169,9 +169,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 			return
 		}
 		res := v.Result
+		if status, code, msg, failed := faultOf(res.Stop); failed {
+			fail(status, code, msg)
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": body.Model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(res.Stop),
 				"message": map[string]any{"role": "assistant", "content": res.Answer, "refusal": nil}}},
 			"usage":    usage(res.Usage),
 			"agentrun": map[string]any{"run": rec.ID, "stop": res.Stop, "intent": res.Intent},
@@ -179,6 +183,35 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		return
 	}
 	s.streamChat(w, r, rec, id, created, body)
+}
+
+// finishReason is OpenAI's finish reason for how a run ended: an answer cut off
+// or filtered says so as OpenAI would; every other answer — an accepted one, or a
+// guard's fallback message, which the agent's author wrote for its users — is
+// "stop" (the agentrun field says which).
+func finishReason(stop runtime.StopReason) string {
+	switch stop {
+	case runtime.StopTruncated:
+		return "length"
+	case runtime.StopContentFilter:
+		return "content_filter"
+	}
+	return "stop"
+}
+
+// faultOf turns a run that ended on a fault — the model failing, the deadline, a
+// cancellation — into an error, so a client never takes the fallback message for
+// the agent's answer.
+func faultOf(stop runtime.StopReason) (status int, code, msg string, failed bool) {
+	switch stop {
+	case runtime.StopModelError:
+		return http.StatusBadGateway, "model_error", "the agent's model failed", true
+	case runtime.StopTimeout:
+		return http.StatusGatewayTimeout, "timeout", "the run took longer than it may", true
+	case runtime.StopCanceled:
+		return http.StatusServiceUnavailable, "canceled", "the run was canceled", true
+	}
+	return 0, "", "", false
 }
 
 func usage(u runtime.Usage) map[string]any {
@@ -203,6 +236,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rec *runReco
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	chunk := func(delta map[string]any, finish any, u any) bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": body.Model,
 			"choices": []any{}}
 		if delta != nil {
@@ -230,6 +264,7 @@ wait:
 		case <-r.Context().Done():
 			return // the run is canceled with the request
 		case <-tick.C:
+			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
@@ -248,6 +283,12 @@ wait:
 		rc.Flush()
 		return
 	}
+	if _, code, msg, failed := faultOf(v.Result.Stop); failed {
+		b, _ := json.Marshal(openAIErrorBody("server_error", code, msg))
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		rc.Flush()
+		return
+	}
 	answer := v.Result.Answer
 	for answer != "" {
 		n, i := 0, 0
@@ -261,7 +302,7 @@ wait:
 		}
 		answer = answer[i:]
 	}
-	if !chunk(map[string]any{}, "stop", nil) {
+	if !chunk(map[string]any{}, finishReason(v.Result.Stop), nil) {
 		return
 	}
 	if body.StreamOptions != nil && body.StreamOptions.IncludeUsage {

@@ -198,11 +198,16 @@ func TestOpenAIConversations(t *testing.T) {
 		if _, facts := e.facts(aliceToken); len(facts) != 1 {
 			t.Errorf("facts = %+v, want the tool's fact", facts)
 		}
-		// Bob's header naming alice's conversation is not found.
-		_, err := ask2(e.openAIClient(bobToken, option.WithHeader(serve.ConversationHeader, "chat-1")), t, openai.UserMessage("hi"))
-		var apiErr *openai.Error
-		if !asError(err, &apiErr) || apiErr.StatusCode != 404 {
-			t.Errorf("bob in alice's conversation: %v, want 404", err)
+		// Conversation ids are each user's own: carol's "chat-1" is another
+		// conversation, which sees nothing of alice's.
+		if _, err := ask2(e.openAIClient(carolToken, option.WithHeader(serve.ConversationHeader, "chat-1")), t, openai.UserMessage("hi")); err != nil {
+			t.Fatalf("carol's chat-1: %v", err)
+		}
+		if text := lastRequestText(); strings.Contains(text, ordersInput) || strings.Contains(text, finalAnswer) {
+			t.Errorf("carol's chat-1 saw alice's chat-1:\n%s", text)
+		}
+		if got := e.conversations(aliceToken); !slices.Equal(got, []string{"chat-1"}) {
+			t.Errorf("alice's conversations after carol's run = %q", got)
 		}
 	})
 

@@ -42,17 +42,18 @@ type runRecord struct {
 
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	events   []runtime.Event // the last maxRunEvents; JSON only when a stream reads them
-	firstSeq int             // the sequence number of events[0]; the first event is 1
-	status   runStatus
-	result   *runtime.Result
-	err      error
-	finished time.Time
-	changed  chan struct{} // closed and replaced whenever something is added
-	readers  int
-	orphaned *time.Timer   // cancels a streamed run nobody reads any more
-	done     chan struct{} // closed when the run has finished
+	mu         sync.Mutex
+	events     []runtime.Event // the last maxRunEvents; JSON only when a stream reads them
+	firstSeq   int             // the sequence number of events[0]; the first event is 1
+	status     runStatus
+	result     *runtime.Result
+	err        error
+	finished   time.Time
+	changed    chan struct{} // closed and replaced whenever something is added
+	readers    int
+	orphanable bool          // a streamed run: canceled when nobody reads it any more
+	orphaned   *time.Timer   // cancels a streamed run nobody reads any more
+	done       chan struct{} // closed when the run has finished
 }
 
 func newRunRecord(id, agent, user, conversation string, cancel context.CancelFunc) *runRecord {
@@ -146,7 +147,7 @@ func (r *runRecord) reading(delta int, grace time.Duration) {
 		r.orphaned.Stop()
 		r.orphaned = nil
 	}
-	if r.readers == 0 && r.status == runRunning {
+	if r.readers == 0 && r.status == runRunning && r.orphanable {
 		r.orphaned = time.AfterFunc(grace, r.cancel)
 	}
 }

@@ -382,11 +382,14 @@ func redisForServe(t *testing.T) (string, *goredis.Client) {
 	return url, c
 }
 
+// The store names a conversation of serve's by its user and the client's id
+// ("u/c"): memory show and the Redis keys use that name.
+
 // deleteRedisKeys deletes the keys of a user and a conversation (the default
 // prefix: serve has no prefix option; the ids are random).
 func deleteRedisKeys(t *testing.T, c *goredis.Client, user, conversation string) {
 	ctx := context.Background()
-	for _, pattern := range []string{"agentrun:user:" + user + ":*", "agentrun:conv:" + conversation + ":*"} {
+	for _, pattern := range []string{"agentrun:user:" + user + ":*", "agentrun:conv:" + user + "/" + conversation + ":*"} {
 		var keys []string
 		iter := c.Scan(ctx, 0, pattern, 100).Iterator()
 		for iter.Next(ctx) {
@@ -544,7 +547,7 @@ func TestServeSIGTERMFinishesRunInFlight(t *testing.T) {
 	if fake.Canceled() != 0 {
 		t.Errorf("the model saw %d canceled requests", fake.Canceled())
 	}
-	if out := memoryShow(t, store, "--user", user, "--conversation", conversation); !strings.Contains(out, "conversation "+conversation+": 1 turn\n") || !strings.Contains(out, "Pasta tonight.") {
+	if out := memoryShow(t, store, "--user", user, "--conversation", user+"/"+conversation); !strings.Contains(out, "conversation "+user+"/"+conversation+": 1 turn\n") || !strings.Contains(out, "Pasta tonight.") {
 		t.Errorf("the run is not stored:\n%s", out)
 	}
 }
@@ -571,7 +574,7 @@ func TestServeSIGTERMGraceOverCancelsRun(t *testing.T) {
 	if fake.Canceled() != 1 {
 		t.Errorf("the model saw %d canceled requests, want 1", fake.Canceled())
 	}
-	if out := memoryShow(t, store, "--user", user, "--conversation", conversation); out != "conversation "+conversation+": 0 turns\n" {
+	if out := memoryShow(t, store, "--user", user, "--conversation", user+"/"+conversation); out != "conversation "+user+"/"+conversation+": 0 turns\n" {
 		t.Errorf("a canceled run left something:\n%s", out)
 	}
 }
@@ -744,7 +747,7 @@ func TestServeSIGTERMFinishesOrphanedStream(t *testing.T) {
 	if fake.Canceled() != 0 {
 		t.Errorf("the model request was canceled: the run got no grace period")
 	}
-	if out := memoryShow(t, store, "--user", user, "--conversation", conversation); !strings.Contains(out, ": 1 turn\n") {
+	if out := memoryShow(t, store, "--user", user, "--conversation", user+"/"+conversation); !strings.Contains(out, ": 1 turn\n") {
 		t.Errorf("the streamed run is not stored:\n%s", out)
 	}
 }
