@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/kinds"
 	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -44,15 +46,21 @@ type Options struct {
 	// Record wraps the models so that their answers can be saved as a script that
 	// replays the run (SaveRecording).
 	Record bool
-	// LookupEnv reads the environment for API keys and skill requirements; nil
-	// means os.LookupEnv.
-	LookupEnv func(string) (string, bool)
 	// Index is the knowledge index's file; "" means IndexPath (AGENTRUN_INDEX,
 	// knowledge.index, DefaultIndexPath).
 	Index string
 	// OnIndex is told of every collection Build indexed because it had never been
 	// indexed or its sources changed since.
 	OnIndex func(CollectionReport)
+	// LookupEnv reads the environment for API keys and skill requirements; nil
+	// means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Telemetry traces and measures the agent's runs (telemetry.Setup); nil, or
+	// one with nothing enabled, costs the runs nothing.
+	Telemetry *telemetry.Telemetry
+	// RecordContent puts messages, tool arguments and results into spans, after
+	// the spec's redaction filters; off, no span holds any text of a run.
+	RecordContent bool
 }
 
 // Agent is a compiled agent with everything it opened. It is safe for concurrent
@@ -64,6 +72,9 @@ type Agent struct {
 
 	recorder *offline.Recorder
 	closers  []func() error
+	// tel traces the runs (an invoke_agent span per Run); nil when off.
+	tel   *telemetry.Telemetry
+	topts []telemetry.Options
 }
 
 // NewLoader is the spec loader with the bundled skills.
@@ -134,10 +145,21 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 	}
 	dir := filepath.Dir(s.Pos.File)
 	ropts := runtime.Options{Tools: Registry()}
+	if s.Model.Provider != spec.ProviderTest { // the test model's token counts are made up: no cost
+		agentPrice, judgePrice, routerPrice := spec.ResolvePrices(s)
+		ropts.Prices = runtime.Prices{Agent: agentPrice, Judge: judgePrice, Router: routerPrice}
+	}
+	if opts.Telemetry != nil && opts.Telemetry.Enabled() {
+		a.tel = opts.Telemetry
+		if opts.RecordContent {
+			a.topts = []telemetry.Options{{RecordContent: true, Redact: redactor(s)}}
+		}
+	}
 	if !opts.NoModel {
 		if err := a.buildModels(&ropts, dir, lookup, opts.Record); err != nil {
 			return nil, err
 		}
+		a.traceModels(&ropts)
 	}
 	if !opts.Inspect {
 		if err := a.startMCP(ctx, &ropts, dir, opts.Audit); err != nil {
@@ -159,7 +181,8 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		// (incrementally); one indexed by another embedder is an error rather than a
 		// silent rebuild (see ReindexError).
 		if s.UsesKnowledge() {
-			k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup})
+			k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup,
+				Telemetry: a.tel, TelemetryOptions: a.topts})
 			if err != nil {
 				return nil, err
 			}
@@ -171,12 +194,82 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 			}
 		}
 	}
+	if a.tel != nil && a.tel.TracesEnabled() {
+		tp := a.tel.TracerProvider()
+		ropts.Tools = telemetry.WrapRegistry(ropts.Tools, tp, a.topts...)
+		for i := range ropts.External {
+			ropts.External[i].Impl = telemetry.WrapTool(ropts.External[i].Impl, tp, a.topts...)
+		}
+	}
 	agent, diags := runtime.Compile(s, ropts)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	a.Agent = agent
 	return a, nil
+}
+
+// traceModels wraps the models in chat spans and the GenAI metrics. A model the
+// judge or the classifier shares with the agent is wrapped once, and each
+// request's purpose is read from the request.
+func (a *Agent) traceModels(ropts *runtime.Options) {
+	if a.tel == nil {
+		return
+	}
+	s := a.Spec
+	tp, mp := a.tel.TracerProvider(), a.tel.MeterProvider()
+	wrap := func(m runtime.Model, sm spec.Model) runtime.Model {
+		if m == nil {
+			return nil
+		}
+		return telemetry.WrapModel(m, telemetry.ModelInfo{Provider: providerName(sm), Model: sm.Name, Temperature: sm.Temperature, MaxTokens: sm.MaxTokens}, tp, mp, a.topts...)
+	}
+	ropts.Model = wrap(ropts.Model, s.Model)
+	if s.Judge != nil && s.Judge.Model != nil {
+		ropts.JudgeModel = wrap(ropts.JudgeModel, mergeModel(s.Model, *s.Judge.Model))
+	}
+	if s.Routing.Model != nil {
+		ropts.RouterModel = wrap(ropts.RouterModel, mergeModel(s.Model, *s.Routing.Model))
+	}
+}
+
+// providerName is gen_ai.provider.name for a model: "openai" for any
+// OpenAI-compatible server (the API it speaks).
+func providerName(m spec.Model) string {
+	if m.Provider == "" {
+		return string(spec.ProviderOpenAI)
+	}
+	return string(m.Provider)
+}
+
+// redactor applies the spec's redaction filters to text recorded in spans.
+func redactor(s *spec.Spec) func(string) string {
+	var filters []*spec.Filter
+	for i := range s.Filters {
+		if f := &s.Filters[i]; f.Redact != nil && f.Redact.Re != nil {
+			filters = append(filters, f)
+		}
+	}
+	return func(text string) string {
+		for _, f := range filters {
+			text = f.Redact.Re.ReplaceAllString(text, cmp.Or(f.Replacement, spec.DefaultReplacement))
+		}
+		return text
+	}
+}
+
+// Run runs one request; with telemetry on, inside an invoke_agent span whose
+// events are the run's stops, guards, verdicts and filter actions.
+func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, error) {
+	if a.tel == nil {
+		return a.Agent.Run(ctx, req)
+	}
+	ctx, span := telemetry.StartRun(ctx, a.tel.TracerProvider(), a.tel.MeterProvider(),
+		telemetry.RunInfo{Agent: a.Spec.Name, Conversation: req.Conversation, Intent: req.Intent, Input: req.Input}, a.topts...)
+	req.Observer = telemetry.Tee(span, req.Observer)
+	res, err := a.Agent.Run(ctx, req)
+	span.End(res, err)
+	return res, err
 }
 
 // buildModels builds the agent's model and, where the spec names others, the

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -369,6 +370,9 @@ type KnowledgeOptions struct {
 	OnIndex func(CollectionReport)
 	// LookupEnv reads the environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Telemetry, when set, traces lookups, retrieval and embeddings.
+	Telemetry        *telemetry.Telemetry
+	TelemetryOptions []telemetry.Options
 }
 
 // OpenKnowledge opens the spec's knowledge index for runs: it indexes collections
@@ -382,6 +386,9 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k run
 	emb, err := NewEmbedder(s, o.Offline, lookup)
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.Telemetry != nil && o.Telemetry.TracesEnabled() {
+		emb = telemetry.WrapEmbedder(emb, o.Telemetry.TracerProvider())
 	}
 	idx, err := sqlite.Open(cmp.Or(o.Index, IndexPath(s, lookup)))
 	if err != nil {
@@ -420,5 +427,9 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k run
 			o.OnIndex(r)
 		}
 	}
-	return idx.Knowledge(emb, keys), idx.Close, nil
+	k = idx.Knowledge(emb, keys)
+	if o.Telemetry != nil && o.Telemetry.TracesEnabled() {
+		k = telemetry.WrapKnowledge(k, o.Telemetry.TracerProvider(), o.TelemetryOptions...)
+	}
+	return k, idx.Close, nil
 }

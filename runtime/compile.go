@@ -43,7 +43,9 @@ type Options struct {
 	External []ExternalTool
 }
 
-// Prices are the prices of an agent's models.
+// Prices are the prices of an agent's models: Agent is Model's, Judge is
+// JudgeModel's and Router is RouterModel's. A judge or classifier without a model of
+// its own uses Model, and then Agent's price when its own is nil.
 type Prices struct {
 	Agent, Judge, Router *spec.Pricing
 }
@@ -71,6 +73,7 @@ type Agent struct {
 	intentOrder  []*intent
 	store        Store
 	knowledge    Knowledge
+	prices       Prices // by the model that answers each purpose's calls (see Compile)
 	version      string
 	// instructionsUseUser: the instructions render the user or the conversation,
 	// so every answer depends on who asked (the FAQ cache's scope rule).
@@ -119,11 +122,17 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		routerModel: opts.RouterModel,
 		byName:      map[string]*agentTool{},
 	}
+	// A price belongs to a model: the judge and the classifier pay the agent's price
+	// exactly when they use the agent's model. A model of their own with no price is
+	// unknown, never the agent's price.
+	a.prices = opts.Prices
 	if a.judgeModel == nil {
 		a.judgeModel = opts.Model
+		a.prices.Judge = cmp.Or(a.prices.Judge, opts.Prices.Agent)
 	}
 	if a.routerModel == nil {
 		a.routerModel = opts.Model
+		a.prices.Router = cmp.Or(a.prices.Router, opts.Prices.Agent)
 	}
 	if s.Instructions.Source != "" {
 		a.instructions = &s.Instructions

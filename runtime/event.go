@@ -12,20 +12,20 @@ type EventKind string
 const (
 	EventState         EventKind = "state"          // the state machine moved (From, State, Trigger)
 	EventModelRequest  EventKind = "model_request"  // a request is sent to a model (Purpose, Messages, Tools)
-	EventModelResponse EventKind = "model_response" // the model answered (Purpose, Calls, Usage, Finish, Reasoning)
+	EventModelResponse EventKind = "model_response" // the model answered (Purpose, Calls, Usage, Cost, Finish, Reasoning)
 	EventToolCall      EventKind = "tool_call"      // a tool call is about to run
 	EventToolResult    EventKind = "tool_result"    // a tool call finished (Error set when it failed)
 	EventToolRefused   EventKind = "tool_refused"   // a call was not run (Refusal, Error)
 	EventBindDiscarded EventKind = "bind_discarded" // the model sent a value for a bound parameter (Param)
 	EventGuard         EventKind = "guard"          // a guard tripped (Guard)
-	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Missing, Verdict)
+	EventVerdict       EventKind = "verdict"        // the judge decided on a draft (Passed, Missing, Verdict; Usage and Cost of its calls)
 	EventFilter        EventKind = "filter"         // a filter acted (Filter, Stage, Action)
 	EventCollect       EventKind = "collect"        // a tool result revealed entities (Entity, Count)
 	EventIntent        EventKind = "intent"         // routing chose an intent (Intent, RoutedBy)
 	EventMemory        EventKind = "memory"         // memory was read, injected or saved (Level, Count)
 	EventCache         EventKind = "cache"          // the FAQ cache was looked up (CacheOutcome, Cached) or learned an answer
 	EventRetrieve      EventKind = "retrieve"       // retrieval put passages into the context (Passages)
-	EventStop          EventKind = "stop"           // the run ended (Stop)
+	EventStop          EventKind = "stop"           // the run ended (Stop, Usage, Cost: the run's so far)
 )
 
 // Purpose says what a model request is for.
@@ -34,6 +34,7 @@ type Purpose string
 const (
 	PurposeAgent      Purpose = "agent"      // the agent's own turn
 	PurposeClassifier Purpose = "classifier" // intent recognition
+	PurposeJudge      Purpose = "judge"      // the judge checking a draft (or a cache hit); its calls' usage is on the verdict event
 )
 
 // Guard names a guard that tripped.
@@ -50,6 +51,11 @@ const (
 	GuardJudgeError      Guard = "judge_error"
 	GuardJudgeExhausted  Guard = "judge_exhausted"
 	GuardInstructions    Guard = "instructions" // the instructions failed to render; shown as written
+	// GuardBudget: the next model call could break guards.max_tokens or max_cost
+	// (Purpose says whose call; the run stops, except that a judge's check of a
+	// cache hit is skipped: a miss), or max_cost cannot be checked because a
+	// model's price is unknown (said once a run; the run goes on).
+	GuardBudget Guard = "budget"
 )
 
 // Event is one step of a run, for progress output, traces and audits. Each kind
@@ -70,6 +76,10 @@ type Event struct {
 	Tools    int     `json:"tools,omitempty"`    // tools offered in a model request
 	Calls    int     `json:"calls,omitempty"`    // tool calls in a model response
 	Usage    *Usage  `json:"usage,omitempty"`
+	// Cost is a model response's cost in US dollars, priced by the model that
+	// answered, a verdict's (its judge calls'), or the run's so far in a stop
+	// event; nil when a price is unknown.
+	Cost *float64 `json:"cost,omitempty"`
 	// Finish and Reasoning are a model response's finish reason and reasoning text.
 	Finish    FinishReason `json:"finish_reason,omitempty"`
 	Reasoning string       `json:"reasoning,omitempty"`

@@ -90,3 +90,27 @@ func ToolTokens(d ToolDef) int {
 	b, _ := json.Marshal(d)
 	return EstimateTokens(string(b))
 }
+
+// EstimateRequestTokens estimates a request's prompt for budgeting: its messages
+// (text, tool calls, reasoning sent back), its tools and the answer schema it asks
+// for. The budgets count it before every model call (see GuardBudget).
+func EstimateRequestTokens(req *ModelRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += EstimateTokens(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += EstimateTokens(tc.Name) + EstimateTokens(tc.Arguments)
+		}
+		if m.Reasoning != nil {
+			n += EstimateTokens(m.Reasoning.Text)
+		}
+	}
+	for _, d := range req.Tools {
+		n += ToolTokens(d)
+	}
+	if req.JSONSchema != nil {
+		b, _ := json.Marshal(req.JSONSchema.Schema)
+		n += EstimateTokens(string(b))
+	}
+	return n
+}

@@ -68,6 +68,11 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 		return fmt.Errorf("fact extraction: %w", err)
 	}
 	res.Usage.Add(resp.Usage)
+	if res.Cost != nil { // known, so the agent's model, which answered, has a price
+		u := resp.Usage
+		c := *res.Cost + a.prices.Agent.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+		res.Cost = &c
+	}
 	var out struct {
 		Facts map[string]*string `json:"facts"`
 	}

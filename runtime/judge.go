@@ -36,12 +36,17 @@ var verdictSchema = map[string]any{
 func (r *run) validate(draft *Message) {
 	if j := r.agent.settings.Judge; j != nil {
 		v, ended := r.judgeDraft(j, draft.Content)
-		if ended != nil { // the run's own deadline or cancellation, not the judge's failure
+		var budget *budgetError
+		switch {
+		case errors.As(ended, &budget):
+			r.stop(StopBudget, budget.detail)
+			return
+		case ended != nil: // the run's own deadline or cancellation, not the judge's failure
 			r.stopForContext(ended)
 			return
 		}
 		r.result.Verdicts = append(r.result.Verdicts, v)
-		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How})
+		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How, Usage: r.judged.usage, Cost: r.judged.cost})
 		if !v.Passed {
 			r.rejections++
 			switch {
@@ -67,14 +72,16 @@ func (r *run) validate(draft *Message) {
 	r.result.Answer = draft.Content
 	r.result.Stop = StopCompleted
 	r.transition(StateFinished, TriggerAccepted)
-	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage})
+	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage, Cost: r.runCost()})
 }
 
 // judgeDraft asks the judge about a draft answer. A failure of the judge itself
 // follows on_error: pass lets the draft through, fail rejects it. When the run's
-// context ends meanwhile there is no verdict: ended says why.
+// context ends meanwhile, or the judge's call could break the run's budget (a
+// *budgetError), there is no verdict: ended says why.
 func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended error) {
 	if n := utf8.RuneCountInString(strings.TrimSpace(draft)); n < j.MinChars {
+		r.judged = judgeCalls{}
 		return Verdict{Passed: false, How: VerdictByMinChars,
 			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}, nil
 	}
@@ -85,17 +92,19 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 		},
 		JSONSchema: &JSONSchemaFormat{Name: SchemaVerdict, Schema: verdictSchema},
 	}
-	model := r.agent.judgeModel
-	resp, err := model.Complete(r.ctx, req)
+	r.judged = judgeCalls{}
+	resp, err := r.askJudge(req)
 	var me *ModelError
 	if err != nil && errors.As(err, &me) && (me.Status == 400 || me.Status == 422) && r.ctx.Err() == nil {
 		// Some compatible servers reject json_schema; plain JSON mode is the next best.
 		r.emit(Event{Kind: EventGuard, Guard: GuardJudgeJSONObject, Message: "the server rejected a JSON schema; asking for a JSON object instead"})
 		req.JSONObject = true
-		resp, err = model.Complete(r.ctx, req)
+		resp, err = r.askJudge(req)
+	}
+	if _, over := err.(*budgetError); over {
+		return Verdict{}, err
 	}
 	if err == nil {
-		r.result.Usage.Add(resp.Usage)
 		var v struct {
 			Passed  *bool  `json:"passed"`
 			Missing string `json:"missing"`
@@ -117,6 +126,52 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 	}
 	return Verdict{Passed: true, How: VerdictByError}, nil
 }
+
+// askJudge makes one call of the judge's model, within the run's budget: a call
+// that could break it is not made (a *budgetError). The call's usage and cost are
+// the run's and, for the verdict event, r.judged's.
+func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
+	if detail := r.overBudget(PurposeJudge, req); detail != "" {
+		return nil, &budgetError{detail}
+	}
+	resp, err := r.agent.judgeModel.Complete(r.ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r.judged.add(resp.Usage, r.account(PurposeJudge, resp.Usage))
+	return resp, nil
+}
+
+// judgeCalls are the usage and cost of the judge's calls behind one verdict (two
+// when the server refused a JSON schema): the verdict event carries them, as a
+// model_response event carries an agent call's. No call (a draft too short): nil.
+type judgeCalls struct {
+	usage *Usage
+	cost  *float64
+	calls int
+}
+
+func (j *judgeCalls) add(u Usage, cost *float64) {
+	if j.usage == nil {
+		j.usage = &Usage{}
+	}
+	j.usage.Add(u)
+	switch {
+	case j.calls == 0:
+		j.cost = cost
+	case j.cost != nil && cost != nil:
+		sum := *j.cost + *cost
+		j.cost = &sum
+	default:
+		j.cost = nil // one call's price is unknown
+	}
+	j.calls++
+}
+
+// budgetError is why a model call was not made: it could break the run's budget.
+type budgetError struct{ detail string }
+
+func (e *budgetError) Error() string { return e.detail }
 
 // judgePrompt lays out what the judge decides on: the question, the tool results of
 // this run and the draft, then the criteria.

@@ -25,6 +25,7 @@ type stubReply struct {
 	err       error
 	wait      bool
 	before    func()
+	usage     *runtime.Usage // reported instead of the purpose's stub tokens
 }
 
 // Token counts the stub reports, different per purpose so a test can tell whose
@@ -75,8 +76,12 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 		return nil, fmt.Errorf("stub: request %d, but only %d replies", n, len(replies))
 	}
 	reply := replies[n-1]
+	usage := runtime.Usage{TotalTokens: tokens}
+	if reply.usage != nil {
+		usage = *reply.usage
+	}
 	if reply.err == nil && !reply.wait {
-		m.tokens += tokens
+		m.tokens += usage.TotalTokens
 	}
 	m.mu.Unlock()
 	if reply.before != nil {
@@ -92,7 +97,7 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 	return &runtime.ModelResponse{
 		Message:      runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls, Reasoning: reply.reasoning},
 		FinishReason: reply.finish,
-		Usage:        runtime.Usage{TotalTokens: tokens},
+		Usage:        usage,
 	}, nil
 }
 

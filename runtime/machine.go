@@ -41,12 +41,12 @@ var edges = []Edge{
 	{StateThinking, StateToolExecuting, []Trigger{TriggerToolCalls}},
 	{StateThinking, StateValidating, []Trigger{TriggerDraft}},
 	{StateThinking, StateFinished, []Trigger{TriggerCacheHit}},
-	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopTimeout, StopCanceled)},
+	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopBudget, StopTimeout, StopCanceled)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
 	{StateValidating, StateThinking, []Trigger{TriggerJudgeFeedback}},
-	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked, StopTimeout, StopCanceled)},
+	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},
 }
 
 func stops(reasons ...StopReason) []Trigger {

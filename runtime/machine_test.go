@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
 )
 
 // stopReasons reads the StopReason constants from the package's source, so a reason
@@ -117,8 +118,12 @@ type machineCase struct {
 	judge   []stubReply
 	input   string
 	context string // "cancel": the wait tool cancels the run; "deadline": the run has a short deadline; "canceled": canceled before it starts
-	stop    runtime.StopReason
-	path    string // the states the run moves to, from THINKING
+	// maxTokens is guards.max_tokens, set on the loaded spec (0: none). With no
+	// model.max_tokens every call's worst case is its prompt plus
+	// spec.DefaultBudgetOutput.
+	maxTokens int64
+	stop      runtime.StopReason
+	path      string // the states the run moves to, from THINKING
 }
 
 func machineCases() []machineCase {
@@ -170,6 +175,12 @@ func machineCases() []machineCase {
 		{name: "judge_rejected", extra: judge + "  max_retries: 0\n",
 			agent: []stubReply{stubSay("draft")}, judge: []stubReply{stubVerdict(false, "no")},
 			stop: runtime.StopJudgeRejected, path: "VALIDATING STOPPED"},
+		{name: "budget before a turn", maxTokens: 8000,
+			agent: []stubReply{used(lookup("1"), 5000), stubSay("never")},
+			stop:  runtime.StopBudget, path: "TOOL_EXECUTING THINKING STOPPED"},
+		{name: "budget before the judge", maxTokens: 6000, extra: judge,
+			agent: []stubReply{used(stubSay("draft"), 3000)}, judge: []stubReply{stubVerdict(true, "")},
+			stop: runtime.StopBudget, path: "VALIDATING STOPPED"},
 	}
 }
 
@@ -205,7 +216,8 @@ func TestRunsFollowTheEdges(t *testing.T) {
 			}
 			src += "}\n" + tt.extra
 			model := &stubModel{agent: tt.agent, judge: tt.judge}
-			a := compile(t, src, model, map[string]*funcTool{"lookup": echo(), "wait": waitTool})
+			a := compileWith(t, src, func(s *spec.Spec) { s.Guards.MaxTokens = tt.maxTokens },
+				runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "wait": waitTool})
 			res, events := runAgent(t, ctx, a, cmpOr(tt.input, "go"))
 
 			if res.Stop != tt.stop {

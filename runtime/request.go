@@ -46,25 +46,31 @@ const (
 	StopBlocked       StopReason = "blocked"        // an input or answer filter blocked the run
 	StopTruncated     StopReason = "truncated"      // the answer was cut off (finish_reason length)
 	StopContentFilter StopReason = "content_filter" // the provider's content filter stopped the answer
+	StopBudget        StopReason = "budget"         // the next model call could break guards.max_tokens or max_cost
 )
 
 // StopReasons lists every stop reason.
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
-	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter}
+	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget}
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
 type Result struct {
-	Answer     string        `json:"answer"`
-	Stop       StopReason    `json:"stop"`
-	Detail     string        `json:"detail,omitempty"` // what tripped, for a stopped run
-	Intent     string        `json:"intent,omitempty"`
-	IntentHow  RoutedBy      `json:"intent_how,omitempty"`
-	Turns      int           `json:"turns"`       // model calls
-	ToolRounds int           `json:"tool_rounds"` // responses whose tool calls ran
-	Steps      []Step        `json:"steps"`
-	Usage      Usage         `json:"usage"`
-	Duration   time.Duration `json:"duration_ns"`
+	Answer     string     `json:"answer"`
+	Stop       StopReason `json:"stop"`
+	Detail     string     `json:"detail,omitempty"` // what tripped, for a stopped run
+	Intent     string     `json:"intent,omitempty"`
+	IntentHow  RoutedBy   `json:"intent_how,omitempty"`
+	Turns      int        `json:"turns"`       // model calls
+	ToolRounds int        `json:"tool_rounds"` // responses whose tool calls ran
+	Steps      []Step     `json:"steps"`
+	Usage      Usage      `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
+	// Cost is what the run's model calls cost in US dollars, each priced by the model
+	// that answered it (Options.Prices). It is nil when the agent's model has no price
+	// or any call's model had none: a sum that leaves out calls would read as the
+	// run's cost and be too low.
+	Cost     *float64      `json:"cost,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
 	// Messages is the exchange to keep in the conversation's history: the user's
 	// input, every assistant message with its tool results, and the final answer.
 	// No system message, no rejected draft and no judge feedback is ever part of it.

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -137,6 +138,7 @@ func (r *run) route() {
 	}
 	name, confidence, err := r.classify()
 	switch {
+	case r.state == StateStopped: // the classifier's call could have broken the budget: no intent
 	case err != nil:
 		r.fallback(choose, err.Error())
 	case a.intents[name] == nil:
@@ -172,12 +174,19 @@ func (r *run) classify() (string, float64, error) {
 		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
 		JSONSchema: &JSONSchemaFormat{Name: SchemaIntent, Schema: schema},
 	}
+	if detail := r.overBudget(PurposeClassifier, req); detail != "" {
+		r.stop(StopBudget, detail)
+		return "", 0, &budgetError{detail}
+	}
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages)})
+	start := time.Now()
 	resp, err := a.routerModel.Complete(r.ctx, req)
 	if err != nil {
 		return "", 0, fmt.Errorf("the classifier failed: %v", err)
 	}
-	r.result.Usage.Add(resp.Usage)
+	usage := resp.Usage
+	cost := r.account(PurposeClassifier, usage)
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeClassifier, Usage: &usage, Cost: cost, Duration: time.Since(start), Finish: resp.FinishReason})
 	var out struct {
 		Intent     string   `json:"intent"`
 		Confidence *float64 `json:"confidence"`

@@ -42,6 +42,12 @@ type run struct {
 	profile             string       // the user's profile summary
 	memory              string       // the memory block of the intent's level
 	rag                 string       // the retrieved passages, framed as data
+	// cost is what the priced model calls cost so far; costUnknown: a call's model
+	// had no price; costUnchecked: the guard event saying max_cost cannot be
+	// checked was emitted.
+	cost                       float64
+	costUnknown, costUnchecked bool
+	judged                     judgeCalls // the judge's calls behind its latest verdict
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -70,12 +76,14 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		if r.foreignConversation {
 			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, ErrForeignConversation)
 		}
-		if !r.answerFromCache() {
+		// The classifier's call may have stopped the run (its budget).
+		if r.state == StateThinking && !r.answerFromCache() {
 			r.retrieve()
 			r.loop()
 			r.learn()
 		}
 	}
+	r.result.Cost = r.runCost()
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen.result(req.Seen)
 	r.commit()
@@ -167,7 +175,7 @@ func (r *run) stopWith(reason StopReason, detail, answer string) {
 	r.result.Detail = detail
 	r.result.Answer = answer
 	r.transition(StateStopped, Trigger(reason))
-	r.emit(Event{Kind: EventStop, Stop: reason, Message: detail, Usage: &r.result.Usage})
+	r.emit(Event{Kind: EventStop, Stop: reason, Message: detail, Usage: &r.result.Usage, Cost: r.runCost()})
 }
 
 func (r *run) loop() {
@@ -200,6 +208,10 @@ func (r *run) think() *Message {
 		return nil
 	}
 	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
+	if detail := r.overBudget(PurposeAgent, req); detail != "" {
+		r.stop(StopBudget, detail)
+		return nil
+	}
 	r.result.Turns++
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
 	start := time.Now()
@@ -212,7 +224,7 @@ func (r *run) think() *Message {
 		}
 		return nil
 	}
-	r.result.Usage.Add(resp.Usage)
+	cost := r.account(PurposeAgent, resp.Usage)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
 	msg := resp.Message
 	msg.Role = RoleAssistant
@@ -222,8 +234,8 @@ func (r *run) think() *Message {
 		r.result.Reasoning = append(r.result.Reasoning, reasoning)
 	}
 	usage := resp.Usage
-	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(msg.ToolCalls), Usage: &usage, Duration: time.Since(start),
-		Finish: resp.FinishReason, Reasoning: reasoning})
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(msg.ToolCalls), Usage: &usage, Cost: cost,
+		Duration: time.Since(start), Finish: resp.FinishReason, Reasoning: reasoning})
 	if len(msg.ToolCalls) == 0 {
 		return r.draft(msg, resp.FinishReason)
 	}

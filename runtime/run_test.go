@@ -60,14 +60,25 @@ func loadSpec(t testing.TB, src string) *spec.Spec {
 // compile builds an agent whose http tools are the given funcTools, by name.
 func compile(t testing.TB, src string, model runtime.Model, tools map[string]*funcTool) *runtime.Agent {
 	t.Helper()
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) {
+	return compileWith(t, src, nil, runtime.Options{Model: model}, tools)
+}
+
+// compileWith is compile with more options, and edit (when not nil) changing the
+// loaded spec first.
+func compileWith(t testing.TB, src string, edit func(*spec.Spec), opts runtime.Options, tools map[string]*funcTool) *runtime.Agent {
+	t.Helper()
+	opts.Tools = runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) {
 		ft, ok := tools[st.Name]
 		if !ok {
 			return nil, fmt.Errorf("test has no tool %s", st.Name)
 		}
 		return ft, nil
 	}}
-	a, diags := runtime.Compile(loadSpec(t, src), runtime.Options{Tools: reg, Model: model})
+	s := loadSpec(t, src)
+	if edit != nil {
+		edit(s)
+	}
+	a, diags := runtime.Compile(s, opts)
 	if diags.HasErrors() {
 		t.Fatalf("compile: %v", diags)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"log/slog"
 	"math"
 	"mime"
@@ -104,7 +106,8 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		who := &Principal{} // authenticate fills it in
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
+		// A caller's W3C traceparent makes its trace the parent of the run's.
+		r = r.WithContext(context.WithValue(telemetry.ExtractHTTP(r.Context(), r.Header), principalKey{}, who))
 		r.Body = http.MaxBytesReader(sw, r.Body, s.limits.MaxBodyBytes)
 		defer func() {
 			if p := recover(); p != nil {

@@ -54,6 +54,10 @@ type Metrics struct {
 	rateLimited   *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
+	// The OpenTelemetry GenAI client metrics, in Prometheus' naming.
+	genAITokens   *prometheus.HistogramVec
+	genAIDuration *prometheus.HistogramVec
+	cost          *prometheus.CounterVec
 
 	// intents are, per agent, the intents routing has chosen (EventIntent names
 	// only the spec's intents). A Result's Intent can be the request's unchecked
@@ -91,6 +95,20 @@ func NewMetrics() *Metrics {
 			Help:    "How long model calls took.",
 			Buckets: modelBuckets,
 		}, []string{"agent", "purpose"}),
+		genAITokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gen_ai_client_token_usage",
+			Help:    "Tokens per model call (gen_ai.client.token.usage), by token type (input, output).",
+			Buckets: []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864},
+		}, []string{"agent", "gen_ai_operation_name", "gen_ai_token_type"}),
+		genAIDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gen_ai_client_operation_duration_seconds",
+			Help:    "Duration of model calls (gen_ai.client.operation.duration).",
+			Buckets: []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92},
+		}, []string{"agent", "gen_ai_operation_name"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_cost_usd_total",
+			Help: "What finished runs cost, in US dollars (runs whose models have prices).",
+		}, []string{"agent"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_tokens_total",
 			Help: "Model tokens of finished runs: in (prompt) and out (completion).",
@@ -122,6 +140,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runs, m.runDuration, m.inFlight, m.modelCalls, m.modelDuration, m.tokens,
 		m.toolCalls, m.cacheLookups, m.rateLimited, m.httpRequests, m.httpDuration,
+		m.genAITokens, m.genAIDuration, m.cost,
 	)
 	for _, r := range rateLimitReasons {
 		m.rateLimited.WithLabelValues(r) // shown as 0 before the first refusal
@@ -150,6 +169,11 @@ func (m *Metrics) observe(agent string, e runtime.Event) {
 		purpose := purposeLabel(e.Purpose)
 		m.modelCalls.WithLabelValues(agent, purpose).Inc()
 		m.modelDuration.WithLabelValues(agent, purpose).Observe(e.Duration.Seconds())
+		m.genAIDuration.WithLabelValues(agent, "chat").Observe(e.Duration.Seconds())
+		if u := e.Usage; u != nil {
+			m.genAITokens.WithLabelValues(agent, "chat", "input").Observe(float64(max(u.PromptTokens, 0)))
+			m.genAITokens.WithLabelValues(agent, "chat", "output").Observe(float64(max(u.CompletionTokens, 0)))
+		}
 	case runtime.EventToolResult:
 		// Only an offered tool runs, so the name is one of the agent's tools.
 		outcome := string(runtime.OutcomeOK)
@@ -189,6 +213,9 @@ func (m *Metrics) RunFinished(agent string, res *runtime.Result, d time.Duration
 	m.runs.WithLabelValues(agent, m.intentLabel(agent, res.Intent), stopLabel(res.Stop)).Inc()
 	m.tokens.WithLabelValues(agent, "in").Add(float64(max(res.Usage.PromptTokens, 0)))
 	m.tokens.WithLabelValues(agent, "out").Add(float64(max(res.Usage.CompletionTokens, 0)))
+	if res.Cost != nil {
+		m.cost.WithLabelValues(agent).Add(max(*res.Cost, 0))
+	}
 }
 
 // RateLimited counts a request a limit refused: reason is "rate", "concurrency" or

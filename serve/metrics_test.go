@@ -367,3 +367,31 @@ func TestMetricsRegistriesAreIndependent(t *testing.T) {
 	_, fams := scrapeMetrics(t, b)
 	checkSeries(t, fams, []wantSeries{{"agentrun_rate_limited_total", map[string]string{"reason": "rate"}, 0}})
 }
+
+// The GenAI client metrics come from each model response; the cost from the
+// finished runs that have one.
+func TestMetricsGenAIAndCost(t *testing.T) {
+	m := NewMetrics()
+	obs := m.Observer("shop")
+	obs.Observe(runtime.Event{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Duration: 300 * time.Millisecond,
+		Usage: &runtime.Usage{PromptTokens: 100, CompletionTokens: 7}})
+	obs.Observe(runtime.Event{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeJudge, Duration: 100 * time.Millisecond,
+		Usage: &runtime.Usage{PromptTokens: 40, CompletionTokens: 3}})
+	cost := 0.0125
+	m.RunStarted("shop")
+	m.RunFinished("shop", &runtime.Result{Stop: runtime.StopCompleted, Cost: &cost}, time.Second)
+	m.RunStarted("shop")
+	m.RunFinished("shop", &runtime.Result{Stop: runtime.StopCompleted}, time.Second) // no price: no cost
+	text, _ := scrapeMetrics(t, m)
+	for _, want := range []string{
+		`gen_ai_client_token_usage_count{agent="shop",gen_ai_operation_name="chat",gen_ai_token_type="input"} 2`,
+		`gen_ai_client_token_usage_sum{agent="shop",gen_ai_operation_name="chat",gen_ai_token_type="input"} 140`,
+		`gen_ai_client_token_usage_sum{agent="shop",gen_ai_operation_name="chat",gen_ai_token_type="output"} 10`,
+		`gen_ai_client_operation_duration_seconds_count{agent="shop",gen_ai_operation_name="chat"} 2`,
+		`agentrun_cost_usd_total{agent="shop"} 0.0125`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// ResumeGrace is how long a streamed run nobody reads any more waits for a
 	// reader to resume it (Last-Event-ID) before it is canceled; 0 means 10s.
 	ResumeGrace time.Duration
+	// Telemetry traces the runs; a request's traceparent becomes its run's parent.
+	Telemetry     *telemetry.Telemetry
+	RecordContent bool
 }
 
 // DefaultResumeGrace is Options.ResumeGrace's default.
@@ -176,7 +180,8 @@ func (s *Server) load(ctx context.Context) (map[string]*served, error) {
 			closeAll()
 			return nil, fmt.Errorf("%s and %s both name an agent %q: agent names must be unique", prev.Spec.Pos.File, sp.Pos.File, sp.Name)
 		}
-		a, err := agentrun.Build(ctx, sp, agentrun.Options{Model: s.opts.Model, SharedStore: s.store, Index: s.opts.Index, LookupEnv: s.opts.LookupEnv})
+		a, err := agentrun.Build(ctx, sp, agentrun.Options{Model: s.opts.Model, SharedStore: s.store, Index: s.opts.Index, LookupEnv: s.opts.LookupEnv,
+			Telemetry: s.opts.Telemetry, RecordContent: s.opts.RecordContent})
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("%s: %w", sp.Pos.File, err)

@@ -64,6 +64,7 @@ func (c *checker) check() {
 	c.checkRouting()
 	c.checkMemory()
 	c.checkGuards()
+	c.checkBudget()
 	c.checkJudge()
 	c.checkFilters()
 	c.checkKnowledge()

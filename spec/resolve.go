@@ -62,6 +62,12 @@ const (
 	DefaultAcceptMessage = "This call is not allowed for this user, so it was not run."
 )
 
+// DefaultBudgetOutput is the output a model call may produce, in tokens, as the
+// budgets (guards.max_tokens, guards.max_cost) count it before the call when its
+// model sets no max_tokens. No key sets it: it is the budgets' assumption, not a
+// limit sent to the model.
+const DefaultBudgetOutput = 4096
+
 // Settings are a spec's effective settings: every value the spec leaves out is its
 // default. They are computed once, by Resolve.
 type Settings struct {

@@ -99,9 +99,9 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 		}
 	case reflect.String:
 		w.compareEnum(path, s, typ)
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		if s["type"] != "integer" && s["const"] == nil {
-			w.t.Errorf("%s: Go int, schema type is %v", path, s["type"])
+			w.t.Errorf("%s: Go %s, schema type is %v", path, typ.Kind(), s["type"])
 		}
 	case reflect.Float64:
 		if s["type"] != "number" {

@@ -233,6 +233,8 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 		d.errorf(at, "", "must be at least %s, got %s", ratString(k.Want), ratString(k.Got))
 	case *kind.Maximum:
 		d.errorf(at, "", "must be at most %s, got %s", ratString(k.Want), ratString(k.Got))
+	case *kind.ExclusiveMinimum:
+		d.errorf(at, "", "must be more than %s, got %s", ratString(k.Want), ratString(k.Got))
 	case *kind.MinLength:
 		d.errorf(at, "", "must not be empty")
 	case *kind.MinItems:

@@ -2,12 +2,14 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/mcp"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -92,6 +95,11 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
+	tel, err := setupTelemetry(cmd.Context(), &opts)
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
 	if !o.quiet {
 		// A collection never indexed, or whose sources changed, is indexed before
 		// the run: say so, since it can take a while and spends embedding calls.
@@ -392,7 +400,11 @@ func (p *progress) Observe(e runtime.Event) {
 		if e.Usage != nil {
 			tokens = e.Usage.TotalTokens
 		}
-		fmt.Fprintf(p.w, "■ %s · %d model calls · %d tokens · %s", e.Stop, e.Turn, tokens, round(time.Since(p.start)))
+		fmt.Fprintf(p.w, "■ %s · %d model calls · %d tokens", e.Stop, e.Turn, tokens)
+		if e.Cost != nil {
+			fmt.Fprintf(p.w, " · %s", formatCost(*e.Cost))
+		}
+		fmt.Fprintf(p.w, " · %s", round(time.Since(p.start)))
 		if e.Message != "" {
 			fmt.Fprintf(p.w, " · %s", e.Message)
 		}
@@ -466,4 +478,37 @@ func clip(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// setupTelemetry reads the standard OTEL_* variables: with an OTLP endpoint, runs
+// are traced and measured (nothing is exported without one).
+// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true records messages, tool
+// arguments and results in the spans, after the spec's redaction filters.
+func setupTelemetry(ctx context.Context, opts *agentrun.Options) (*telemetry.Telemetry, error) {
+	tel, err := telemetry.Setup(ctx, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	tel.Install()
+	opts.Telemetry = tel
+	if v, _ := os.LookupEnv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); strings.EqualFold(v, "true") {
+		opts.RecordContent = true
+	}
+	return tel, nil
+}
+
+// shutdownTelemetry flushes what is left to export, within a few seconds: a
+// collector that is down never holds the command up.
+func shutdownTelemetry(tel *telemetry.Telemetry) {
+	if tel == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	tel.Shutdown(ctx)
+}
+
+// formatCost shows US dollars with four significant digits: $0.001234, $1.234.
+func formatCost(usd float64) string {
+	return "$" + strconv.FormatFloat(usd, 'g', 4, 64)
 }

@@ -74,7 +74,7 @@ judge: {criteria: [Every question is answered.], max_retries: 0}
 		t.Fatalf("graph: exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{
-		`s_THINKING -- "blocked · max_turns 3 · max_tool_rounds 3 (default) · model_error · truncated · content_filter · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`,
+		`s_THINKING -- "blocked · max_turns 3 · max_tool_rounds 3 (default) · model_error · truncated · content_filter · budget (none set) · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`,
 		`s_TOOL_EXECUTING -- "duplicate_calls stop (default) · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`,
 		`s_TOOL_EXECUTING -- "results · ≤ 4 (default) in parallel" --> s_THINKING`,
 		`s_VALIDATING -- "judge feedback · max_retries 0" --> s_THINKING`,
@@ -92,7 +92,7 @@ func TestGraphIsMermaid(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	checkGolden(t, "graph-shop.mmd", stdout)
-	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "blocked · max_turns 8 · max_tool_rounds 4 · model_error · truncated · content_filter · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`} {
+	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "blocked · max_turns 8 · max_tool_rounds 4 · model_error · truncated · content_filter · budget (none set) · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("graph lacks %q", want)
 		}

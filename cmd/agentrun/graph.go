@@ -145,6 +145,18 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 		return "judge feedback · max_retries " + setting(st, "judge.max_retries", st.Judge.MaxRetries)
 	case runtime.Trigger(runtime.StopMaxTurns):
 		return "max_turns " + setting(st, "guards.max_turns", g.MaxTurns)
+	case runtime.Trigger(runtime.StopBudget):
+		var limits []string
+		if g.MaxTokens > 0 {
+			limits = append(limits, fmt.Sprintf("max_tokens %d", g.MaxTokens))
+		}
+		if g.MaxCost > 0 {
+			limits = append(limits, fmt.Sprintf("max_cost $%g", g.MaxCost))
+		}
+		if len(limits) == 0 {
+			return "budget (none set)"
+		}
+		return "budget " + strings.Join(limits, ", ")
 	case runtime.Trigger(runtime.StopMaxToolRounds):
 		return "max_tool_rounds " + setting(st, "guards.max_tool_rounds", g.MaxToolRounds)
 	case runtime.Trigger(runtime.StopDuplicateCall):

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/serve"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -44,8 +45,14 @@ func newServeCommand() *cobra.Command {
 			}
 			errOut := cmd.ErrOrStderr()
 			logger := slog.New(slog.NewJSONHandler(errOut, nil))
+			var topts agentrun.Options
+			tel, err := setupTelemetry(cmd.Context(), &topts)
+			if err != nil {
+				return err
+			}
+			defer shutdownTelemetry(tel)
 			srv, err := serve.New(cmd.Context(), serve.Options{Config: cfg, Specs: args, Store: store, Model: model, Index: index,
-				InsecureNoAuth: insecure, Logger: logger})
+				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent})
 			var diags spec.Diagnostics
 			if errors.As(err, &diags) {
 				fmt.Fprint(errOut, formatDiagnostics(diags))

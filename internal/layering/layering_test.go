@@ -248,6 +248,7 @@ var today = map[string][]string{
 	"internal/layering":        nil,
 	"runtime/store/redis":      {"runtime"},
 	"runtime/knowledge/sqlite": {"runtime", "runtime/knowledge", "runtime/store/sqlite"},
+	"runtime/telemetry":        {"runtime", "runtime/knowledge", "spec"},
 }
 
 // with returns today's graph plus the edges of extra.

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -50,7 +51,7 @@ var toolTransport = func() http.RoundTripper {
 	t = t.Clone()
 	t.MaxIdleConnsPerHost = 64
 	t.MaxIdleConns = 256
-	return t
+	return telemetry.Transport(t) // the run's trace continues in the backend (W3C traceparent)
 }()
 
 func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {

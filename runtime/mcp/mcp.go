@@ -20,6 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -282,6 +283,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
+	telemetry.InjectHTTP(r.Context(), r.Header) // the run's trace continues in the server
 	return http.DefaultTransport.RoundTrip(r)
 }
 

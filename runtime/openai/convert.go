@@ -197,8 +197,20 @@ func newCallID() string {
 	return "call_" + hex.EncodeToString(b[:])
 }
 
+// usage reads a response's token counts. The prompt tokens served from the
+// provider's prompt cache are prompt_tokens_details.cached_tokens (OpenAI and most
+// compatible servers) or prompt_cache_hit_tokens (DeepSeek); a server that reports
+// neither cached nothing as far as its price is concerned.
 func usage(u oai.CompletionUsage) runtime.Usage {
-	return runtime.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	out := runtime.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedPromptTokens: u.PromptTokensDetails.CachedTokens}
+	if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok && !u.PromptTokensDetails.JSON.CachedTokens.Valid() {
+		var n int64
+		if json.Unmarshal([]byte(f.Raw()), &n) == nil && n >= 0 && n <= u.PromptTokens {
+			out.CachedPromptTokens = n
+		}
+	}
+	return out
 }
 
 // checkTruncated refuses tool calls whose arguments max_tokens cut off: running a

@@ -1,0 +1,101 @@
+package runtime
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/agentrun/agentrun/spec"
+)
+
+// price is what the model answering a purpose's calls costs; nil when unknown.
+// Fact extraction uses the agent's model, so it pays the agent's price.
+func (a *Agent) price(p Purpose) *spec.Pricing {
+	switch p {
+	case PurposeJudge:
+		return a.prices.Judge
+	case PurposeClassifier:
+		return a.prices.Router
+	}
+	return a.prices.Agent
+}
+
+// maxOutput is the most a call for the purpose may write, as the budgets count it:
+// the max_tokens of the model answering it (a judge's or router's model inherits
+// the agent's, as the assembly merges them), else spec.DefaultBudgetOutput.
+func (a *Agent) maxOutput(p Purpose) int {
+	s := a.spec
+	var own *spec.Model
+	switch p {
+	case PurposeJudge:
+		if s.Judge != nil {
+			own = s.Judge.Model
+		}
+	case PurposeClassifier:
+		own = s.Routing.Model
+	}
+	if own != nil && own.MaxTokens > 0 {
+		return own.MaxTokens
+	}
+	return cmp.Or(s.Model.MaxTokens, spec.DefaultBudgetOutput)
+}
+
+// overBudget runs before every model call. It reports why the call could break the
+// run's budget — the tokens used so far plus the call's worst case (its estimated
+// prompt and its whole max output) over guards.max_tokens, or the same priced at
+// its model's price over guards.max_cost — and emits the guard event; "" when the
+// call may go ahead. The caller stops the run (StopBudget) or, for a call the run
+// can do without, skips it.
+func (r *run) overBudget(p Purpose, req *ModelRequest) string {
+	g := r.agent.settings.Guards
+	if g.MaxTokens <= 0 && g.MaxCost <= 0 {
+		return ""
+	}
+	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(p))
+	detail := ""
+	u := r.result.Usage
+	if used := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens); g.MaxTokens > 0 && used+prompt+output > g.MaxTokens {
+		detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used",
+			p, prompt+output, prompt, output, used, g.MaxTokens)
+	}
+	if price := r.agent.price(p); detail == "" && g.MaxCost > 0 {
+		switch {
+		case price == nil:
+			if !r.costUnchecked {
+				r.costUnchecked = true
+				r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p,
+					Message: fmt.Sprintf("max_cost is not checked: the price of the %s's model is unknown", p)})
+			}
+		case r.cost+price.Cost(prompt, 0, output) > g.MaxCost:
+			detail = fmt.Sprintf("the %s's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent",
+				p, price.Cost(prompt, 0, output), prompt, output, r.cost, g.MaxCost)
+		}
+	}
+	if detail != "" {
+		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p, Message: detail})
+	}
+	return detail
+}
+
+// account adds a model call's usage to the run's and prices it by the model that
+// answered. It returns the call's cost, nil when that model's price is unknown.
+func (r *run) account(p Purpose, u Usage) *float64 {
+	r.result.Usage.Add(u)
+	price := r.agent.price(p)
+	if price == nil {
+		r.costUnknown = true
+		return nil
+	}
+	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+	r.cost += c
+	return &c
+}
+
+// runCost is the run's cost so far, nil when it is unknown: the agent's model has no
+// price, or a call's model had none.
+func (r *run) runCost() *float64 {
+	if r.costUnknown || r.agent.prices.Agent == nil {
+		return nil
+	}
+	c := r.cost
+	return &c
+}

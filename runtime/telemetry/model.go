@@ -1,0 +1,204 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// ModelInfo describes a wrapped model for its spans and metrics.
+type ModelInfo struct {
+	Provider string // gen_ai.provider.name: "openai" for OpenAI-compatible endpoints
+	Model    string // gen_ai.request.model
+	// Purpose is agent, judge or classifier when the model serves only that; ""
+	// infers it per request from the structured answer asked for (see PurposeOf).
+	Purpose     string
+	Temperature *float64 // gen_ai.request.temperature, when set
+	MaxTokens   int      // gen_ai.request.max_tokens, when set
+}
+
+// PurposeOf is what a request is for, by the structured answer it asks for: the
+// judge's verdict, the classifier's intent, the extractor's facts, else the agent's
+// own turn.
+func PurposeOf(req *runtime.ModelRequest) string {
+	if req.JSONSchema != nil {
+		switch req.JSONSchema.Name {
+		case runtime.SchemaVerdict:
+			return PurposeJudge
+		case runtime.SchemaIntent:
+			return PurposeClassifier
+		case runtime.SchemaFacts:
+			return PurposeExtractor
+		}
+	}
+	return PurposeAgent
+}
+
+// WrapModel returns m with a client span `chat {model}` around every Complete and
+// the gen_ai.client.token.usage and gen_ai.client.operation.duration histograms.
+// Requests and responses pass through untouched (OnDelta streams as before). A nil
+// tp or mp means the global provider. opts is at most one Options; without one no
+// content is recorded.
+func WrapModel(m runtime.Model, info ModelInfo, tp trace.TracerProvider, mp metric.MeterProvider, opts ...Options) runtime.Model {
+	meter := meterOf(mp)
+	tokens, err := meter.Int64Histogram(MetricTokenUsage, metric.WithUnit(UnitTokens),
+		metric.WithDescription("Number of input and output tokens used."),
+		metric.WithExplicitBucketBoundaries(TokenUsageBuckets...))
+	if err != nil {
+		otelHandle(err)
+	}
+	duration, err := meter.Float64Histogram(MetricOperationDuration, metric.WithUnit(UnitSeconds),
+		metric.WithDescription("GenAI operation duration."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	if err != nil {
+		otelHandle(err)
+	}
+	name := OpChat
+	if info.Model != "" {
+		name += " " + info.Model
+	}
+	w := &model{next: m, info: info, tracer: tracerOf(tp), tokens: tokens, duration: duration, opts: option(opts), name: name,
+		measure: mp == nil || measuring(mp)}
+	w.base = []attribute.KeyValue{AttrOperationName.String(OpChat)}
+	if info.Provider != "" {
+		w.base = append(w.base, AttrProviderName.String(info.Provider))
+	}
+	if info.Model != "" {
+		w.base = append(w.base, AttrRequestModel.String(info.Model))
+	}
+	return w
+}
+
+type model struct {
+	next     runtime.Model
+	info     ModelInfo
+	tracer   trace.Tracer
+	tokens   metric.Int64Histogram
+	duration metric.Float64Histogram
+	opts     Options
+	name     string
+	base     []attribute.KeyValue // operation, provider, request model
+	measure  bool
+	cache    optCache // by purpose, response model, token type
+}
+
+func (m *model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	start := time.Now()
+	purpose := m.info.Purpose
+	if purpose == "" {
+		purpose = PurposeOf(req)
+	}
+	attrs := make([]attribute.KeyValue, 0, len(m.base)+5)
+	attrs = append(attrs, m.base...)
+	attrs = append(attrs, AttrPurpose.String(purpose))
+	if m.info.Temperature != nil {
+		attrs = append(attrs, AttrTemperature.Float64(*m.info.Temperature))
+	}
+	if m.info.MaxTokens > 0 {
+		attrs = append(attrs, AttrMaxTokens.Int(m.info.MaxTokens))
+	}
+	if req.JSONSchema != nil || req.JSONObject {
+		attrs = append(attrs, AttrOutputType.String(OutputJSON))
+	} else {
+		attrs = append(attrs, AttrOutputType.String(OutputText))
+	}
+	ctx, span := m.tracer.Start(ctx, m.name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	recording := span.IsRecording()
+	if recording && m.opts.RecordContent {
+		system, msgs := m.opts.messagesJSON(req.Messages)
+		if system != "" {
+			span.SetAttributes(AttrSystemInstructions.String(system))
+		}
+		span.SetAttributes(AttrInputMessages.String(msgs))
+	}
+	resp, err := m.next.Complete(ctx, req)
+	elapsed := time.Since(start).Seconds()
+
+	var respModel, et string
+	if err != nil {
+		et = errorType(err)
+		if recording {
+			span.SetAttributes(AttrErrorType.String(et))
+			span.SetStatus(codes.Error, err.Error()) // provider errors: operational, not content
+		}
+	} else if resp != nil {
+		respModel = resp.Model
+		if recording {
+			m.record(span, resp)
+		}
+	}
+	if m.measure {
+		m.duration.Record(ctx, elapsed, m.attrs(purpose, respModel, et, ""))
+		if err == nil && resp != nil {
+			m.tokens.Record(ctx, resp.Usage.PromptTokens, m.attrs(purpose, respModel, "", TokenInput))
+			m.tokens.Record(ctx, resp.Usage.CompletionTokens, m.attrs(purpose, respModel, "", TokenOutput))
+		}
+	}
+	span.End()
+	return resp, err
+}
+
+// attrs are the attributes of a measurement: the model's, the purpose, and the
+// response model, error type and token type when set.
+func (m *model) attrs(purpose, respModel, errType, tokenType string) metric.MeasurementOption {
+	return m.cache.get(optKey{purpose, respModel, errType, tokenType}, func() []attribute.KeyValue {
+		attrs := append(append([]attribute.KeyValue(nil), m.base...), AttrPurpose.String(purpose))
+		if respModel != "" {
+			attrs = append(attrs, AttrResponseModel.String(respModel))
+		}
+		if errType != "" {
+			attrs = append(attrs, AttrErrorType.String(errType))
+		}
+		if tokenType != "" {
+			attrs = append(attrs, AttrTokenType.String(tokenType))
+		}
+		return attrs
+	})
+}
+
+func (m *model) record(span trace.Span, resp *runtime.ModelResponse) {
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs,
+		AttrInputTokens.Int64(resp.Usage.PromptTokens),
+		AttrOutputTokens.Int64(resp.Usage.CompletionTokens),
+	)
+	if resp.Usage.CachedPromptTokens > 0 {
+		attrs = append(attrs, AttrCacheReadTokens.Int64(resp.Usage.CachedPromptTokens))
+	}
+	if resp.Model != "" {
+		attrs = append(attrs, AttrResponseModel.String(resp.Model))
+	}
+	if resp.FinishReason != "" {
+		attrs = append(attrs, AttrFinishReasons.StringSlice([]string{string(resp.FinishReason)}))
+	}
+	if m.opts.RecordContent {
+		attrs = append(attrs, AttrOutputMessages.String(marshal([]message{m.opts.message(resp.Message, resp.FinishReason)})))
+	}
+	span.SetAttributes(attrs...)
+}
+
+// errorType is error.type for err: the HTTP status of a model error, timeout or
+// canceled for a context that ended, else the error's Go type.
+func errorType(err error) string {
+	var me *runtime.ModelError
+	switch {
+	case errors.As(err, &me) && me.Status != 0:
+		return strconv.Itoa(me.Status)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case me != nil:
+		return fmt.Sprintf("%T", me)
+	}
+	return fmt.Sprintf("%T", err)
+}

@@ -1,0 +1,113 @@
+package telemetry
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// WrapTool returns t with a span `execute_tool {tool}` around every call
+// (gen_ai.tool.name and gen_ai.tool.call.id from the ToolInput). The result keeps
+// t's runtime.Describer, the one interface the runtime asks tools for. A nil tp
+// means the global provider; opts is at most one Options.
+func WrapTool(t runtime.Tool, tp trace.TracerProvider, opts ...Options) runtime.Tool {
+	return wrapTool(t, "", tracerOf(tp), option(opts))
+}
+
+func wrapTool(t runtime.Tool, kind string, tracer trace.Tracer, o Options) runtime.Tool {
+	if t == nil {
+		return nil
+	}
+	w := &tool{next: t, kind: kind, tracer: tracer, opts: o}
+	if d, ok := t.(runtime.Describer); ok {
+		return &describedTool{tool: w, d: d}
+	}
+	return w
+}
+
+type tool struct {
+	next   runtime.Tool
+	kind   string // the registry key, when known
+	tracer trace.Tracer
+	opts   Options
+}
+
+type describedTool struct {
+	*tool
+	d runtime.Describer
+}
+
+func (t *describedTool) Describe() runtime.ToolInfo { return t.d.Describe() }
+
+func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+	name := OpExecuteTool
+	if in.Name != "" {
+		name += " " + in.Name
+	}
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		AttrOperationName.String(OpExecuteTool),
+		AttrToolName.String(in.Name),
+		AttrToolType.String(ToolTypeFunction),
+	)
+	if in.CallID != "" {
+		attrs = append(attrs, AttrToolCallID.String(in.CallID))
+	}
+	if in.Conversation != "" {
+		attrs = append(attrs, AttrConversationID.String(in.Conversation))
+	}
+	if t.kind != "" {
+		attrs = append(attrs, AttrToolKind.String(t.kind))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	if !span.IsRecording() {
+		out, err := t.next.Call(ctx, in)
+		span.End()
+		return out, err
+	}
+	if t.opts.RecordContent {
+		span.SetAttributes(AttrToolCallArguments.String(t.opts.text(marshal(in.Args))))
+	}
+	out, err := t.next.Call(ctx, in)
+	if err != nil {
+		et := errorType(err)
+		span.SetAttributes(AttrErrorType.String(et))
+		// A tool's error often quotes what it was given or got back: content.
+		if t.opts.RecordContent {
+			span.SetStatus(codes.Error, t.opts.text(err.Error()))
+		} else {
+			span.SetStatus(codes.Error, et)
+		}
+	} else if t.opts.RecordContent {
+		span.SetAttributes(AttrToolCallResult.String(t.opts.text(out)))
+	}
+	span.End()
+	return out, err
+}
+
+// WrapRegistry returns a registry whose factories build reg's tools wrapped with
+// WrapTool (their spans also carry agentrun.tool.kind, the registry key). reg is not
+// changed.
+func WrapRegistry(reg runtime.Registry, tp trace.TracerProvider, opts ...Options) runtime.Registry {
+	tracer, o := tracerOf(tp), option(opts)
+	out := make(runtime.Registry, len(reg))
+	for kind, factory := range reg {
+		if factory == nil {
+			out[kind] = nil
+			continue
+		}
+		out[kind] = func(st *spec.Tool, dir string) (runtime.Tool, error) {
+			t, err := factory(st, dir)
+			if err != nil || t == nil {
+				return t, err
+			}
+			return wrapTool(t, kind, tracer, o), nil
+		}
+	}
+	return out
+}
