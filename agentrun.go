@@ -145,6 +145,9 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 	}
 	dir := filepath.Dir(s.Pos.File)
 	ropts := runtime.Options{Tools: Registry()}
+	if s.Model.Name == "" && (s.Model.Provider == "" || s.Model.Provider == spec.ProviderOpenAI) {
+		s.Model.Name, _ = lookup("LLM_MODEL_NAME") // as the model itself resolves it: for prices and traces
+	}
 	if s.Model.Provider != spec.ProviderTest { // the test model's token counts are made up: no cost
 		agentPrice, judgePrice, routerPrice := spec.ResolvePrices(s)
 		ropts.Prices = runtime.Prices{Agent: agentPrice, Judge: judgePrice, Router: routerPrice}
