@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,7 +96,11 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
-	tel, err := setupTelemetry(cmd.Context(), &opts)
+	telemetryLog := slog.New(slog.NewTextHandler(errOut, nil))
+	if o.quiet {
+		telemetryLog = slog.New(slog.DiscardHandler) // -q: a collector that is down says nothing either
+	}
+	tel, err := setupTelemetry(cmd.Context(), &opts, telemetryLog)
 	if err != nil {
 		return err
 	}
@@ -484,8 +489,8 @@ func clip(s string, n int) string {
 // are traced and measured (nothing is exported without one).
 // OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true records messages, tool
 // arguments and results in the spans, after the spec's redaction filters.
-func setupTelemetry(ctx context.Context, opts *agentrun.Options) (*telemetry.Telemetry, error) {
-	tel, err := telemetry.Setup(ctx, os.LookupEnv)
+func setupTelemetry(ctx context.Context, opts *agentrun.Options, log *slog.Logger) (*telemetry.Telemetry, error) {
+	tel, err := telemetry.Setup(ctx, os.LookupEnv, telemetry.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}

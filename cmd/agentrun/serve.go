@@ -46,7 +46,7 @@ func newServeCommand() *cobra.Command {
 			errOut := cmd.ErrOrStderr()
 			logger := slog.New(slog.NewJSONHandler(errOut, nil))
 			var topts agentrun.Options
-			tel, err := setupTelemetry(cmd.Context(), &topts)
+			tel, err := setupTelemetry(cmd.Context(), &topts, logger)
 			if err != nil {
 				return err
 			}
