@@ -73,8 +73,9 @@ type Agent struct {
 	recorder *offline.Recorder
 	closers  []func() error
 	// tel traces the runs (an invoke_agent span per Run); nil when off.
-	tel   *telemetry.Telemetry
-	topts []telemetry.Options
+	tel       *telemetry.Telemetry
+	topts     []telemetry.Options
+	toolNames map[string]bool
 }
 
 // NewLoader is the spec loader with the bundled skills.
@@ -209,6 +210,10 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		return nil, diags
 	}
 	a.Agent = agent
+	a.toolNames = map[string]bool{}
+	for _, t := range agent.Tools() {
+		a.toolNames[t.Name] = true
+	}
 	return a, nil
 }
 
@@ -268,9 +273,17 @@ func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, 
 		return a.Agent.Run(ctx, req)
 	}
 	ctx, span := telemetry.StartRun(ctx, a.tel.TracerProvider(), a.tel.MeterProvider(),
-		telemetry.RunInfo{Agent: a.Spec.Name, Conversation: req.Conversation, Intent: req.Intent, Input: req.Input}, a.topts...)
+		telemetry.RunInfo{Agent: a.Spec.Name, Conversation: cmp.Or(req.TraceConversation, req.Conversation), Intent: req.Intent,
+			Input: req.Input, Tools: a.toolNames}, a.topts...)
 	req.Observer = telemetry.Tee(span, req.Observer)
+	ended := false
+	defer func() {
+		if !ended { // a panic: the span still ends, as an error
+			span.End(nil, errors.New("the run panicked"))
+		}
+	}()
 	res, err := a.Agent.Run(ctx, req)
+	ended = true
 	span.End(res, err)
 	return res, err
 }

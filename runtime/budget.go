@@ -72,8 +72,12 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) string {
 	}
 	if detail != "" {
 		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p, Message: detail})
+		return detail
 	}
-	return detail
+	// The call was counted at output tokens: it may not produce more, so the
+	// worst case is a bound, also for a model without max_tokens of its own.
+	req.MaxTokens = int(output)
+	return ""
 }
 
 // account adds a model call's usage to the run's and prices it by the model that

@@ -86,6 +86,9 @@ type ModelRequest struct {
 	// JSONObject asks only for some JSON object, for servers that reject a schema;
 	// JSONSchema then still describes the expected shape to offline models.
 	JSONObject bool
+	// MaxTokens caps this call's output (a run's budget counted it at that);
+	// 0 means the model's own setting.
+	MaxTokens int
 }
 
 // Names of the structured answers the runtime asks models for: the judge's verdict,

@@ -25,6 +25,10 @@ type Request struct {
 	// Seen holds the entities revealed to this user earlier in the conversation, by
 	// kind (the tools' collect rules): what accept rules' seen(kind) starts from.
 	Seen map[string][]string
+	// TraceConversation is the conversation's id as its client named it, for
+	// traces; "" means Conversation. A server that keys conversations by their
+	// user (serve) sets it, so traces never carry a user id.
+	TraceConversation string
 	// Ephemeral runs write nothing to the store — no exchange, no facts, no seen
 	// entities: a caller that keeps the history itself (an OpenAI-style client
 	// sending its earlier messages) asked for a run that leaves no trace.

@@ -148,6 +148,7 @@ func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conver
 		req: runtime.Request{Input: input, User: user, Intent: intent}}
 	if conversation != "" {
 		pr.req.Conversation = storeConversation(user.ID, conversation)
+		pr.req.TraceConversation = conversation
 	}
 	return pr, true
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/agentrun/agentrun/runtime/telemetry"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"math"
 	"mime"
@@ -106,8 +106,11 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		who := &Principal{} // authenticate fills it in
-		// A caller's W3C traceparent makes its trace the parent of the run's.
-		r = r.WithContext(context.WithValue(telemetry.ExtractHTTP(r.Context(), r.Header), principalKey{}, who))
+		// A caller's W3C traceparent makes its trace the parent of the run's; its
+		// baggage is not taken: the server's tools would send it on to backends as
+		// if the agent had set it.
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		r = r.WithContext(context.WithValue(ctx, principalKey{}, who))
 		r.Body = http.MaxBytesReader(sw, r.Body, s.limits.MaxBodyBytes)
 		defer func() {
 			if p := recover(); p != nil {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -22,10 +23,10 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 	if m.temperature != nil {
 		p.Temperature = oai.Float(*m.temperature)
 	}
-	if m.maxTokens > 0 {
+	if n := cmp.Or(req.MaxTokens, m.maxTokens); n > 0 {
 		// max_tokens rather than max_completion_tokens: every compatible server
 		// takes it, though OpenAI's reasoning models only take the latter.
-		p.MaxTokens = oai.Int(int64(m.maxTokens))
+		p.MaxTokens = oai.Int(int64(n))
 	}
 	for _, t := range req.Tools {
 		def := oai.FunctionDefinitionParam{Name: t.Name, Parameters: oai.FunctionParameters(t.Parameters)}

@@ -128,7 +128,13 @@ func (m *model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runti
 		et = errorType(err)
 		if recording {
 			span.SetAttributes(AttrErrorType.String(et))
-			span.SetStatus(codes.Error, err.Error()) // provider errors: operational, not content
+			// A provider's error text can echo the request: only its type, unless
+			// content is recorded.
+			desc := et
+			if m.opts.RecordContent {
+				desc = m.opts.text(err.Error())
+			}
+			span.SetStatus(codes.Error, desc)
 		}
 	} else if resp != nil {
 		respModel = resp.Model

@@ -22,6 +22,21 @@ type RunInfo struct {
 	// Input is the question: recorded (redacted) as gen_ai.input.messages only
 	// with Options.RecordContent.
 	Input string
+	// Tools are the agent's tool names. A name the model made up (a call refused
+	// as not offered) is recorded as UnknownTool: it may hold the user's words, and
+	// as a metric label it would have no bound. nil records every name.
+	Tools map[string]bool
+}
+
+// UnknownTool stands for a tool name the agent does not have.
+const UnknownTool = "_unknown"
+
+// toolName is name as spans and metrics may show it.
+func (i *RunInfo) toolName(name string) string {
+	if i.Tools != nil && !i.Tools[name] {
+		return UnknownTool
+	}
+	return name
 }
 
 // RunSpan is the span of one run, `invoke_agent {agent}`. It is the run's
@@ -94,7 +109,7 @@ func (r *RunSpan) Observe(e runtime.Event) {
 		name = EventGuard
 		attrs = append(attrs, AttrGuard.String(string(e.Guard)))
 		if e.Tool != "" {
-			attrs = append(attrs, AttrToolName.String(e.Tool), AttrToolCallID.String(e.CallID))
+			attrs = append(attrs, AttrToolName.String(r.info.toolName(e.Tool)), AttrToolCallID.String(e.CallID))
 		}
 	case runtime.EventVerdict:
 		name = EventVerdict
@@ -125,7 +140,7 @@ func (r *RunSpan) Observe(e runtime.Event) {
 		r.span.SetAttributes(AttrIntent.String(e.Intent))
 	case runtime.EventToolRefused:
 		name = EventToolRefused
-		attrs = append(attrs, AttrToolName.String(e.Tool), AttrToolCallID.String(e.CallID), AttrRefusal.String(string(e.Refusal)))
+		attrs = append(attrs, AttrToolName.String(r.info.toolName(e.Tool)), AttrToolCallID.String(e.CallID), AttrRefusal.String(string(e.Refusal)))
 	default:
 		return
 	}
@@ -191,8 +206,8 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 		if errType != "" {
 			r.span.SetAttributes(AttrErrorType.String(errType))
 			desc := errType
-			if err != nil {
-				desc = err.Error()
+			if err != nil && r.opts.RecordContent {
+				desc = r.opts.text(err.Error())
 			}
 			r.span.SetStatus(codes.Error, desc)
 		}
@@ -211,8 +226,9 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 				return []attribute.KeyValue{AttrAgentName.String(agent), AttrStopReason.String(string(res.Stop))}
 			}))
 			for _, s := range res.Steps {
-				ins.toolCalls.Add(ctx, 1, ins.opts.get(optKey{"tools:" + agent, s.Tool, string(s.Outcome), ""}, func() []attribute.KeyValue {
-					return []attribute.KeyValue{AttrAgentName.String(agent), AttrToolName.String(s.Tool), AttrToolOutcome.String(string(s.Outcome))}
+				tool := r.info.toolName(s.Tool)
+				ins.toolCalls.Add(ctx, 1, ins.opts.get(optKey{"tools:" + agent, tool, string(s.Outcome), ""}, func() []attribute.KeyValue {
+					return []attribute.KeyValue{AttrAgentName.String(agent), AttrToolName.String(tool), AttrToolOutcome.String(string(s.Outcome))}
 				}))
 			}
 		}

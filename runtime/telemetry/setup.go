@@ -241,7 +241,7 @@ func signalConfig(env func(string) string, sig, path string) (signal, error) {
 	}
 	if c.endpoint != "" {
 		if u, err := url.Parse(c.endpoint); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return c, fmt.Errorf("OTLP endpoint %q: want an http:// or https:// URL", c.endpoint)
+			return c, fmt.Errorf("the OTLP endpoint is not an http:// or https:// URL") // it may carry a token
 		}
 	}
 	h := env("OTEL_EXPORTER_OTLP_" + sig + "_HEADERS")
@@ -282,18 +282,18 @@ func millis(env func(string) string, name string) (time.Duration, error) {
 // and the OTLP headers; values are percent-decoded.
 func keyValues(s string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
+	for i, pair := range strings.Split(s, ",") {
 		if strings.TrimSpace(pair) == "" {
 			continue
 		}
 		k, v, ok := strings.Cut(pair, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%q is not key=value", pair)
+			return nil, fmt.Errorf("entry %d is not key=value", i+1) // never the value: it may be a key
 		}
 		dv, err := url.PathUnescape(strings.TrimSpace(v))
 		if err != nil {
-			return nil, fmt.Errorf("%q: %v", pair, err)
+			return nil, fmt.Errorf("entry %d (%s): the value is not URL-encoded", i+1, k)
 		}
 		out[k] = dv
 	}

@@ -58,9 +58,8 @@ func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	if in.CallID != "" {
 		attrs = append(attrs, AttrToolCallID.String(in.CallID))
 	}
-	if in.Conversation != "" {
-		attrs = append(attrs, AttrConversationID.String(in.Conversation))
-	}
+	// No conversation id here: a server's store id of a conversation may name its
+	// user (serve's are "<user>/<id>"); the run's span has the client's id.
 	if t.kind != "" {
 		attrs = append(attrs, AttrToolKind.String(t.kind))
 	}
