@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -352,4 +353,20 @@ func show(c *float64) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("$%g", *c)
+}
+
+// A response the provider refused after it arrived (a tool call cut off at
+// max_tokens) was billed: the run counts its usage and cost before it stops.
+func TestRefusedResponseIsStillCounted(t *testing.T) {
+	price := &spec.Pricing{Input: 2, Output: 8}
+	billed := runtime.Usage{PromptTokens: 700, CompletionTokens: 300, TotalTokens: 1000}
+	model := &stubModel{agent: []stubReply{stubErr(&runtime.ModelError{Err: errors.New("the arguments were cut off at max_tokens"), Usage: billed})}}
+	a := compileWith(t, budgetSpec, nil, runtime.Options{Model: model, Prices: runtime.Prices{Agent: price}}, map[string]*funcTool{"lookup": echo()})
+	res, _ := runAgent(t, context.Background(), a, "go")
+	if res.Stop != runtime.StopModelError {
+		t.Fatalf("stop %s", res.Stop)
+	}
+	if res.Usage != billed || res.Cost == nil || *res.Cost != price.Cost(700, 0, 300) {
+		t.Errorf("usage %+v cost %v; want %+v and $%g", res.Usage, res.Cost, billed, price.Cost(700, 0, 300))
+	}
 }

@@ -135,6 +135,9 @@ type Model interface {
 type ModelError struct {
 	Status int // HTTP status, 0 when none (a connection or stream failure)
 	Err    error
+	// Usage is what the call was billed for when a response arrived and was
+	// refused (tool call arguments cut off at max_tokens): the run still spent it.
+	Usage Usage
 }
 
 func (e *ModelError) Error() string {

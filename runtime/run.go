@@ -217,6 +217,9 @@ func (r *run) think() *Message {
 	start := time.Now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
+		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
+			r.account(PurposeAgent, me.Usage) // a response refused after it arrived was still billed
+		}
 		if ctxErr := r.ctx.Err(); ctxErr != nil {
 			r.stopForContext(ctxErr)
 		} else {

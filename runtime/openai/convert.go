@@ -222,7 +222,7 @@ func checkTruncated(r *runtime.ModelResponse) error {
 	}
 	for _, tc := range r.Message.ToolCalls {
 		if !json.Valid([]byte(tc.Arguments)) {
-			return &runtime.ModelError{Err: fmt.Errorf("the arguments of tool call %s (%s) were cut off at max_tokens", tc.ID, tc.Name)}
+			return &runtime.ModelError{Err: fmt.Errorf("the arguments of tool call %s (%s) were cut off at max_tokens", tc.ID, tc.Name), Usage: r.Usage}
 		}
 	}
 	return nil

@@ -873,3 +873,18 @@ func TestUnknownRole(t *testing.T) {
 		t.Errorf("a bad request was sent")
 	}
 }
+
+// A response refused after it arrived (a tool call cut off at max_tokens) was still
+// billed: the error carries its usage, so the run counts what it spent.
+func TestTruncatedToolCallKeepsItsUsage(t *testing.T) {
+	s := newServer(t, completion("length", `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{\"id\":\"A"}}]}`))
+	m := newModel(t, s)
+	_, err := m.Complete(context.Background(), userAsks("q"))
+	me := modelError(t, err)
+	if !strings.Contains(err.Error(), "cut off at max_tokens") {
+		t.Fatalf("error %v", err)
+	}
+	if me.Usage.PromptTokens != 20 || me.Usage.CompletionTokens != 5 || me.Usage.TotalTokens != 25 {
+		t.Errorf("usage %+v, want the response's 20/5/25", me.Usage)
+	}
+}
