@@ -329,9 +329,12 @@ func TestProvidersDeepSeekReasoning(t *testing.T) {
 				if storeURL == "sqlite:" {
 					storeURL += filepath.Join(t.TempDir(), "state.db")
 				}
-				conversation := fmt.Sprintf("c-ds-%d", time.Now().UnixNano()) // the redis database is shared
+				// The redis database is shared: a user and a conversation of this run's
+				// own, forgotten at the end.
+				user, conversation := fmt.Sprintf("u-ds-%d", time.Now().UnixNano()), fmt.Sprintf("c-ds-%d", time.Now().UnixNano())
+				t.Cleanup(func() { runCLI(t, "memory", "forget", "--store", storeURL, "--user", user) })
 				exec := func(args ...string) (int, string, string) {
-					base := []string{"exec", "--store", storeURL, "--conversation", conversation}
+					base := []string{"exec", "--store", storeURL, "--user", user, "--conversation", conversation}
 					if tt.stream {
 						base = append(base, "--stream")
 					}
