@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,12 +21,8 @@ import (
 	"testing"
 	"time"
 
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/internal/otlptest"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/serve"
 )
@@ -286,129 +281,6 @@ func TestBudgetValidateUnpricedModel(t *testing.T) {
 	}
 }
 
-// otlpSpan is an exported span as the receiver decoded it.
-type otlpSpan struct {
-	Name, TraceID, SpanID, Parent string
-	Attrs                         map[string]string
-	Events                        []string
-}
-
-// otlpReceiver is an OTLP/HTTP collector that decodes real OTLP protobuf.
-type otlpReceiver struct {
-	URL     string
-	mu      sync.Mutex
-	spans   []otlpSpan
-	metrics map[string]bool
-	raw     [][]byte
-}
-
-func newOTLPReceiver(t *testing.T) *otlpReceiver {
-	r := &otlpReceiver{metrics: map[string]bool{}}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.URL = srv.URL
-	return r
-}
-
-func anyText(v *commonpb.AnyValue) string {
-	switch x := v.GetValue().(type) {
-	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
-	case *commonpb.AnyValue_IntValue:
-		return strconv.FormatInt(x.IntValue, 10)
-	case *commonpb.AnyValue_DoubleValue:
-		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
-	case *commonpb.AnyValue_BoolValue:
-		return strconv.FormatBool(x.BoolValue)
-	}
-	return v.String()
-}
-
-func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil || req.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out proto.Message
-	switch req.URL.Path {
-	case "/v1/traces":
-		var msg coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &msg); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		for _, rs := range msg.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					sp := otlpSpan{Name: s.Name, TraceID: hex.EncodeToString(s.TraceId), SpanID: hex.EncodeToString(s.SpanId),
-						Parent: hex.EncodeToString(s.ParentSpanId), Attrs: map[string]string{}}
-					for _, kv := range s.Attributes {
-						sp.Attrs[kv.Key] = anyText(kv.Value)
-					}
-					for _, ev := range s.Events {
-						sp.Events = append(sp.Events, ev.Name)
-					}
-					r.spans = append(r.spans, sp)
-				}
-			}
-		}
-		out = &coltracepb.ExportTraceServiceResponse{}
-	case "/v1/metrics":
-		var msg colmetricpb.ExportMetricsServiceRequest
-		if err := proto.Unmarshal(body, &msg); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		for _, rm := range msg.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					r.metrics[m.Name] = true
-				}
-			}
-		}
-		out = &colmetricpb.ExportMetricsServiceResponse{}
-	default:
-		http.NotFound(w, req)
-		return
-	}
-	r.raw = append(r.raw, body)
-	b, _ := proto.Marshal(out)
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(b)
-}
-
-func (r *otlpReceiver) Spans() []otlpSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]otlpSpan(nil), r.spans...)
-}
-
-func (r *otlpReceiver) named(name string) []otlpSpan {
-	var out []otlpSpan
-	for _, s := range r.Spans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// contains reports whether any export (spans or metrics, attributes, events,
-// resource) carried s: protobuf stores strings as they are.
-func (r *otlpReceiver) contains(s string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, b := range r.raw {
-		if bytes.Contains(b, []byte(s)) {
-			return true
-		}
-	}
-	return false
-}
-
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -421,7 +293,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func spanNames(spans []otlpSpan) []string {
+func spanNames(spans []otlptest.Span) []string {
 	var out []string
 	for _, s := range spans {
 		out = append(out, s.Name)
@@ -437,7 +309,7 @@ func TestOTLPExportFromExec(t *testing.T) {
 		t.Run(fmt.Sprintf("capture=%v", capture), func(t *testing.T) {
 			start := time.Now()
 			e := newTelEnv(t, nil)
-			recv := newOTLPReceiver(t)
+			recv := otlptest.New(t)
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
 			t.Setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", strconv.FormatBool(capture))
 			code, stdout, stderr := runCLI(t, "exec", "-q", e.spec, telQuestion)
@@ -445,10 +317,10 @@ func TestOTLPExportFromExec(t *testing.T) {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			// exec flushes on its way out; the deadline only guards a slow machine.
-			waitFor(t, 3*time.Second, "no invoke_agent span", func() bool { return len(recv.named("invoke_agent lookup")) == 1 })
+			waitFor(t, 3*time.Second, "no invoke_agent span", func() bool { return len(recv.Named("invoke_agent lookup")) == 1 })
 			spans := recv.Spans()
-			root := recv.named("invoke_agent lookup")[0]
-			chats, tools := recv.named("chat fake-model"), recv.named("execute_tool order_status")
+			root := recv.Named("invoke_agent lookup")[0]
+			chats, tools := recv.Named("chat fake-model"), recv.Named("execute_tool order_status")
 			if len(chats) < 2 || len(tools) != 1 {
 				t.Fatalf("spans %v: want ≥2 chat fake-model and 1 execute_tool order_status", spanNames(spans))
 			}
@@ -462,8 +334,8 @@ func TestOTLPExportFromExec(t *testing.T) {
 			if c, err := strconv.ParseFloat(root.Attrs["agentrun.cost_usd"], 64); err != nil || math.Abs(c-3*(20*2.5+5*10)/1e6) > 1e-12 {
 				t.Errorf("invoke_agent agentrun.cost_usd = %q", root.Attrs["agentrun.cost_usd"])
 			}
-			if !slices.Contains(root.Events, "agentrun.stop") || !slices.Contains(root.Events, "agentrun.verdict") {
-				t.Errorf("invoke_agent events %v, want agentrun.stop and agentrun.verdict", root.Events)
+			if !slices.Contains(root.EventNames(), "agentrun.stop") || !slices.Contains(root.EventNames(), "agentrun.verdict") {
+				t.Errorf("invoke_agent events %v, want agentrun.stop and agentrun.verdict", root.EventNames())
 			}
 			purposes := map[string]int{}
 			for _, c := range chats {
@@ -490,12 +362,10 @@ func TestOTLPExportFromExec(t *testing.T) {
 				t.Errorf("execute_tool span %+v", tl)
 			}
 			waitFor(t, 3*time.Second, "no gen_ai.client.token.usage metric", func() bool {
-				recv.mu.Lock()
-				defer recv.mu.Unlock()
-				return recv.metrics["gen_ai.client.token.usage"] && recv.metrics["gen_ai.client.operation.duration"]
+				return recv.HasMetric("gen_ai.client.token.usage") && recv.HasMetric("gen_ai.client.operation.duration")
 			})
 			for _, canary := range []string{telQuestionCanary, telToolCanary} {
-				if got := recv.contains(canary); got != capture {
+				if got := recv.Contains(canary); got != capture {
 					t.Errorf("canary %s exported: %v, want %v", canary, got, capture)
 				}
 			}
@@ -536,7 +406,7 @@ func TestOTLPCollectorDown(t *testing.T) {
 func TestTraceContextThroughServe(t *testing.T) {
 	start := time.Now()
 	e := newTelEnv(t, nil)
-	recv := newOTLPReceiver(t)
+	recv := otlptest.New(t)
 	tel, err := telemetry.Setup(t.Context(), func(k string) (string, bool) {
 		if k == "OTEL_EXPORTER_OTLP_ENDPOINT" {
 			return recv.URL, true
@@ -613,12 +483,12 @@ func TestTraceContextThroughServe(t *testing.T) {
 	if err := tel.Shutdown(context.Background()); err != nil { // flushes the spans
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "not every invoke_agent span was exported", func() bool { return len(recv.named("invoke_agent lookup")) == len(calls) })
+	waitFor(t, 3*time.Second, "not every invoke_agent span was exported", func() bool { return len(recv.Named("invoke_agent lookup")) == len(calls) })
 	spans := recv.Spans()
 	for i, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
-			var root *otlpSpan
-			for _, s := range recv.named("invoke_agent lookup") {
+			var root *otlptest.Span
+			for _, s := range recv.Named("invoke_agent lookup") {
 				if s.TraceID == c.traceID {
 					root = &s
 				}
@@ -635,7 +505,7 @@ func TestTraceContextThroughServe(t *testing.T) {
 				t.Fatalf("the backend's traceparent %q is not in trace %s", tp, c.traceID)
 			}
 			// The backend's caller is the tool call's span.
-			var caller *otlpSpan
+			var caller *otlptest.Span
 			for _, s := range spans {
 				if s.SpanID == parts[2] {
 					caller = &s
@@ -649,7 +519,7 @@ func TestTraceContextThroughServe(t *testing.T) {
 			}
 		})
 	}
-	if recv.contains(telQuestionCanary) || recv.contains(telToolCanary) {
+	if recv.Contains(telQuestionCanary) || recv.Contains(telToolCanary) {
 		t.Error("serve exported message content without RecordContent")
 	}
 	t.Logf("took %v", time.Since(start))
@@ -667,7 +537,7 @@ func TestCostOfModelNamedByEnvironment(t *testing.T) {
 	t.Setenv("LLM_MODEL_NAME", "gpt-4o")
 	t.Run("cost and spans", func(t *testing.T) {
 		e := newTelEnv(t, unnamed)
-		recv := newOTLPReceiver(t)
+		recv := otlptest.New(t)
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
 		code, stdout, stderr := runCLI(t, "exec", "--json", e.spec, telQuestion)
 		if code != 0 {
@@ -677,8 +547,8 @@ func TestCostOfModelNamedByEnvironment(t *testing.T) {
 		if want := 3 * (20*2.5 + 5*10) / 1e6; res.Cost == nil || math.Abs(*res.Cost-want) > 1e-12 {
 			t.Errorf("cost %v, want %v (gpt-4o from the price table)", res.Cost, want)
 		}
-		waitFor(t, 3*time.Second, "no invoke_agent span", func() bool { return len(recv.named("invoke_agent lookup")) == 1 })
-		chats := recv.named("chat gpt-4o")
+		waitFor(t, 3*time.Second, "no invoke_agent span", func() bool { return len(recv.Named("invoke_agent lookup")) == 1 })
+		chats := recv.Named("chat gpt-4o")
 		if len(chats) != 3 {
 			t.Fatalf("spans %v, want 3 chat gpt-4o", spanNames(recv.Spans()))
 		}

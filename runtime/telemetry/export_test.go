@@ -2,90 +2,16 @@ package telemetry_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/agentrun/agentrun/internal/otlptest"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 )
-
-// receiver is an OTLP/HTTP collector that decodes real OTLP protobuf.
-type receiver struct {
-	mu      sync.Mutex
-	spans   map[string]map[string]string // span name → attribute → value (as text)
-	service string
-	metrics map[string]bool
-}
-
-func newReceiver(t *testing.T) *httptest.Server {
-	r := &receiver{spans: map[string]map[string]string{}, metrics: map[string]bool{}}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil || req.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch req.URL.Path {
-	case "/v1/traces":
-		var msg coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &msg); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		for _, rs := range msg.ResourceSpans {
-			for _, kv := range rs.Resource.GetAttributes() {
-				if kv.Key == "service.name" {
-					r.service = kv.Value.GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					attrs := map[string]string{}
-					for _, kv := range s.Attributes {
-						attrs[kv.Key] = kv.Value.String()
-					}
-					r.spans[s.Name] = attrs
-				}
-			}
-		}
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(out)
-	case "/v1/metrics":
-		var msg colmetricpb.ExportMetricsServiceRequest
-		if err := proto.Unmarshal(body, &msg); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		for _, rm := range msg.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					r.metrics[m.Name] = true
-				}
-			}
-		}
-		out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(out)
-	default:
-		http.NotFound(w, req)
-	}
-}
 
 func lookup(env map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
@@ -96,9 +22,9 @@ func lookup(env map[string]string) func(string) (string, bool) {
 // real variable and may run in parallel.
 func TestOTLPExport(t *testing.T) {
 	t.Parallel()
-	srv := newReceiver(t)
+	recv := otlptest.New(t)
 	tel, err := telemetry.Setup(context.Background(), lookup(map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL,
 		"OTEL_SERVICE_NAME":           "shop-agent",
 		"OTEL_RESOURCE_ATTRIBUTES":    "deployment.environment=test",
 		"OTEL_EXPORTER_OTLP_HEADERS":  "x-tenant=acme",
@@ -113,48 +39,61 @@ func TestOTLPExport(t *testing.T) {
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r := srv.Config.Handler.(*receiver)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.service != "shop-agent" {
-		t.Errorf("service.name %q", r.service)
+	if got := recv.Service(); got != "shop-agent" {
+		t.Errorf("service.name %q", got)
 	}
+	names := spanNames(recv.Spans())
 	for _, name := range []string{"invoke_agent shop", "chat gpt-test", "execute_tool lookup", "execute_tool status"} {
-		if _, ok := r.spans[name]; !ok {
-			t.Errorf("the receiver got no span %q (got %v)", name, keys(r.spans))
+		if !slices.Contains(names, name) {
+			t.Errorf("the receiver got no span %q (got %v)", name, names)
 		}
 	}
-	if len(r.spans) != 4 { // the chat spans share a name
-		t.Errorf("span names %v", keys(r.spans))
+	if len(names) != 4 { // the chat spans share a name
+		t.Errorf("span names %v", names)
 	}
-	root := r.spans["invoke_agent shop"]
-	for k, want := range map[string]string{
-		"gen_ai.operation.name":  `string_value:"invoke_agent"`,
-		"gen_ai.agent.name":      `string_value:"shop"`,
-		"gen_ai.conversation.id": `string_value:"c-1"`,
-		"agentrun.stop_reason":   `string_value:"completed"`,
-	} {
-		if got := root[k]; got != want {
-			t.Errorf("invoke_agent %s = %s, want %s", k, got, want)
+	// str is the span's attribute k when it is a string ("" when it is not).
+	str := func(s otlptest.Span, k string) string {
+		if s.Types[k] != "string" {
+			return ""
+		}
+		return s.Attrs[k]
+	}
+	for _, root := range recv.Named("invoke_agent shop") {
+		for k, want := range map[string]string{
+			"gen_ai.operation.name":  "invoke_agent",
+			"gen_ai.agent.name":      "shop",
+			"gen_ai.conversation.id": "c-1",
+			"agentrun.stop_reason":   "completed",
+		} {
+			if got := str(root, k); got != want {
+				t.Errorf("invoke_agent %s = %q (%s), want the string %q", k, root.Attrs[k], root.Types[k], want)
+			}
 		}
 	}
-	if got := r.spans["execute_tool lookup"]["gen_ai.tool.call.id"]; got != `string_value:"`+res.Steps[0].CallID+`"` {
-		t.Errorf("tool call id %s", got)
+	for _, s := range recv.Named("execute_tool lookup") {
+		if got := str(s, "gen_ai.tool.call.id"); got != res.Steps[0].CallID {
+			t.Errorf("tool call id %q (%s)", s.Attrs["gen_ai.tool.call.id"], s.Types["gen_ai.tool.call.id"])
+		}
 	}
-	if got := r.spans["chat gpt-test"]["gen_ai.provider.name"]; got != `string_value:"openai"` {
-		t.Errorf("provider %s", got)
+	for _, s := range recv.Named("chat gpt-test") {
+		if got := str(s, "gen_ai.provider.name"); got != "openai" {
+			t.Errorf("provider %q (%s)", s.Attrs["gen_ai.provider.name"], s.Types["gen_ai.provider.name"])
+		}
 	}
 	for _, m := range []string{"gen_ai.client.token.usage", "gen_ai.client.operation.duration", "agentrun.runs", "agentrun.tool.calls"} {
-		if !r.metrics[m] {
-			t.Errorf("the receiver got no metric %s (got %v)", m, r.metrics)
+		if !recv.HasMetric(m) {
+			t.Errorf("the receiver got no metric %s (got %v)", m, recv.Metrics())
 		}
 	}
 }
 
-func keys[V any](m map[string]V) []string {
+// spanNames lists the distinct names of spans, in order of first appearance.
+func spanNames(spans []otlptest.Span) []string {
 	var out []string
-	for k := range m {
-		out = append(out, k)
+	for _, s := range spans {
+		if !slices.Contains(out, s.Name) {
+			out = append(out, s.Name)
+		}
 	}
 	return out
 }
