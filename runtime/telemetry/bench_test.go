@@ -18,24 +18,7 @@ import (
 
 // benchSpec is the shop agent without a judge: three model calls per run (two with
 // a tool call, one answer), as runtime's BenchmarkRunThreeTurns.
-const benchSpec = `
-version: 1
-name: shop
-instructions: Help the customer.
-tools:
-  - name: lookup
-    parameters:
-      type: object
-      properties: {id: {type: string}}
-      required: [id]
-    http: {url: "https://example.com/x"}
-  - name: status
-    parameters:
-      type: object
-      properties: {ref: {type: string}}
-      required: [ref]
-    http: {url: "https://example.com/y"}
-`
+const benchSpec = shopToolsSpec
 
 // BenchmarkTracing is the three-turn run with tracing left out (no wrappers), with
 // the wrappers on no-op providers (what a run pays when no OTEL_* variable is set

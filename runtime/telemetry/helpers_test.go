@@ -28,7 +28,8 @@ const card = "4111-1111"
 
 func redact(s string) string { return strings.ReplaceAll(s, card, "[card]") }
 
-const shopSpec = `
+// shopToolsSpec is the shop agent with its two tools; shopSpec adds a judge.
+const shopToolsSpec = `
 version: 1
 name: shop
 instructions: Help the customer.
@@ -45,7 +46,9 @@ tools:
       properties: {ref: {type: string}}
       required: [ref]
     http: {url: "https://example.com/y"}
-judge:
+`
+
+const shopSpec = shopToolsSpec + `judge:
   criteria: [Every question is answered.]
 `
 
