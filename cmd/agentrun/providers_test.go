@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/heaptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -646,7 +645,7 @@ func TestProvidersHugeResponse(t *testing.T) {
 			}
 			var code int
 			var stdout, stderr string
-			peak := peakHeap(func() { code, stdout, stderr = runCLI(t, args...) })
+			peak := heaptest.PeakHeap(func() { code, stdout, stderr = runCLI(t, args...) })
 			if code != exitStopped {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}
@@ -660,34 +659,6 @@ func TestProvidersHugeResponse(t *testing.T) {
 			t.Logf("peak heap %d MiB", peak>>20)
 		})
 	}
-}
-
-// peakHeap runs f and reports the largest HeapAlloc seen while it ran.
-func peakHeap(f func()) uint64 {
-	goruntime.GC()
-	var peak atomic.Uint64
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var ms goruntime.MemStats
-			goruntime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	f()
-	close(done)
-	<-stopped
-	return peak.Load()
 }
 
 // A response with 1,000 tool calls: the first max_calls_per_response run, the rest

@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/heaptest"
 	"io"
 	"net/http"
 	"reflect"
 	"regexp"
-	goruntime "runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,34 +423,6 @@ func offer(contentType, prefix string, block []byte, size int64, suffix string) 
 	}
 }
 
-// peakHeap runs f and reports the largest HeapAlloc seen while it ran.
-func peakHeap(f func()) uint64 {
-	goruntime.GC()
-	var peak atomic.Uint64
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var ms goruntime.MemStats
-			goruntime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	f()
-	close(done)
-	<-stopped
-	return peak.Load()
-}
-
 // A server offering a gigabyte is cut off at MaxResponseBytes with a clear error,
 // and the call's memory stays bounded.
 func TestResponseCap(t *testing.T) {
@@ -483,7 +454,7 @@ func TestResponseCap(t *testing.T) {
 			}
 			var err error
 			start := time.Now()
-			peak := peakHeap(func() { _, err = m.Complete(context.Background(), req) })
+			peak := heaptest.PeakHeap(func() { _, err = m.Complete(context.Background(), req) })
 			if err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
 				t.Fatalf("error %v", err)
 			}
