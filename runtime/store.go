@@ -89,6 +89,12 @@ type Record struct {
 	// 0 keeps them all.
 	MaxSeen int
 	Facts   []FactChange // applied in order
+	// Pause, when set, is written (inserted, or replacing the run's record) in the
+	// same transaction: the run paused for approvals.
+	Pause *PausedRun
+	// Resumed, when set, is the id of a paused run this commit ends: its record is
+	// deleted in the same transaction.
+	Resumed string
 }
 
 // FactChange is one change to a user's facts.

@@ -1,6 +1,7 @@
 // Package memory is the process-local runtime.Store: for tests, and for runs that
 // need no memory beyond the process. Each kind of seen entities keeps an index, so
-// Seen is a map lookup.
+// Seen is a map lookup. It keeps paused runs too (runtime.PausedRuns), which end with
+// the process like everything else.
 package memory
 
 import (
@@ -22,6 +23,7 @@ type Store struct {
 	facts         map[string][]runtime.Fact
 	conversations map[string]*conversation
 	commits       uint64 // counts the commits to conversations: the latest's number
+	paused        map[string]runtime.PausedRun
 }
 
 type conversation struct {
@@ -61,11 +63,15 @@ func (k *seenKind) list() []string {
 	return out
 }
 
-var _ runtime.Store = (*Store)(nil)
+var (
+	_ runtime.Store      = (*Store)(nil)
+	_ runtime.PausedRuns = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{}}
+	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{},
+		paused: map[string]runtime.PausedRun{}}
 }
 
 func (s *Store) Facts(_ context.Context, userID string) ([]runtime.Fact, error) {
@@ -131,6 +137,13 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	now := time.Now().UTC()
 	for _, ch := range rec.Facts {
 		s.facts[rec.UserID] = applyFact(s.facts[rec.UserID], ch, now)
+	}
+	// Resumed goes first: a run resumed under its id may pause again in the same commit.
+	if rec.Resumed != "" {
+		delete(s.paused, rec.Resumed)
+	}
+	if rec.Pause != nil {
+		s.paused[rec.Pause.ID] = clonePaused(*rec.Pause)
 	}
 	if rec.Conversation == "" {
 		return nil
@@ -216,7 +229,66 @@ func (s *Store) Forget(_ context.Context, userID string) error {
 			delete(s.conversations, id)
 		}
 	}
+	for id, p := range s.paused {
+		if p.UserID == userID {
+			delete(s.paused, id)
+		}
+	}
 	return nil
+}
+
+// clonePaused copies the run's state, so neither the caller nor the store changes
+// the other's.
+func clonePaused(p runtime.PausedRun) runtime.PausedRun {
+	p.State = slices.Clone(p.State)
+	return p
+}
+
+func (s *Store) PausedRun(_ context.Context, id string) (runtime.PausedRun, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.paused[id]
+	if !ok {
+		return runtime.PausedRun{}, runtime.ErrRunNotFound
+	}
+	return clonePaused(p), nil
+}
+
+func (s *Store) UpdatePaused(_ context.Context, p runtime.PausedRun) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.paused[p.ID]
+	switch {
+	case !ok:
+		return runtime.ErrRunNotFound
+	case old.Version != p.Version-1:
+		return runtime.ErrPausedConflict
+	}
+	s.paused[p.ID] = clonePaused(p)
+	return nil
+}
+
+// PausedRuns scans every paused run: a process-local store holds few.
+func (s *Store) PausedRuns(_ context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []runtime.PausedRun
+	for _, p := range s.paused {
+		if (q.UserID == "" || p.UserID == q.UserID) && (q.ExpiresBefore.IsZero() || p.Expires.Before(q.ExpiresBefore)) {
+			out = append(out, clonePaused(p))
+		}
+	}
+	slices.SortFunc(out, func(a, b runtime.PausedRun) int {
+		c := a.Expires.Compare(b.Expires)
+		if q.UserID != "" {
+			c = b.Created.Compare(a.Created)
+		}
+		return cmp.Or(c, strings.Compare(a.ID, b.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
 }
 
 func (s *Store) Close() error { return nil }

@@ -16,6 +16,12 @@
 //	                                        count of its last revelation
 //	<prefix>user:<user>:facts        HASH   fact key → JSON {"value", "source", "updated"}
 //	<prefix>user:<user>:conversations SET   the ids of the conversations the user owns
+//	<prefix>run:<id>:paused          HASH   a paused run: user, agent, status, version,
+//	                                        created and expires (RFC 3339, UTC), state (JSON)
+//	<prefix>user:<user>:paused       ZSET   the ids of the user's paused runs, scored by created
+//	                                        (Unix milliseconds)
+//	<prefix>paused:expires           ZSET   the ids of every paused run, scored by expires
+//	                                        (Unix milliseconds)
 //
 // A commit adds only the entities its run revealed, each with the next score, and
 // drops the lowest scored beyond Record.MaxSeen. Seen asks for one entity's score
@@ -30,10 +36,18 @@
 // time. DeleteConversation removes every key of one conversation and its id from the
 // owner's set in one MULTI/EXEC, watching its meta as Forget does.
 //
+// A paused run's keys are written and deleted by the commits of its executions
+// (Record.Pause, Record.Resumed), in their MULTI/EXEC, which watches the run's hash
+// for the user whose index loses it. UpdatePaused is a compare and swap: it reads the
+// version under WATCH and writes in MULTI/EXEC only over the version before its own.
+// PausedRuns reads ids from an index — with a limit, on through the ids sharing the
+// last one's millisecond — then the hashes, and orders them to the nanosecond. Forget
+// deletes the user's paused runs; DeleteConversation leaves them.
+//
 // A conversation belongs to the user of its first commit, as in the memory store.
 // With Options.TTL set, each commit resets the expiry of every key of the
-// conversation and of the user's conversation set; facts are long-term and never
-// expire. The keys of one commit are written in one MULTI/EXEC, so the store needs a
+// conversation and of the user's conversation set; facts and paused runs are
+// long-term and never expire: a paused run waits for people until it resumes. The keys of one commit are written in one MULTI/EXEC, so the store needs a
 // single Redis server (not Redis Cluster, where they would fall into different slots).
 //
 // redis imports runtime for its types only; it must not import cmd.

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ type Options struct {
 	// server; "" means "agentrun:".
 	Prefix string
 	// TTL is how long a conversation is kept after its last commit; 0 keeps it forever.
+	// Facts and paused runs never expire.
 	TTL time.Duration
 }
 
@@ -38,7 +40,10 @@ type Store struct {
 	ttl    time.Duration
 }
 
-var _ runtime.Store = (*Store)(nil)
+var (
+	_ runtime.Store      = (*Store)(nil)
+	_ runtime.PausedRuns = (*Store)(nil)
+)
 
 const (
 	// pingTimeout bounds Open's check, so a wrong address fails the start, not a run.
@@ -96,12 +101,21 @@ func (s *Store) userKey(user, part string) string {
 	return s.prefix + "user:" + escaper.Replace(user) + ":" + part
 }
 
+func (s *Store) runKey(id, part string) string {
+	return s.prefix + "run:" + escaper.Replace(id) + ":" + part
+}
+
 func (s *Store) turnsKey(id string) string       { return s.convKey(id, "turns") }
 func (s *Store) metaKey(id string) string        { return s.convKey(id, "meta") }
 func (s *Store) kindsKey(id string) string       { return s.convKey(id, "seen") }
 func (s *Store) seenKey(id, kind string) string  { return s.convKey(id, "seen:"+escaper.Replace(kind)) }
 func (s *Store) factsKey(user string) string     { return s.userKey(user, "facts") }
 func (s *Store) userConvsKey(user string) string { return s.userKey(user, "conversations") }
+
+// A paused run's keys are apart from any conversation's: it may have none.
+func (s *Store) pausedKey(id string) string       { return s.runKey(id, "paused") }
+func (s *Store) userPausedKey(user string) string { return s.userKey(user, "paused") }
+func (s *Store) expiringKey() string              { return s.prefix + "paused:expires" }
 
 // storedFact is a fact's value in the user's facts hash; the key is the hash field.
 type storedFact struct {
@@ -275,10 +289,10 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 	return out, nil
 }
 
-// Commit reads the facts it changes and the conversation's owner under WATCH,
-// computes the new facts with runtime.ApplyFact, and writes everything in one
-// MULTI/EXEC; a concurrent writer to the same keys makes EXEC fail, and the commit
-// starts over on what that writer left.
+// Commit reads the facts it changes, the conversation's owner and the users of the
+// paused runs it ends or writes under WATCH, computes the new facts with
+// runtime.ApplyFact, and writes everything in one MULTI/EXEC; a concurrent writer to
+// the same keys makes EXEC fail, and the commit starts over on what that writer left.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	var watched []string
 	if len(rec.Facts) > 0 {
@@ -287,8 +301,11 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	if rec.Conversation != "" {
 		watched = append(watched, s.metaKey(rec.Conversation))
 	}
+	for _, id := range pausedOf(rec) {
+		watched = append(watched, s.pausedKey(id))
+	}
 	if len(watched) == 0 {
-		return nil // a run outside a conversation that learnt nothing
+		return nil // a run outside a conversation that learnt nothing and did not pause
 	}
 	var turn []byte
 	if rec.Conversation != "" && len(rec.Messages) > 0 {
@@ -308,6 +325,7 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		facts := changedFacts(read.facts, rec.Facts, time.Now().UTC())
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			s.writeFacts(ctx, p, rec.UserID, facts)
+			s.writePaused(ctx, p, rec, read.pausedUsers)
 			if rec.Conversation != "" {
 				s.writeConversation(ctx, p, rec, read, turn)
 			}
@@ -330,10 +348,26 @@ type committed struct {
 	// layout1 holds, for a conversation written before seen:<kind> were sorted sets,
 	// each kind's entities, to convert; nil otherwise.
 	layout1 map[string][]string
+	// pausedUsers holds the users of the stored paused runs the record ends or writes:
+	// their lists lose the runs.
+	pausedUsers map[string]string
+}
+
+// pausedOf is the ids of the paused runs the record ends or writes.
+func pausedOf(rec runtime.Record) []string {
+	var ids []string
+	if rec.Resumed != "" {
+		ids = append(ids, rec.Resumed)
+	}
+	if rec.Pause != nil {
+		ids = append(ids, rec.Pause.ID)
+	}
+	return ids
 }
 
 // readForCommit reads, in one round trip (two for a layout 1 conversation), what the
-// commit builds on: the facts it changes and the conversation's meta and seen kinds.
+// commit builds on: the facts it changes, the conversation's meta and seen kinds and
+// the users of the paused runs.
 func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.Record) (committed, error) {
 	var keys []string
 	for _, c := range rec.Facts {
@@ -343,6 +377,8 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 	}
 	var factsCmd, metaCmd *goredis.SliceCmd
 	var kindsCmd *goredis.StringSliceCmd
+	paused := pausedOf(rec)
+	users := make([]*goredis.SliceCmd, len(paused))
 	_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		if len(keys) > 0 {
 			factsCmd = p.HMGet(ctx, s.factsKey(rec.UserID), keys...)
@@ -351,12 +387,20 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 			metaCmd = p.HMGet(ctx, s.metaKey(rec.Conversation), "user", revealsField)
 			kindsCmd = p.SMembers(ctx, s.kindsKey(rec.Conversation))
 		}
+		for i, id := range paused {
+			users[i] = p.HMGet(ctx, s.pausedKey(id), "user")
+		}
 		return nil
 	})
 	if err != nil {
 		return committed{}, err
 	}
-	out := committed{facts: map[string]string{}, owner: rec.UserID}
+	out := committed{facts: map[string]string{}, owner: rec.UserID, pausedUsers: map[string]string{}}
+	for i, id := range paused {
+		if user, exists := users[i].Val()[0].(string); exists {
+			out.pausedUsers[id] = user
+		}
+	}
 	if factsCmd != nil {
 		for i, v := range factsCmd.Val() {
 			raw, ok := v.(string)
@@ -493,6 +537,34 @@ func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec 
 	}
 }
 
+// writePaused deletes the paused run the record ends, then writes the one it pauses,
+// which may have the same id: a run resumed under its id can pause again. users are
+// the stored runs' users, whose lists lose them.
+func (s *Store) writePaused(ctx context.Context, p goredis.Pipeliner, rec runtime.Record, users map[string]string) {
+	if user, exists := users[rec.Resumed]; exists && rec.Resumed != "" {
+		p.Del(ctx, s.pausedKey(rec.Resumed))
+		p.ZRem(ctx, s.userPausedKey(user), rec.Resumed)
+		p.ZRem(ctx, s.expiringKey(), rec.Resumed)
+	}
+	if rec.Pause != nil {
+		if user, exists := users[rec.Pause.ID]; exists && user != rec.Pause.UserID {
+			p.ZRem(ctx, s.userPausedKey(user), rec.Pause.ID)
+		}
+		s.setPaused(ctx, p, *rec.Pause)
+	}
+}
+
+// setPaused writes every field of the run, so it replaces a stored one whole, and
+// indexes it by its user and by its expiry. The scores are Unix milliseconds, which a
+// float64 holds exactly; PausedRuns orders within one millisecond itself.
+func (s *Store) setPaused(ctx context.Context, p goredis.Pipeliner, r runtime.PausedRun) {
+	p.HSet(ctx, s.pausedKey(r.ID), "user", r.UserID, "agent", r.Agent, "status", string(r.Status), "version", r.Version,
+		"created", r.Created.UTC().Format(time.RFC3339Nano), "expires", r.Expires.UTC().Format(time.RFC3339Nano),
+		"state", r.State)
+	p.ZAdd(ctx, s.userPausedKey(r.UserID), goredis.Z{Score: float64(r.Created.UnixMilli()), Member: r.ID})
+	p.ZAdd(ctx, s.expiringKey(), goredis.Z{Score: float64(r.Expires.UnixMilli()), Member: r.ID})
+}
+
 // capSeen drops all but the limit newest entities of a kind (limit 0: none).
 func (s *Store) capSeen(ctx context.Context, p goredis.Pipeliner, key string, limit int) {
 	if limit > 0 {
@@ -584,18 +656,35 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 	return nil
 }
 
-// Forget deletes the user's facts and every key of the user's conversations in one
-// MULTI/EXEC. It watches each conversation's meta, which every commit changes, so a
-// commit landing meanwhile (a new conversation, a new seen kind) makes it start over
-// rather than leave a key behind.
+// Forget deletes the user's facts, every key of the user's conversations and the
+// user's paused runs in one MULTI/EXEC. It watches each conversation's meta, which
+// every commit changes, so a commit landing meanwhile (a new conversation, a new seen
+// kind) makes it start over rather than leave a key behind; and each paused run, which
+// an update could give to another user.
 func (s *Store) Forget(ctx context.Context, userID string) error {
-	facts, convs := s.factsKey(userID), s.userConvsKey(userID)
+	facts, convs, paused := s.factsKey(userID), s.userConvsKey(userID), s.userPausedKey(userID)
 	err := s.transact(ctx, func(tx *goredis.Tx) error {
-		ids, err := tx.SMembers(ctx, convs).Result()
+		var idsCmd, runsCmd *goredis.StringSliceCmd
+		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			idsCmd = p.SMembers(ctx, convs)
+			runsCmd = p.ZRange(ctx, paused, 0, -1)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		del := []string{facts, convs}
+		ids, runs := idsCmd.Val(), runsCmd.Val()
+		del := []string{facts, convs, paused}
+		if len(runs) > 0 {
+			var runKeys []string
+			for _, run := range runs {
+				runKeys = append(runKeys, s.pausedKey(run))
+			}
+			if err := tx.Watch(ctx, runKeys...).Err(); err != nil {
+				return err
+			}
+			del = append(del, runKeys...)
+		}
 		if len(ids) > 0 {
 			var metas []string
 			for _, id := range ids {
@@ -623,14 +712,166 @@ func (s *Store) Forget(ctx context.Context, userID string) error {
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Del(ctx, del...)
+			if len(runs) > 0 {
+				p.ZRem(ctx, s.expiringKey(), runs)
+			}
 			return nil
 		})
 		return err
-	}, facts, convs)
+	}, facts, convs, paused)
 	if err != nil {
 		return fmt.Errorf("redis store: forget %q: %w", userID, err)
 	}
 	return nil
+}
+
+func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+	fields, err := s.client.HGetAll(ctx, s.pausedKey(id)).Result()
+	if err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
+	}
+	if len(fields) == 0 {
+		return runtime.PausedRun{}, runtime.ErrRunNotFound
+	}
+	p, err := pausedRun(id, fields)
+	if err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
+	}
+	return p, nil
+}
+
+// pausedRun decodes the hash setPaused writes.
+func pausedRun(id string, fields map[string]string) (runtime.PausedRun, error) {
+	p := runtime.PausedRun{ID: id, UserID: fields["user"], Agent: fields["agent"],
+		Status: runtime.PauseStatus(fields["status"]), State: []byte(fields["state"])}
+	var err error
+	if p.Version, err = strconv.Atoi(fields["version"]); err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("version: %w", err)
+	}
+	if p.Created, err = time.Parse(time.RFC3339Nano, fields["created"]); err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("created: %w", err)
+	}
+	if p.Expires, err = time.Parse(time.RFC3339Nano, fields["expires"]); err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("expires: %w", err)
+	}
+	return p, nil
+}
+
+// UpdatePaused reads the stored version under WATCH and writes over it in MULTI/EXEC
+// only if it is the one before p's. An update landing in between makes EXEC fail, and
+// the next attempt reads its version: a conflict.
+func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+	key := s.pausedKey(p.ID)
+	err := s.transact(ctx, func(tx *goredis.Tx) error {
+		stored, err := tx.HMGet(ctx, key, "user", "version").Result()
+		if err != nil {
+			return err
+		}
+		user, exists := stored[0].(string)
+		if !exists {
+			return runtime.ErrRunNotFound
+		}
+		raw, _ := stored[1].(string)
+		version, err := strconv.Atoi(raw)
+		if err != nil {
+			return fmt.Errorf("version: %w", err)
+		}
+		if version != p.Version-1 {
+			return runtime.ErrPausedConflict
+		}
+		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			if user != p.UserID {
+				pipe.ZRem(ctx, s.userPausedKey(user), p.ID)
+			}
+			s.setPaused(ctx, pipe, p)
+			return nil
+		})
+		return err
+	}, key)
+	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) && !errors.Is(err, runtime.ErrPausedConflict) {
+		return fmt.Errorf("redis store: update paused run %q: %w", p.ID, err)
+	}
+	return err
+}
+
+// PausedRuns reads the candidates' ids from an index, then their hashes in one round
+// trip, and orders them to the nanosecond. A run deleted or changed in between is
+// left out if it no longer fits the query.
+func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+	ids, err := s.pausedCandidates(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: paused runs: %w", err)
+	}
+	hashes := make([]*goredis.MapStringStringCmd, len(ids))
+	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			hashes[i] = p.HGetAll(ctx, s.pausedKey(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis store: paused runs: %w", err)
+	}
+	out := make([]runtime.PausedRun, 0, len(ids))
+	for i, id := range ids {
+		if len(hashes[i].Val()) == 0 {
+			continue
+		}
+		p, err := pausedRun(id, hashes[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis store: paused run %q: %w", id, err)
+		}
+		if (q.UserID == "" || p.UserID == q.UserID) && (q.ExpiresBefore.IsZero() || p.Expires.Before(q.ExpiresBefore)) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b runtime.PausedRun) int {
+		c := a.Expires.Compare(b.Expires)
+		if q.UserID != "" {
+			c = b.Created.Compare(a.Created)
+		}
+		return cmp.Or(c, strings.Compare(a.ID, b.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// pausedCandidates reads from an index the ids of the runs q may select, a superset
+// in its order: the user's newest first (all of them when the expiry bound filters
+// them too), or every user's expiring up to the bound's millisecond, soonest first.
+// With a limit it reads on through the runs that share the last one's score, which
+// their nanoseconds may order otherwise.
+func (s *Store) pausedCandidates(ctx context.Context, q runtime.PausedQuery) ([]string, error) {
+	z := goredis.ZRangeArgs{Key: s.expiringKey(), Start: "-inf", Stop: "+inf", ByScore: true}
+	switch {
+	case q.UserID != "":
+		z = goredis.ZRangeArgs{Key: s.userPausedKey(q.UserID), Start: "+inf", Stop: "-inf", ByScore: true, Rev: true}
+	case !q.ExpiresBefore.IsZero():
+		z.Stop = q.ExpiresBefore.UnixMilli()
+	}
+	if q.Limit > 0 && (q.UserID == "" || q.ExpiresBefore.IsZero()) {
+		z.Count = int64(q.Limit)
+	}
+	ranked, err := s.client.ZRangeArgsWithScores(ctx, z).Result()
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(ranked))
+	for _, r := range ranked {
+		ids = append(ids, r.Member.(string))
+	}
+	if z.Count == 0 || len(ranked) < q.Limit {
+		return ids, nil
+	}
+	last := ranked[len(ranked)-1].Score
+	tied, err := s.client.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: z.Key, Start: last, Stop: last, ByScore: true}).Result()
+	if err != nil {
+		return nil, err
+	}
+	cut := slices.IndexFunc(ranked, func(r goredis.Z) bool { return r.Score == last })
+	return append(ids[:cut], tied...), nil
 }
 
 // transact runs fn as an optimistic transaction on the watched keys, starting over

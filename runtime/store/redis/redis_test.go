@@ -344,7 +344,8 @@ func TestForgetKeys(t *testing.T) {
 }
 
 // Forget racing with commits of the same user leaves either nothing or whole
-// conversations: never a key that no listed conversation owns.
+// conversations and paused runs: never a key that no listed conversation owns, nor a
+// run in the expiry index.
 func TestForgetDuringCommits(t *testing.T) {
 	s, c, prefix := testStore(t, 0)
 	done := make(chan error)
@@ -352,7 +353,8 @@ func TestForgetDuringCommits(t *testing.T) {
 		for i := range 50 {
 			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: fmt.Sprint("c", i%5),
 				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
-				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}}})
+				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}},
+				Pause:    &runtime.PausedRun{ID: fmt.Sprint("r", i), UserID: "u", Expires: time.Now()}})
 			if err != nil {
 				done <- err
 				return
@@ -377,6 +379,74 @@ func TestForgetDuringCommits(t *testing.T) {
 	}
 	if keys := scanKeys(t, c, prefix); len(keys) != 0 {
 		t.Errorf("left after Forget (conversations listed before it: %q): %q", ids, keys)
+	}
+}
+
+// A paused run's keys are the ones doc.go documents, never expire, and go with the
+// run: Resumed and Forget leave no key or index entry of it behind, nor does a change
+// of its user.
+func TestPausedKeys(t *testing.T) {
+	s, c, prefix := testStore(t, time.Hour)
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123_456_789, time.FixedZone("UTC+8", 8*3600))
+	run := runtime.PausedRun{ID: "run:1%", UserID: "u:1", Agent: "shop", Status: runtime.PauseWaiting, Version: 3,
+		Created: created, Expires: created.Add(time.Hour), State: []byte(`{"a":1}`)}
+	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}}, Pause: &run})
+	other := runtime.PausedRun{ID: "r2", UserID: "u2", Version: 1, Created: created, Expires: created}
+	commit(t, s, runtime.Record{UserID: "u2", Pause: &other})
+
+	key, byUser, expiring := prefix+"run:run%3A1%25:paused", prefix+"user:u%3A1:paused", prefix+"paused:expires"
+	for k, typ := range map[string]string{key: "hash", byUser: "zset", expiring: "zset", prefix + "user:u2:paused": "zset"} {
+		if got := c.Type(ctx, k).Val(); got != typ {
+			t.Errorf("%s is a %s, want a %s", k, got, typ)
+		}
+		if ttl := c.TTL(ctx, k).Val(); ttl != -1 {
+			t.Errorf("%s expires (TTL %v): paused runs wait for their people", k, ttl)
+		}
+	}
+	want := map[string]string{"user": "u:1", "agent": "shop", "status": "waiting", "version": "3",
+		"created": "2030-01-01T19:04:05.123456789Z", "expires": "2030-01-01T20:04:05.123456789Z", "state": `{"a":1}`}
+	if got := c.HGetAll(ctx, key).Val(); !reflect.DeepEqual(got, want) {
+		t.Errorf("hash\n got %v\nwant %v", got, want)
+	}
+	if got := c.ZRangeWithScores(ctx, byUser, 0, -1).Val(); !reflect.DeepEqual(got, []goredis.Z{{Score: float64(created.UnixMilli()), Member: "run:1%"}}) {
+		t.Errorf("the user's runs %v", got)
+	}
+	if got := c.ZRangeWithScores(ctx, expiring, 0, -1).Val(); !reflect.DeepEqual(got, []goredis.Z{
+		{Score: float64(created.UnixMilli()), Member: "r2"}, {Score: float64(created.Add(time.Hour).UnixMilli()), Member: "run:1%"}}) {
+		t.Errorf("the runs by expiry %v", got)
+	}
+
+	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Resumed: "run:1%"})
+	for _, k := range []string{key, byUser} {
+		if c.Exists(ctx, k).Val() != 0 {
+			t.Errorf("%s is left after the run resumed", k)
+		}
+	}
+	if got := c.ZRange(ctx, expiring, 0, -1).Val(); !slices.Equal(got, []string{"r2"}) {
+		t.Errorf("the runs by expiry %q", got)
+	}
+	// A run given to another user, by an update or a commit, leaves its old user's index.
+	commit(t, s, runtime.Record{UserID: "u:1", Pause: &run})
+	moved := run
+	moved.UserID, moved.Version = "u2", run.Version+1
+	if err := s.UpdatePaused(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if c.Exists(ctx, byUser).Val() != 0 {
+		t.Errorf("%s is left after the update gave its run to u2", byUser)
+	}
+	commit(t, s, runtime.Record{UserID: "u:1", Pause: &run})
+	if got := c.ZRange(ctx, prefix+"user:u2:paused", 0, -1).Val(); !slices.Equal(got, []string{"r2"}) {
+		t.Errorf("u2's runs after the commit gave one back: %q", got)
+	}
+	if err := s.Forget(ctx, "u2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, "u:1"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanKeys(t, c, prefix); len(keys) != 0 {
+		t.Errorf("left after forgetting both users: %q", keys)
 	}
 }
 

@@ -3,7 +3,7 @@
 // and several agentrun processes may share the file: the database runs in WAL mode,
 // every write is one IMMEDIATE transaction and waits up to five seconds for the lock.
 //
-// The file holds five tables (PRAGMA user_version is the schema version; Open applies
+// The file holds six tables (PRAGMA user_version is the schema version; Open applies
 // the missing migrations and refuses a file written by a newer agentrun):
 //
 //	conversations(id, user_id, turns, updated_at)           one row per conversation
@@ -13,6 +13,8 @@
 //	                                                         of their last revelation
 //	seen_kinds(conversation_id, kind, entities)             how many entities of a kind are kept
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
+//	paused_runs(id, user_id, agent, status, version,        runs paused for approvals
+//	            created_at, expires_at, state)               (runtime.PausedRuns)
 //
 // A commit writes only the entities its run revealed and drops the oldest of a kind
 // beyond Record.MaxSeen, so its cost does not grow with the conversation. Seen looks
@@ -20,6 +22,12 @@
 // statement prepared once; SeenEntities reads a kind in order by seen_order.
 // Conversation reads neither. Deleting a conversation cascades to its messages and
 // seen rows.
+//
+// A paused run is written and deleted by the commits of its executions (Record.Pause,
+// Record.Resumed), in their transactions; UpdatePaused is an UPDATE guarded by the
+// version before. Its times are fixed-width RFC 3339, so paused_runs_user(user_id,
+// created_at) and paused_runs_expires(expires_at) give PausedRuns' orders. Forget
+// deletes the user's paused runs; deleting a conversation leaves them.
 //
 // sqlite imports runtime only; it must not import cmd.
 package sqlite

@@ -76,6 +76,23 @@ var migrations = []string{
 	// 3: an assistant message's reasoning (JSON of runtime.Reasoning, NULL without),
 	// which providers such as DeepSeek require back with the messages that called tools.
 	`ALTER TABLE messages ADD COLUMN reasoning TEXT;`,
+
+	// 4: runs paused for approvals (runtime.PausedRun), state its JSON kept as given.
+	// Their times are RFC 3339 in UTC with all nine fractional digits (pausedTime), so
+	// that the text sorts as the times do and the indexes serve PausedRuns' order and
+	// its expiry bound.
+	`CREATE TABLE paused_runs (
+		id         TEXT PRIMARY KEY,
+		user_id    TEXT NOT NULL,
+		agent      TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		version    INTEGER NOT NULL,
+		created_at TEXT NOT NULL,
+		expires_at TEXT NOT NULL,
+		state      BLOB NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX paused_runs_user ON paused_runs(user_id, created_at);
+	CREATE INDEX paused_runs_expires ON paused_runs(expires_at);`,
 }
 
 // ErrNewerSchema reports a database written by a newer agentrun, whose schema this

@@ -31,7 +31,10 @@ type Store struct {
 	seen *sql.Stmt
 }
 
-var _ runtime.Store = (*Store)(nil)
+var (
+	_ runtime.Store      = (*Store)(nil)
+	_ runtime.PausedRuns = (*Store)(nil)
+)
 
 // Connection settings. busy_timeout comes first so the others wait for the lock too;
 // _txlock=immediate takes the write lock at BEGIN, so two writers never both read
@@ -244,8 +247,9 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 	return out, nil
 }
 
-// Commit writes the record in one IMMEDIATE transaction: facts in order, then the
-// conversation's new turn and seen entities.
+// Commit writes the record in one IMMEDIATE transaction: facts in order, the paused
+// run it ends and the one it writes, then the conversation's new turn and seen
+// entities.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	if err := s.inTx(ctx, func(tx *sql.Tx) error { return commit(ctx, tx, rec, time.Now().UTC()) }); err != nil {
 		return fmt.Errorf("sqlite store: commit: %w", err)
@@ -270,6 +274,19 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 		if _, err := tx.ExecContext(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES(?, ?, ?, ?, ?)
 			ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, source = excluded.source, updated_at = excluded.updated_at`,
 			rec.UserID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, stamp); err != nil {
+			return err
+		}
+	}
+	// Resumed goes first: a run resumed under its id may pause again in the same commit.
+	if rec.Resumed != "" {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM paused_runs WHERE id = ?`, rec.Resumed); err != nil {
+			return err
+		}
+	}
+	if p := rec.Pause; p != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO paused_runs(id, user_id, agent, status, version, created_at, expires_at, state)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`, p.ID, p.UserID, p.Agent, string(p.Status), p.Version,
+			pausedTime(p.Created), pausedTime(p.Expires), pausedState(p.State)); err != nil {
 			return err
 		}
 	}
@@ -447,20 +464,144 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 	return nil
 }
 
-// Forget deletes the user's facts and conversations in one transaction; the foreign
-// keys cascade to the conversations' messages and seen entities.
+// Forget deletes the user's facts, conversations and paused runs in one
+// transaction; the foreign keys cascade to the conversations' messages and seen
+// entities.
 func (s *Store) Forget(ctx context.Context, userID string) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ?`, userID); err != nil {
-			return err
+		for _, del := range []string{
+			`DELETE FROM facts WHERE user_id = ?`,
+			`DELETE FROM conversations WHERE user_id = ?`,
+			`DELETE FROM paused_runs WHERE user_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, del, userID); err != nil {
+				return err
+			}
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM conversations WHERE user_id = ?`, userID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite store: forget: %w", err)
 	}
 	return nil
+}
+
+// pausedLayout is RFC 3339 with a fixed number of fractional digits: in UTC its text
+// sorts as the times do, which time.RFC3339Nano's, dropping trailing zeros, does not.
+// time.RFC3339Nano parses it.
+const pausedLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func pausedTime(t time.Time) string { return t.UTC().Format(pausedLayout) }
+
+// pausedState is the state to store: a run without one stores an empty blob, not
+// NULL, so it reads back as it was written, and the column needs no NULL case.
+func pausedState(state []byte) []byte {
+	if state == nil {
+		return []byte{}
+	}
+	return state
+}
+
+// pausedColumns are the columns scanPaused reads, in its order.
+const pausedColumns = `id, user_id, agent, status, version, created_at, expires_at, state`
+
+func scanPaused(row interface{ Scan(...any) error }) (runtime.PausedRun, error) {
+	var p runtime.PausedRun
+	var created, expires string
+	if err := row.Scan(&p.ID, &p.UserID, &p.Agent, &p.Status, &p.Version, &created, &expires, &p.State); err != nil {
+		return runtime.PausedRun{}, err
+	}
+	var err error
+	if p.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("created: %w", err)
+	}
+	if p.Expires, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("expires: %w", err)
+	}
+	return p, nil
+}
+
+func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+	p, err := scanPaused(s.read.QueryRowContext(ctx, `SELECT `+pausedColumns+` FROM paused_runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return runtime.PausedRun{}, runtime.ErrRunNotFound
+	}
+	if err != nil {
+		return runtime.PausedRun{}, fmt.Errorf("sqlite store: paused run %q: %w", id, err)
+	}
+	return p, nil
+}
+
+// UpdatePaused writes over the version before p's only. When no row matches, a second
+// look in the same transaction tells a run that is gone from one changed meanwhile.
+func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE paused_runs SET user_id = ?, agent = ?, status = ?, version = ?,
+			created_at = ?, expires_at = ?, state = ? WHERE id = ? AND version = ?`,
+			p.UserID, p.Agent, string(p.Status), p.Version, pausedTime(p.Created), pausedTime(p.Expires),
+			pausedState(p.State), p.ID, p.Version-1)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM paused_runs WHERE id = ?`, p.ID).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return runtime.ErrRunNotFound
+		case err != nil:
+			return err
+		}
+		return runtime.ErrPausedConflict
+	})
+	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) && !errors.Is(err, runtime.ErrPausedConflict) {
+		return fmt.Errorf("sqlite store: update paused run %q: %w", p.ID, err)
+	}
+	return err
+}
+
+// PausedRuns reads the runs in the order of an index: paused_runs_user for a user's,
+// newest first, paused_runs_expires for those about to expire, soonest first.
+func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+	var where []string
+	var args []any
+	if q.UserID != "" {
+		where, args = append(where, `user_id = ?`), append(args, q.UserID)
+	}
+	if !q.ExpiresBefore.IsZero() {
+		where, args = append(where, `expires_at < ?`), append(args, pausedTime(q.ExpiresBefore))
+	}
+	query := `SELECT ` + pausedColumns + ` FROM paused_runs`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	if q.UserID != "" {
+		query += ` ORDER BY created_at DESC, id`
+	} else {
+		query += ` ORDER BY expires_at, id`
+	}
+	if q.Limit > 0 {
+		query, args = query+` LIMIT ?`, append(args, q.Limit)
+	}
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: paused runs: %w", err)
+	}
+	defer rows.Close()
+	var out []runtime.PausedRun
+	for rows.Next() {
+		p, err := scanPaused(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: paused runs: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite store: paused runs: %w", err)
+	}
+	return out, nil
 }
 
 // inTx runs fn in a write transaction and commits it unless fn fails.
