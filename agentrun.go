@@ -288,6 +288,26 @@ func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, 
 	return res, err
 }
 
+// Resume goes on with a paused run (see runtime.Agent.Resume), traced like Run.
+func (a *Agent) Resume(ctx context.Context, req runtime.ResumeRequest) (*runtime.Result, error) {
+	if a.tel == nil {
+		return a.Agent.Resume(ctx, req)
+	}
+	ctx, span := telemetry.StartRun(ctx, a.tel.TracerProvider(), a.tel.MeterProvider(),
+		telemetry.RunInfo{Agent: a.Spec.Name, Tools: a.toolNames}, a.topts...)
+	req.Observer = telemetry.Tee(span, req.Observer)
+	ended := false
+	defer func() {
+		if !ended {
+			span.End(nil, errors.New("the run panicked"))
+		}
+	}()
+	res, err := a.Agent.Resume(ctx, req)
+	ended = true
+	span.End(res, err)
+	return res, err
+}
+
 // buildModels builds the agent's model and, where the spec names others, the
 // judge's and the classifier's.
 func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool) error {

@@ -63,11 +63,18 @@ func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
 }
 
 // NeedsStore reports whether every run of this spec reads or writes memory: facts
-// to write, or an intent that injects memory. Continuing a conversation needs one
-// too (Options.Remember).
+// to write, an intent that injects memory, or a tool whose calls may wait for
+// approval (the paused run is kept in the store). Continuing a conversation needs
+// one too (Options.Remember).
 func NeedsStore(s *spec.Spec) bool {
-	if len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == spec.ExtractLLM {
+	if len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == spec.ExtractLLM || NeedsApproval(s) {
 		return true
 	}
 	return slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Memory.Injects() })
+}
+
+// NeedsApproval reports whether some tool of the spec (its own or a skill's) may
+// wait for a person's approval.
+func NeedsApproval(s *spec.Spec) bool {
+	return slices.ContainsFunc(s.Tools, func(t spec.Tool) bool { return t.Approval != nil })
 }

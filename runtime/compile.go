@@ -41,6 +41,8 @@ type Options struct {
 	// External are tools found at run time (an MCP server's allowed tools). One the
 	// spec declares by name itself is left out: the declaration's overrides win.
 	External []ExternalTool
+	// Now is the clock approvals expire by; nil means time.Now. Tests move it on.
+	Now func() time.Time
 }
 
 // Prices are the prices of an agent's models: Agent is Model's, Judge is
@@ -81,6 +83,14 @@ type Agent struct {
 	// filtersUseUser: a filter's when reads the user, so what it lets through
 	// depends on who asked.
 	filtersUseUser bool
+	clock          func() time.Time
+}
+
+func (a *Agent) now() time.Time {
+	if a.clock != nil {
+		return a.clock()
+	}
+	return time.Now()
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled
@@ -121,6 +131,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		judgeModel:  opts.JudgeModel,
 		routerModel: opts.RouterModel,
 		byName:      map[string]*agentTool{},
+		clock:       opts.Now,
 	}
 	// A price belongs to a model: the judge and the classifier pay the agent's price
 	// exactly when they use the agent's model. A model of their own with no price is

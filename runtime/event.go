@@ -26,6 +26,12 @@ const (
 	EventCache         EventKind = "cache"          // the FAQ cache was looked up (CacheOutcome, Cached) or learned an answer
 	EventRetrieve      EventKind = "retrieve"       // retrieval put passages into the context (Passages)
 	EventStop          EventKind = "stop"           // the run ended (Stop, Usage, Cost: the run's so far)
+	// EventApprovalRequested: a call waits for a person's decision (Tool, CallID,
+	// Args, Message: the spec's approval message).
+	EventApprovalRequested EventKind = "approval_requested"
+	// EventApprovalDecided: a resumed run applies a decision (Tool, CallID, Passed:
+	// approved, Message: who and why).
+	EventApprovalDecided EventKind = "approval_decided"
 )
 
 // Purpose says what a model request is for.

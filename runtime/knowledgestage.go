@@ -159,8 +159,8 @@ func (r *run) dependsOnUser() bool {
 	for _, s := range r.result.Steps {
 		t := a.byName[s.Tool]
 		switch {
-		case s.Refusal == RefusedAccept:
-			return true // accept rules guard users' data: their refusals are the user's
+		case s.Refusal == RefusedAccept, s.Decision != nil:
+			return true // accept rules guard users' data, and people decided: the user's own outcomes
 		case t != nil && t.usesUser && s.Outcome.Ran():
 			return true
 		}

@@ -43,7 +43,7 @@ var edges = []Edge{
 	{StateThinking, StateFinished, []Trigger{TriggerCacheHit}},
 	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopBudget, StopTimeout, StopCanceled)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
-	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled)},
+	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled, StopAwaitingApproval, StopApprovalTimeout)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
 	{StateValidating, StateThinking, []Trigger{TriggerJudgeFeedback}},
 	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},

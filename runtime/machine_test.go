@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -122,8 +123,12 @@ type machineCase struct {
 	// model.max_tokens every call's worst case is its prompt plus
 	// spec.DefaultBudgetOutput.
 	maxTokens int64
-	stop      runtime.StopReason
-	path      string // the states the run moves to, from THINKING
+	// approval: "pause": the wait tool needs approval; "expire": then nobody
+	// decides, and the execution that resumes the run is the one checked, from
+	// TOOL_EXECUTING, with approval.on_timeout stop.
+	approval string
+	stop     runtime.StopReason
+	path     string // the states the run moves to, from THINKING (from TOOL_EXECUTING when resumed)
 }
 
 func machineCases() []machineCase {
@@ -160,6 +165,10 @@ func machineCases() []machineCase {
 			stop: runtime.StopContentFilter, path: "TOOL_EXECUTING THINKING STOPPED"},
 		{name: "canceled while a tool runs", context: "cancel", agent: []stubReply{wait, stubSay("never")},
 			stop: runtime.StopCanceled, path: "TOOL_EXECUTING STOPPED"},
+		{name: "awaiting_approval", approval: "pause", agent: []stubReply{lookup("1"), wait, stubSay("never")},
+			stop: runtime.StopAwaitingApproval, path: "TOOL_EXECUTING THINKING TOOL_EXECUTING STOPPED"},
+		{name: "approval_timeout", approval: "expire", agent: []stubReply{wait, stubSay("never")},
+			stop: runtime.StopApprovalTimeout, path: "STOPPED"},
 		{name: "canceled before the first turn", context: "canceled", agent: []stubReply{stubSay("never")},
 			stop: runtime.StopCanceled, path: "STOPPED"},
 		{name: "timeout while a tool runs", context: "deadline", agent: []stubReply{wait, stubSay("never")},
@@ -216,9 +225,34 @@ func TestRunsFollowTheEdges(t *testing.T) {
 			}
 			src += "}\n" + tt.extra
 			model := &stubModel{agent: tt.agent, judge: tt.judge}
-			a := compileWith(t, src, func(s *spec.Spec) { s.Guards.MaxTokens = tt.maxTokens },
-				runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "wait": waitTool})
+			opts := runtime.Options{Model: model}
+			clock := &clock{now: time.Now()}
+			if tt.approval != "" {
+				opts.Store, opts.Now = memory.New(), clock.Now
+			}
+			a := compileWith(t, src, func(s *spec.Spec) {
+				s.Guards.MaxTokens = tt.maxTokens
+				if tt.approval != "" {
+					s.Tools[1].Approval = &spec.ToolApproval{}
+					s.Approval.OnTimeout = spec.OnTimeoutStop
+				}
+			}, opts, map[string]*funcTool{"lookup": echo(), "wait": waitTool})
 			res, events := runAgent(t, ctx, a, cmpOr(tt.input, "go"))
+			from := runtime.StateThinking
+			if tt.approval == "expire" {
+				if res.Stop != runtime.StopAwaitingApproval {
+					t.Fatalf("stop %s (%s), want a pause first", res.Stop, res.Detail)
+				}
+				clock.add(spec.DefaultApprovalTimeout)
+				events = nil
+				var err error
+				res, err = a.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: runtime.Decider{ID: "u-1"},
+					Observer: runtime.ObserverFunc(func(e runtime.Event) { events = append(events, e) })})
+				if err != nil {
+					t.Fatal(err)
+				}
+				from = runtime.StateToolExecuting
+			}
 
 			if res.Stop != tt.stop {
 				t.Fatalf("stop %s (%s), want %s", res.Stop, res.Detail, tt.stop)
@@ -228,7 +262,6 @@ func TestRunsFollowTheEdges(t *testing.T) {
 				t.Fatal("no state events")
 			}
 			var path []string
-			from := runtime.StateThinking
 			for _, e := range states {
 				path = append(path, string(e.State))
 				if !onEdge(e) {
@@ -262,7 +295,7 @@ func TestRunsFollowTheEdges(t *testing.T) {
 				}); i < j {
 				t.Errorf("the stop event (%d) comes before the last move (%d)", i, j)
 			}
-			if res.Stop != runtime.StopCompleted && res.Stop != runtime.StopBlocked && res.Answer != "FALLBACK" {
+			if res.Stop != runtime.StopCompleted && res.Stop != runtime.StopBlocked && res.Stop != runtime.StopAwaitingApproval && res.Answer != "FALLBACK" {
 				t.Errorf("a run stopped by %s answers %q, not the fallback", res.Stop, res.Answer)
 			}
 		})

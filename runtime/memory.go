@@ -75,28 +75,31 @@ const commitTimeout = 5 * time.Second
 // all: the conversation, the facts and the entities stay as they were before it.
 func (r *run) commit() {
 	a := r.agent
-	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" {
+	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" && r.resumed == "" {
 		return
 	}
-	if r.foreignConversation {
-		return // checked before the run began; nothing of it may touch that conversation
+	if r.foreignConversation || r.result.Stop == StopAwaitingApproval {
+		return // refused before it began; or paused, and the pause wrote its own record
 	}
 	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges,
-		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen}
+		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen, Resumed: r.resumed}
 	if r.result.Completed() {
 		rec.Messages = r.result.Messages
 	}
-	if len(rec.Facts) == 0 && (rec.Conversation == "" || len(rec.Messages) == 0 && len(rec.Seen) == 0) {
+	if rec.Resumed == "" && len(rec.Facts) == 0 && (rec.Conversation == "" || len(rec.Messages) == 0 && len(rec.Seen) == 0) {
 		return
 	}
 	switch {
-	case r.result.Stop == StopCanceled:
+	case r.result.Stop == StopCanceled && r.resumed == "":
 		r.emit(Event{Kind: EventMemory, Message: "canceled: not saved " + savedParts(rec)})
 		return
 	case r.req.Ephemeral:
 		r.emit(Event{Kind: EventMemory, Message: "ephemeral: not saved " + savedParts(rec)})
 		return
 	}
+	// A canceled execution that resumed a paused run is saved all the same, but
+	// for its exchange: its approved calls ran, and the paused record must go, or
+	// nothing could tell they did.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)
 	defer cancel()
 	if err := a.store.Commit(ctx, rec); err != nil {

@@ -33,7 +33,26 @@ type Request struct {
 	// entities: a caller that keeps the history itself (an OpenAI-style client
 	// sending its earlier messages) asked for a run that leaves no trace.
 	Ephemeral bool
+	// RunID names the run; "" lets the runtime pick one if the run pauses. A caller
+	// that tracks runs itself (serve) passes its own, so one id names the run
+	// before and after a pause.
+	RunID string
+	// Approvals says what happens to a call that needs a person's approval: the
+	// default pauses the run; ApprovalsRefuse refuses the call.
+	Approvals ApprovalMode
 }
+
+// ApprovalMode says what a run does with a call that needs a person's approval.
+type ApprovalMode string
+
+const (
+	// ApprovalsPause stores the run and stops it with awaiting_approval, to be
+	// resumed by a decision (Decide, then Agent.Resume).
+	ApprovalsPause ApprovalMode = ""
+	// ApprovalsRefuse refuses such a call, telling the model why: the caller cannot
+	// ask anyone (an OpenAI-compatible client, which knows nothing of pauses).
+	ApprovalsRefuse ApprovalMode = "refuse"
+)
 
 // StopReason says why a run ended.
 type StopReason string
@@ -51,11 +70,17 @@ const (
 	StopTruncated     StopReason = "truncated"      // the answer was cut off (finish_reason length)
 	StopContentFilter StopReason = "content_filter" // the provider's content filter stopped the answer
 	StopBudget        StopReason = "budget"         // the next model call could break guards.max_tokens or max_cost
+	// StopAwaitingApproval: calls wait for a person's decision; the run is stored
+	// and resumes as a new execution (Agent.Resume). It has no answer yet.
+	StopAwaitingApproval StopReason = "awaiting_approval"
+	// StopApprovalTimeout: nobody decided in time and approval.on_timeout is stop.
+	StopApprovalTimeout StopReason = "approval_timeout"
 )
 
 // StopReasons lists every stop reason.
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
-	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget}
+	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget,
+	StopAwaitingApproval, StopApprovalTimeout}
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
@@ -101,6 +126,10 @@ type Result struct {
 	Learned *Learned `json:"learned,omitempty"`
 	// Retrieved are the passages retrieval put into the model's context.
 	Retrieved []Passage `json:"retrieved,omitempty"`
+	// RunID names the run: Request.RunID, or the id the runtime gave a run that
+	// paused. Pending are the calls a paused run (awaiting_approval) waits on.
+	RunID   string     `json:"run_id,omitempty"`
+	Pending []Approval `json:"pending,omitempty"`
 }
 
 // Learned describes an answer stored in the FAQ cache.
@@ -144,6 +173,9 @@ type Step struct {
 	Duration  time.Duration `json:"duration_ns"`
 	// Finish is the finish reason of the model response that asked for the call.
 	Finish FinishReason `json:"finish_reason,omitempty"`
+	// Decision is what a person (or approval.on_timeout) decided about a call that
+	// needed approval.
+	Decision *Decision `json:"decision,omitempty"`
 
 	modelArgs string // what the model may see of the arguments: no bound values
 }
@@ -157,10 +189,11 @@ const (
 	OutcomeRefused   Outcome = "refused"   // the call was not run (Step.Refusal says why)
 	OutcomeDuplicate Outcome = "duplicate" // not run again: the model had the result already (duplicate_calls: hint)
 	OutcomeFiltered  Outcome = "filtered"  // the tool ran but a filter withheld its result
+	OutcomeRejected  Outcome = "rejected"  // not run: the call needed approval and was rejected, or nobody decided in time
 )
 
 // Outcomes lists every outcome.
-var Outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeRefused, OutcomeDuplicate, OutcomeFiltered}
+var Outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeRefused, OutcomeDuplicate, OutcomeFiltered, OutcomeRejected}
 
 // Ran reports whether the tool was actually called.
 func (o Outcome) Ran() bool { return o == OutcomeOK || o == OutcomeError || o == OutcomeFiltered }
@@ -175,4 +208,7 @@ const (
 	RefusedSchema      Refusal = "schema"       // the arguments do not match the tool's parameters
 	RefusedAccept      Refusal = "accept"       // the tool's accept rule said no
 	RefusedTooMany     Refusal = "too_many"     // beyond guards.max_calls_per_response
+	// RefusedNoApproval: the call needs a person's approval and this run cannot
+	// ask for one (Request.Approvals is refuse, or there is no store to pause in).
+	RefusedNoApproval Refusal = "approval_unavailable"
 )

@@ -48,6 +48,10 @@ type run struct {
 	cost                       float64
 	costUnknown, costUnchecked bool
 	judged                     judgeCalls // the judge's calls behind its latest verdict
+	// resumed is the id of the paused run this execution resumes ("" for a new
+	// run); pausedVersion the version of its record once claimed.
+	resumed       string
+	pausedVersion int
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -64,7 +68,7 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		req:        &req,
 		ctx:        ctx,
 		state:      StateThinking,
-		result:     &Result{Intent: req.Intent, Steps: []Step{}}, // --json shows [] rather than null
+		result:     &Result{Intent: req.Intent, Steps: []Step{}, RunID: req.RunID}, // --json shows [] rather than null
 		signatures: map[string]string{},
 		started:    time.Now(),
 		seen:       newSeenEntities(req.Seen),
@@ -83,12 +87,17 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 			r.learn()
 		}
 	}
+	return r.end(), nil
+}
+
+// end completes the result and commits what the run leaves behind.
+func (r *run) end() *Result {
 	r.result.Cost = r.runCost()
 	r.result.Messages = r.storedMessages()
-	r.result.Seen = r.seen.result(req.Seen)
+	r.result.Seen = r.seen.result(r.req.Seen)
 	r.commit()
 	r.result.Duration = time.Since(r.started)
-	return r.result, nil
+	return r.result
 }
 
 // prepareContext routes the request and assembles what the model will get: the
@@ -336,15 +345,19 @@ type call struct {
 	outcome        Outcome
 	refusal        Refusal
 	duration       time.Duration
+	approval       *Approval // the call waits for a person's decision
+	decision       *Decision // what was decided, in the execution that resumes it
 }
 
 // executeTools runs every tool call of the last response — in parallel, bounded —
-// and appends one tool message per call, in the order of the calls.
+// and appends one tool message per call, in the order of the calls. Calls that
+// need a person's approval wait: once the others ran, the run pauses.
 func (r *run) executeTools() {
 	g := r.agent.settings.Guards
 	last := r.messages[len(r.messages)-1]
 	calls := make([]call, len(last.ToolCalls))
 	var runnable []int
+	waiting := false
 	for i, tc := range last.ToolCalls {
 		c := &calls[i]
 		c.tc = tc
@@ -369,12 +382,34 @@ func (r *run) executeTools() {
 			c.result = fmt.Sprintf("Not run: %s was already called with these arguments in this conversation turn. Use the result you already have instead of calling it again. It was:\n%s", tc.Name, prev)
 			continue
 		}
+		if needs, message := r.needsApproval(c); needs && !r.awaitApproval(c, message) {
+			continue
+		}
 		r.signatures[c.signature] = "" // reserve: a second identical call in this response is a duplicate too
+		if c.approval != nil {
+			waiting = true
+			continue
+		}
 		runnable = append(runnable, i)
 	}
 	r.result.ToolRounds++ // this response's calls run (or get their refusals)
 	r.runParallel(calls, runnable, g.MaxParallelTools)
-	for i := range calls {
+	r.absorb(calls, runnable)
+	if waiting && r.pause(calls) {
+		return
+	}
+	r.appendResults(calls)
+	if err := r.ctx.Err(); err != nil {
+		r.stopForContext(err)
+		return
+	}
+	r.transition(StateThinking, TriggerResults)
+}
+
+// absorb takes in what the calls that ran brought: their results for the
+// duplicate guard, the entities they revealed, the facts their rules write.
+func (r *run) absorb(calls []call, ran []int) {
+	for _, i := range ran {
 		c := &calls[i]
 		if c.outcome.Ran() {
 			r.signatures[c.signature] = c.result // retrying the same failing call is a loop too
@@ -383,16 +418,19 @@ func (r *run) executeTools() {
 			r.collect(c)
 			r.applyFactRules(c)
 		}
+	}
+}
+
+// appendResults adds one tool message per call, in the order of the calls, and
+// the calls' steps.
+func (r *run) appendResults(calls []call) {
+	for i := range calls {
+		c := &calls[i]
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(),
 			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
-			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish})
+			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Decision: c.decision})
 	}
-	if err := r.ctx.Err(); err != nil {
-		r.stopForContext(err)
-		return
-	}
-	r.transition(StateThinking, TriggerResults)
 }
 
 // refuse records that a call is not run and why; the model gets the message as the

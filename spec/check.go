@@ -66,6 +66,7 @@ func (c *checker) check() {
 	c.checkGuards()
 	c.checkBudget()
 	c.checkJudge()
+	c.checkApproval()
 	c.checkFilters()
 	c.checkKnowledge()
 	c.checkDurations()
@@ -88,6 +89,9 @@ func (c *checker) setSources() {
 	s := c.spec
 	for i := range s.Tools[:c.ownTools] {
 		s.Tools[i].Source = src("tools", strconv.Itoa(i))
+		if a := s.Tools[i].Approval; a != nil {
+			a.Source = src("tools", strconv.Itoa(i), "approval")
+		}
 	}
 	for i := range s.Skills {
 		s.Skills[i].Source = src("skills", strconv.Itoa(i))
@@ -109,6 +113,9 @@ func (c *checker) setSources() {
 	}
 	if s.Judge != nil {
 		s.Judge.Source = src("judge")
+	}
+	if c.at("approval").node != nil {
+		s.Approval.Source = src("approval")
 	}
 	if c.at("embeddings").node != nil {
 		s.Embeddings.Source = src("embeddings")
@@ -369,9 +376,44 @@ func (c *checker) checkTools() {
 		for _, k := range slices.Sorted(maps.Keys(t.Collect)) {
 			c.compileExpr(t.Collect[k], EnvCollect.Types(vars), false, c.at("tools", idx, "collect", k))
 		}
+		c.checkToolApproval(t, idx, EnvApproval.Types(vars))
 	}
 	c.registerSkillTools()
 	c.checkSeen()
+}
+
+// checkToolApproval compiles a tool's approval.when and approval.message. Any scalar
+// decodes as an empty approval (every call), so one other than always is caught here,
+// from the node, as is a list; the schema leaves both to this check (checkedShape).
+func (c *checker) checkToolApproval(t *Tool, idx string, env exprEnv) {
+	at := c.at("tools", idx, "approval")
+	if n := resolveAlias(at.node); n != nil && n.Kind != yaml.MappingNode {
+		if (n.Kind != yaml.ScalarNode || n.Value != "always") && !c.failed[at.path] {
+			c.errorf(at, approvalScalarHint(n), "approval is `always` or a mapping with when and message")
+		}
+		return
+	}
+	if t.Approval == nil {
+		return
+	}
+	c.compileExpr(t.Approval.When, env, true, c.at("tools", idx, "approval", "when"))
+	c.compileTemplate(t.Approval.Message, env, c.at("tools", idx, "approval", "message"))
+}
+
+// approvalScalarHint says what the author of a wrong approval value probably meant.
+func approvalScalarHint(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		switch strings.ToLower(n.Value) {
+		case "true", "yes", "on":
+			return "write approval: always to have a person decide every call"
+		case "false", "no", "off":
+			return "remove approval to let calls run without asking"
+		}
+		if hint := suggest(n.Value, []string{"always"}); hint != "" {
+			return hint
+		}
+	}
+	return "write approval: always, or a mapping such as {when: 'args.amount > 100', message: …}"
 }
 
 // registerSkillTools adds the tools skill packs brought, checked in their own files,
@@ -571,30 +613,44 @@ func (c *checker) walkBody(h *HTTPTool, v any, tokens []string, rel string, env 
 
 var seenCallRe = regexp.MustCompile(`seen\(\s*["']([^"']*)["']\s*\)`)
 
-// checkSeen makes sure every seen("kind") in an accept rule names a kind some tool
-// collects; otherwise the rule could never pass.
+// checkSeen makes sure every seen("kind") in an accept rule, an approval's when or
+// an approval's message names a kind some tool collects; otherwise the rule could
+// never pass, and the condition never hold.
 func (c *checker) checkSeen() {
 	kinds := slices.Clone(c.extraKinds)
 	for _, t := range c.spec.Tools {
 		kinds = append(kinds, slices.Sorted(maps.Keys(t.Collect))...)
 	}
 	for i, t := range c.spec.Tools[:c.ownTools] {
-		if t.Accept == nil || t.Accept.Program == nil {
+		idx := strconv.Itoa(i)
+		if t.Accept != nil && t.Accept.Program != nil {
+			c.checkSeenIn(t.Accept.Source, kinds, c.at("tools", idx, "accept"))
+		}
+		if a := t.Approval; a != nil {
+			if a.When != nil && a.When.Program != nil {
+				c.checkSeenIn(a.When.Source, kinds, c.at("tools", idx, "approval", "when"))
+			}
+			if a.Message != nil && slices.ContainsFunc(a.Message.Parts, func(p TemplatePart) bool { return p.Program != nil }) {
+				c.checkSeenIn(a.Message.Source, kinds, c.at("tools", idx, "approval", "message"))
+			}
+		}
+	}
+}
+
+// checkSeenIn reports each seen("kind") in src, the compiled source at at, whose kind
+// no tool collects.
+func (c *checker) checkSeenIn(src string, kinds []string, at location) {
+	for _, m := range seenCallRe.FindAllStringSubmatchIndex(src, -1) {
+		kind := src[m[2]:m[3]]
+		if slices.Contains(kinds, kind) {
 			continue
 		}
-		at := c.at("tools", strconv.Itoa(i), "accept")
-		for _, m := range seenCallRe.FindAllStringSubmatchIndex(t.Accept.Source, -1) {
-			kind := t.Accept.Source[m[2]:m[3]]
-			if slices.Contains(kinds, kind) {
-				continue
-			}
-			at.pos = c.posInScalar(at.node, m[2])
-			hint := suggest(kind, kinds)
-			if hint == "" {
-				hint = fmt.Sprintf("declare collect: {%s: …} on the tool whose results reveal them", kind)
-			}
-			c.errorf(at, hint, "seen(%q): no tool collects %q", kind, kind)
+		at.pos = c.posInScalar(at.node, m[2])
+		hint := suggest(kind, kinds)
+		if hint == "" {
+			hint = fmt.Sprintf("declare collect: {%s: …} on the tool whose results reveal them", kind)
 		}
+		c.errorf(at, hint, "seen(%q): no tool collects %q", kind, kind)
 	}
 }
 
@@ -783,6 +839,23 @@ func (c *checker) checkGuards() {
 	}
 }
 
+// checkApproval checks the agent-level approval settings, which only tools with
+// approval use.
+func (c *checker) checkApproval() {
+	at := c.at("approval")
+	if at.node == nil || c.failed[at.path] {
+		return
+	}
+	if t := c.at("approval", "timeout"); t.node != nil && !c.failed[t.path] && t.node.Kind == yaml.ScalarNode {
+		if d, err := time.ParseDuration(t.node.Value); err == nil && d <= 0 { // an overflow is checkDurations's
+			c.errorf(t, "give how long a paused run waits for decisions, like 24h or 30m", "must be more than 0, got %s", t.node.Value)
+		}
+	}
+	if !slices.ContainsFunc(c.spec.Tools, func(t Tool) bool { return t.Approval != nil }) {
+		c.warnf(at.keyPos(c.file), "add approval to the tools whose calls a person must decide, or remove these settings", "approval settings without any tool that needs approval")
+	}
+}
+
 func (c *checker) checkJudge() {
 	j := c.spec.Judge
 	if j != nil && len(j.Criteria) == 0 {
@@ -893,7 +966,7 @@ func (c *checker) checkUnused() {
 // such as 9999999999h that overflow, which would otherwise silently become zero.
 func (c *checker) checkDurations() {
 	paths := [][]string{{"model", "timeout"}, {"routing", "model", "timeout"}, {"judge", "model", "timeout"},
-		{"memory", "ttl"}, {"guards", "tool_timeout"}, {"guards", "max_run_time"}}
+		{"memory", "ttl"}, {"guards", "tool_timeout"}, {"guards", "max_run_time"}, {"approval", "timeout"}}
 	for i := range c.spec.Tools[:c.ownTools] {
 		paths = append(paths, []string{"tools", strconv.Itoa(i), "timeout"})
 	}

@@ -59,7 +59,8 @@ func TestDocsDefaults(t *testing.T) {
 	lines := readSpecDoc(t)
 	headings := map[string]string{"model": "## model", "guards": "## guards", "judge": "## judge", "routing": "## routing",
 		"intents": "## intents", "memory": "## memory", "memory.facts": "### facts", "intents.cache": "### cache", "intents.rag": "### rag",
-		"embeddings": "## embeddings", "knowledge": "## knowledge", "knowledge.collections": "### collections"}
+		"embeddings": "## embeddings", "knowledge": "## knowledge", "knowledge.collections": "### collections",
+		"approval": "## approval"}
 	for _, d := range Defaults {
 		i := strings.LastIndex(d.Key, ".")
 		section, key := d.Key[:i], d.Key[i+1:]
@@ -112,6 +113,8 @@ func TestDocsExpressionEnvironments(t *testing.T) {
 		{"`tools[].command.env.*`", EnvToolTemplate},
 		{"`tools[].accept`", EnvAccept},
 		{"`tools[].collect.*`", EnvCollect},
+		{"`tools[].approval.when`", EnvApproval},
+		{"`tools[].approval.message`", EnvApproval},
 		{"`mcp_servers[].headers.*`", EnvMCPHeaders},
 		{"`memory.facts.from_tools[].when`", EnvFactRule},
 		{"`memory.facts.from_tools[].set.*`, `.append.*`", EnvFactRule},
@@ -135,7 +138,7 @@ func TestDocsExpressionEnvironments(t *testing.T) {
 // expression was checked against is what it runs with — the hidden in_seen, which
 // the rewritten membership tests call, included.
 func TestEnvTypesMatchValues(t *testing.T) {
-	envs := []Env{EnvInstructions, EnvToolTemplate, EnvAccept, EnvCollect, EnvMCPHeaders, EnvFactRule}
+	envs := []Env{EnvInstructions, EnvToolTemplate, EnvAccept, EnvCollect, EnvApproval, EnvMCPHeaders, EnvFactRule}
 	for _, fs := range FilterStages {
 		envs = append(envs, FilterEnv(fs.Stage))
 	}

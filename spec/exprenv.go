@@ -39,8 +39,10 @@ var (
 	EnvToolTemplate = Env{VarArgs, VarUser, VarConversation} // http and command templates
 	EnvAccept       = Env{VarArgs, VarUser, VarConversation, VarSeen}
 	EnvCollect      = Env{VarArgs, VarUser, VarConversation, VarResult}
-	EnvMCPHeaders   = Env{VarUser, VarConversation}
-	EnvFactRule     = Env{VarArgs, VarResult, VarUser, VarConversation}
+	// EnvApproval is a tool's approval.when and approval.message.
+	EnvApproval   = Env{VarArgs, VarUser, VarConversation, VarIntent, VarSeen}
+	EnvMCPHeaders = Env{VarUser, VarConversation}
+	EnvFactRule   = Env{VarArgs, VarResult, VarUser, VarConversation}
 )
 
 // FilterEnv is the environment of a filter's when at a stage.

@@ -56,6 +56,9 @@ const (
 	DefaultRAGMinScore     = 0.3 // a passage's vector score
 	DefaultRAGMaxTokens    = 1500
 
+	DefaultApprovalTimeout   = 24 * time.Hour // how long a paused run waits for decisions
+	DefaultApprovalOnTimeout = OnTimeoutReject
+
 	DefaultReplacement   = "[redacted]"
 	DefaultDropMessage   = "[this result was withheld by a filter]"
 	DefaultErrorMessage  = "%s failed." // the tool's name fills in
@@ -71,11 +74,12 @@ const DefaultBudgetOutput = 4096
 // Settings are a spec's effective settings: every value the spec leaves out is its
 // default. They are computed once, by Resolve.
 type Settings struct {
-	Guards  GuardSettings
-	Judge   *JudgeSettings // nil without a judge: every draft is accepted
-	Routing RoutingSettings
-	Memory  MemorySettings
-	Intents []IntentSettings // in spec order
+	Guards   GuardSettings
+	Judge    *JudgeSettings // nil without a judge: every draft is accepted
+	Routing  RoutingSettings
+	Memory   MemorySettings
+	Intents  []IntentSettings // in spec order
+	Approval ApprovalSettings
 
 	defaulted map[string]bool
 }
@@ -93,6 +97,13 @@ type GuardSettings struct {
 	MaxCallsPerResponse int
 	MaxTokens           int64   // 0: no token budget
 	MaxCost             float64 // 0: no cost budget (US dollars)
+}
+
+// ApprovalSettings say how long a paused run waits and what an undecided call
+// becomes after that.
+type ApprovalSettings struct {
+	Timeout   time.Duration
+	OnTimeout ApprovalOnTimeout
 }
 
 // JudgeSettings are the judge's.
@@ -199,6 +210,10 @@ func Resolve(s *Spec) *Settings {
 		MaxSeen:      pick(st, "memory.max_seen", m.MaxSeen, DefaultMaxSeen),
 	}
 	st.Intents = resolveIntents(s)
+	st.Approval = ApprovalSettings{
+		Timeout:   pick(st, "approval.timeout", s.Approval.Timeout.Duration, DefaultApprovalTimeout),
+		OnTimeout: pick(st, "approval.on_timeout", s.Approval.OnTimeout, DefaultApprovalOnTimeout),
+	}
 	return st
 }
 
@@ -338,4 +353,6 @@ var Defaults = []struct{ Key, Value string }{
 	{"intents.rag.min_score", fmt.Sprint(DefaultRAGMinScore)},
 	{"intents.rag.max_tokens", fmt.Sprint(DefaultRAGMaxTokens)},
 	{"filters.replacement", "`" + DefaultReplacement + "`"},
+	{"approval.timeout", "24h"},
+	{"approval.on_timeout", "`" + string(DefaultApprovalOnTimeout) + "`"},
 }

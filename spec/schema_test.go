@@ -135,6 +135,7 @@ var vocabularies = map[reflect.Type][]string{
 	reflect.TypeFor[EmbeddingsProvider](): values(EmbeddingsProviders),
 	reflect.TypeFor[CacheScope]():         values(CacheScopes),
 	reflect.TypeFor[CacheVerify]():        values(CacheVerifies),
+	reflect.TypeFor[ApprovalOnTimeout]():  values(ApprovalOnTimeouts),
 }
 
 // openEnums are plain-string keys whose schema enum is not a spec vocabulary: the

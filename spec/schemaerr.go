@@ -7,12 +7,14 @@ import (
 	"math/big"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/agentrun/agentrun/schema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -122,8 +124,27 @@ func (d *document) schemaErrors(err error, s *schemas, base []string) {
 		if _, ok := leaf.ErrorKind.(*kind.PropertyNames); !ok && badNames[strings.Join(leaf.InstanceLocation, "/")] {
 			continue
 		}
-		d.schemaError(leaf, s, append(slices.Clone(base), leaf.InstanceLocation...))
+		tokens := append(slices.Clone(base), leaf.InstanceLocation...)
+		if d.checkedShape(tokens) {
+			continue
+		}
+		d.schemaError(leaf, s, tokens)
 	}
+}
+
+// checkedShape reports whether the value at tokens is one the checks explain better
+// than the schema's "oneOf failed" or "must be \"always\"": a tool's approval that is
+// not a mapping (checkToolApproval).
+func (d *document) checkedShape(tokens []string) bool {
+	if d.kind == testFile || len(tokens) != 3 || tokens[0] != "tools" || tokens[2] != "approval" {
+		return false
+	}
+	n := d.at(tokens...).node
+	if _, unset := d.unset[n]; unset { // the schema's message names the variable
+		return false
+	}
+	n = resolveAlias(n)
+	return n != nil && n.Kind != yaml.MappingNode
 }
 
 // leaves flattens the error tree into the errors a person can act on. For oneOf and
@@ -276,11 +297,18 @@ func (s *schemas) propertiesAt(schemaURL string) []string {
 		if tok == "additionalProperties" || tok == "" {
 			break
 		}
-		m, ok := node.(map[string]any)
-		if !ok {
+		switch n := node.(type) {
+		case map[string]any:
+			node = n[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
+		case []any: // a branch of oneOf or anyOf
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil
+			}
+			node = n[i]
+		default:
 			return nil
 		}
-		node = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
 	}
 	m, _ := node.(map[string]any)
 	props, _ := m["properties"].(map[string]any)

@@ -35,6 +35,7 @@ type TestCase struct {
 	Classifier   []map[string]any    `yaml:"classifier"`
 	Judge        []map[string]any    `yaml:"judge"`
 	Expect       Expect              `yaml:"expect"`
+	Approvals    []TestApproval      `yaml:"approvals"`
 	Turns        []TestTurn          `yaml:"turns"`
 }
 
@@ -49,7 +50,36 @@ type TestTurn struct {
 	// User runs this turn as another user, in a conversation of that user's own.
 	User   *TestUser `yaml:"user"`
 	Expect Expect    `yaml:"expect"`
+	// Approvals decide, in order, the calls the run waits on when it pauses for
+	// approval.
+	Approvals []TestApproval `yaml:"approvals"`
 }
+
+// TestApproval is one decision on a call a paused run waits on: the first
+// decision goes to the first call waiting, and so on.
+type TestApproval struct {
+	Decision ApprovalDecision `yaml:"decision"`
+	// Tool and Call, when set, must be the waiting call's tool and id.
+	Tool   string `yaml:"tool"`
+	Call   string `yaml:"call"`
+	Reason string `yaml:"reason"`
+	// By decides as this approver instead of the case's user.
+	By string `yaml:"by"`
+}
+
+// ApprovalDecision is what a test does with a call that waits for approval.
+type ApprovalDecision string
+
+const (
+	DecisionApprove ApprovalDecision = "approve" // the call runs
+	DecisionReject  ApprovalDecision = "reject"  // the call is rejected, with the reason
+	// DecisionExpire: nobody decides; the case's clock moves past the run's expiry
+	// and the run resumes, so the agent's approval.on_timeout applies.
+	DecisionExpire ApprovalDecision = "expire"
+)
+
+// ApprovalDecisions lists every decision a test can make.
+var ApprovalDecisions = []ApprovalDecision{DecisionApprove, DecisionReject, DecisionExpire}
 
 // TestUser is who a case runs as.
 type TestUser struct {
@@ -97,6 +127,8 @@ type Expect struct {
 	Cache        string             `yaml:"cache"`     // hit or miss
 	Learned      string             `yaml:"learned"`   // shared, user or none
 	Retrieved    []string           `yaml:"retrieved"` // sources that must have been retrieved
+	// Approvals are the tools whose calls asked for approval, in order.
+	Approvals []string `yaml:"approvals"`
 }
 
 // ExpectCall is an expected tool call: its tool, a subset of its arguments, its outcome.
@@ -120,7 +152,7 @@ func (c *TestCase) Runs() []TestTurn {
 	if len(c.Turns) > 0 {
 		return c.Turns
 	}
-	return []TestTurn{{Source: c.Source, Input: c.Input, Intent: c.Intent, Model: c.Model, Classifier: c.Classifier, Judge: c.Judge, Expect: c.Expect}}
+	return []TestTurn{{Source: c.Source, Input: c.Input, Intent: c.Intent, Model: c.Model, Classifier: c.Classifier, Judge: c.Judge, Expect: c.Expect, Approvals: c.Approvals}}
 }
 
 // AgentPath is the agent file, resolved against the test file's directory.
@@ -172,7 +204,7 @@ func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
 		}
 		names[c.Name] = i
 		if len(c.Turns) > 0 {
-			for _, key := range []string{"input", "intent", "model", "classifier", "judge", "expect"} {
+			for _, key := range []string{"input", "intent", "model", "classifier", "judge", "expect", "approvals"} {
 				if k := d.at("cases", ci, key); k.node != nil {
 					d.errorf(k.keyPos(file), "put it in each turn", "%s belongs to the turns of a multi-turn case", key)
 				}
@@ -184,11 +216,28 @@ func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
 			tat := d.at("cases", ci, "turns", strconv.Itoa(j))
 			c.Turns[j].Source = Source{Pos: tat.pos, Path: tat.path}
 			d.compileAnswer(c.Turns[j].Expect.Answer, "cases", ci, "turns", strconv.Itoa(j), "expect", "answer", "matches")
+			d.checkTestApprovals(c.Turns[j].Approvals, "cases", ci, "turns", strconv.Itoa(j), "approvals")
 		}
 		d.compileAnswer(c.Expect.Answer, "cases", ci, "expect", "answer", "matches")
+		d.checkTestApprovals(c.Approvals, "cases", ci, "approvals")
 	}
 	d.diags.Sort()
 	return tf, d.diags
+}
+
+// checkTestApprovals reports what an expire decision cannot have: nobody decides,
+// so there is no reason and no approver.
+func (d *document) checkTestApprovals(approvals []TestApproval, tokens ...string) {
+	for i, a := range approvals {
+		if a.Decision != DecisionExpire {
+			continue
+		}
+		for _, key := range []string{"reason", "by"} {
+			if k := d.at(append(tokens, strconv.Itoa(i), key)...); k.node != nil {
+				d.errorf(k.keyPos(d.file), "expire means nobody decides: the agent's approval.on_timeout does", "%s does not go with decision expire", key)
+			}
+		}
+	}
 }
 
 func (d *document) compileAnswer(a *AnswerMatch, tokens ...string) {

@@ -38,6 +38,7 @@ type Spec struct {
 	Filters      []Filter    `yaml:"filters"`
 	Embeddings   Embeddings  `yaml:"embeddings"`
 	Knowledge    Knowledge   `yaml:"knowledge"`
+	Approval     Approval    `yaml:"approval"`
 
 	// Unset lists the ${VAR} references that had no value and no default. They are
 	// not errors at load (a missing API key must not fail validate); whoever needs
@@ -135,6 +136,8 @@ type Tool struct {
 	Timeout       Duration          `yaml:"timeout"`
 	MaxOutput     int               `yaml:"max_output"`
 	Enabled       *bool             `yaml:"enabled"`
+	// Approval, when set, makes a person decide before a call of the tool runs.
+	Approval *ToolApproval `yaml:"approval"`
 
 	// Skill names the skill pack that brought the tool in; "" for the agent's own.
 	Skill string `yaml:"-"`
@@ -416,6 +419,33 @@ type Guards struct {
 	// every model call) and the US dollars it may spend; 0 means no limit.
 	MaxTokens int64   `yaml:"max_tokens"`
 	MaxCost   float64 `yaml:"max_cost"`
+}
+
+// ToolApproval says which calls of a tool wait for a person's decision: every call
+// (`approval: always`, or a mapping without when) or those for which When is true.
+type ToolApproval struct {
+	Source
+	When *Expr `yaml:"when"` // nil: every call
+	// Message is shown to whoever decides, beside the tool and its arguments.
+	Message *Template `yaml:"message"`
+}
+
+// UnmarshalYAML accepts `approval: always` as well as the mapping; any other scalar
+// is left for the checks to report with its position.
+func (a *ToolApproval) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return nil
+	}
+	type plain ToolApproval
+	return n.Decode((*plain)(a))
+}
+
+// Approval is how long a paused run waits for decisions, and what an undecided call
+// becomes when nobody decides in time.
+type Approval struct {
+	Source
+	Timeout   Duration          `yaml:"timeout"`
+	OnTimeout ApprovalOnTimeout `yaml:"on_timeout"`
 }
 
 // Judge gates the final answer.

@@ -177,6 +177,20 @@ const (
 // JudgeOnExhausteds lists every on_exhausted value.
 var JudgeOnExhausteds = []JudgeOnExhausted{ExhaustedAccept, ExhaustedFallback}
 
+// ApprovalOnTimeout is what an undecided call becomes when approval.timeout passes.
+type ApprovalOnTimeout string
+
+const (
+	// OnTimeoutReject rejects the call: the model is told nobody approved it in
+	// time, and the run goes on.
+	OnTimeoutReject ApprovalOnTimeout = "reject"
+	// OnTimeoutStop ends the run with stop reason approval_timeout and the fallback.
+	OnTimeoutStop ApprovalOnTimeout = "stop"
+)
+
+// ApprovalOnTimeouts lists every on_timeout value.
+var ApprovalOnTimeouts = []ApprovalOnTimeout{OnTimeoutReject, OnTimeoutStop}
+
 // FilterStage is where a filter acts.
 type FilterStage string
 
