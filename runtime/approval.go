@@ -87,6 +87,10 @@ type DecideRequest struct {
 	ArgsHash string
 }
 
+// claimGrace is how long past its max_run_time an execution that resumes a run may
+// take to save it, before another may take the run over.
+const claimGrace = time.Minute
+
 // maxReasonRunes caps a decision's reason, which the model reads.
 const maxReasonRunes = 1000
 
@@ -131,6 +135,8 @@ type pausedState struct {
 	StepArgs          []string            `json:"step_args,omitempty"` // the steps' model-visible arguments
 	Finish            FinishReason        `json:"finish,omitempty"`
 	Calls             []pausedCall        `json:"calls"`
+	// ClaimedAt is when an execution claimed the run to resume it.
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
 const pausedFormat = 1
@@ -301,6 +307,7 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 	now := a.now()
 	var p PausedRun
 	var st *pausedState
+	abandoned := false
 	for attempt := 0; ; attempt++ {
 		var err error
 		if p, st, err = loadPaused(ctx, store, req.RunID, req.Decider); err != nil {
@@ -309,11 +316,18 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		if p.Agent != a.spec.Name {
 			return nil, fmt.Errorf("%w: %s, not %s", ErrOtherAgent, p.Agent, a.spec.Name)
 		}
-		if p.Status != PauseWaiting {
+		// An execution that claimed the run and neither finished nor paused it
+		// within its max_run_time is gone (its process died): the run is taken over.
+		abandoned = p.Status == PauseResuming && now.Sub(st.ClaimedAt) > a.settings.Guards.MaxRunTime+claimGrace
+		if p.Status != PauseWaiting && !abandoned {
 			return nil, ErrResuming
 		}
 		if undecided := st.undecided(); len(undecided) > 0 && now.Before(p.Expires) {
 			return nil, fmt.Errorf("%w: %s (until %s)", ErrUndecided, strings.Join(undecided, ", "), p.Expires.UTC().Format(time.RFC3339))
+		}
+		st.ClaimedAt = now.UTC()
+		if p.State, err = json.Marshal(st); err != nil {
+			return nil, err
 		}
 		p.Status = PauseResuming
 		p.Version++
@@ -328,7 +342,7 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 	ctx, cancel := context.WithTimeoutCause(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
 	defer cancel()
 	r := a.restore(ctx, &p, st, &req)
-	r.finishPaused(st, now)
+	r.finishPaused(st, now, abandoned)
 	if r.state == StateThinking {
 		r.loop()
 		r.learn()
@@ -379,7 +393,11 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 // finishPaused gives every call of the paused response its result — the kept one,
 // the tool's for an approved call, a rejection for the others — and goes on
 // thinking; or, when approvals expired and approval.on_timeout is stop, ends the run.
-func (r *run) finishPaused(st *pausedState, now time.Time) {
+//
+// A run taken over from an execution that died (abandoned) never runs its approved
+// calls again: they may have run before the process stopped, so the model is told
+// their outcome is unknown. At most once is the only promise a crash allows.
+func (r *run) finishPaused(st *pausedState, now time.Time, abandoned bool) {
 	onTimeout := r.agent.settings.Approval.OnTimeout
 	calls := make([]call, len(st.Calls))
 	var approved []int
@@ -415,6 +433,10 @@ func (r *run) finishPaused(st *pausedState, now time.Time) {
 	var runnable []int
 	for _, i := range approved {
 		c := &calls[i]
+		if abandoned {
+			c.outcome, c.result = OutcomeError, fmt.Sprintf("Error: the execution that was running the approved call %s stopped before it saved the result, so it is unknown whether %s ran. Check before calling it again.", c.tc.Name, c.tc.Name)
+			continue
+		}
 		if r.prepare(c) {
 			if hash := argsHash(c.tc.Name, c.modelArgs); hash != st.Calls[i].Approval.ArgsHash {
 				r.refuse(c, RefusedSchema, "Error: the call's arguments changed after they were approved; it was not run.", "arguments changed after approval")

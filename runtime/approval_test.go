@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/spec"
 )
 
 const approvalSpec = `
@@ -409,5 +411,43 @@ func TestApprovalSurvivesReopen(t *testing.T) {
 	conv, _ := f.store.Conversation(context.Background(), "c-1", 10)
 	if got := roles(conv.Messages); !strings.HasSuffix(got, "tool(call_d) tool(call_c) assistant") {
 		t.Fatalf("stored %s", got)
+	}
+}
+
+// An execution that claimed a run and died is taken over once its max_run_time has
+// passed, and its approved call is not run again: the model is told the outcome is
+// unknown.
+func TestApprovalAbandonedResume(t *testing.T) {
+	f := newApprovalFixture(t, memory.New(), say("I am not sure it was cancelled; please check."))
+	res := f.start(t, runtime.Request{})
+	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Approve: true})
+	ctx := context.Background()
+	// What a process that claimed the run and then died leaves behind.
+	p, err := f.paused().PausedRun(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	if err := json.Unmarshal(p.State, &state); err != nil {
+		t.Fatal(err)
+	}
+	state["claimed_at"] = f.clock.Now()
+	p.State, _ = json.Marshal(state)
+	p.Status, p.Version = runtime.PauseResuming, p.Version+1
+	if err := f.paused().UpdatePaused(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.agent.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: owner}); !errors.Is(err, runtime.ErrResuming) {
+		t.Fatalf("resuming a run another execution holds: %v", err)
+	}
+	f.clock.add(spec.DefaultMaxRunTime + 2*time.Minute)
+	out, err := f.agent.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := out.Steps[len(out.Steps)-1]
+	if out.Stop != runtime.StopCompleted || f.tools["cancel"].calls.Load() != 0 || step.Outcome != runtime.OutcomeError ||
+		!strings.Contains(step.Result, "unknown whether cancel ran") {
+		t.Fatalf("stop %s, cancel ran %d, step %+v", out.Stop, f.tools["cancel"].calls.Load(), step)
 	}
 }
