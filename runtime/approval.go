@@ -485,8 +485,8 @@ func rejectionText(tool string, d *Decision, user string) string {
 		who = "an approver (" + d.By + ")"
 	}
 	text := fmt.Sprintf("Rejected: %s was not run: %s rejected it", tool, who)
-	if d.Reason != "" {
-		text += ". Reason: " + d.Reason
+	if reason := strings.TrimRight(strings.TrimSpace(d.Reason), "."); reason != "" {
+		text += ". Reason: " + reason
 	}
 	return text + ". Do not call it again with the same arguments; tell the user, or do what the reason asks."
 }

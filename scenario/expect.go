@@ -19,6 +19,8 @@ type observed struct {
 	steps []step
 	// tripped holds the names a guards: expectation can list.
 	tripped map[string]bool
+	// approvals are the tools whose calls asked for approval, over every execution.
+	approvals []string
 	// exhausted says the model script had no turn left for a model call.
 	exhausted  bool
 	store      agent.Store
@@ -69,7 +71,7 @@ func check(ctx context.Context, e spec.Expect, run *observed) []string {
 	var out []string
 	for _, group := range []expectation{
 		checkIntent, checkCalls, checkNotCalled, checkRefused, checkOffered, checkGuards,
-		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved,
+		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved, checkApprovals,
 	} {
 		out = append(out, group(ctx, e, run)...)
 	}
@@ -158,7 +160,9 @@ func checkVerdicts(_ context.Context, e spec.Expect, run *observed) []string {
 }
 
 // checkStop compares the stop reason; without one expected, a run that the model
-// script's end stopped fails, since that is a loop the script did not foresee.
+// script's end stopped fails, since that is a loop the script did not foresee, and
+// so does a run left waiting for approval when the case neither decides nor expects
+// approvals.
 func checkStop(_ context.Context, e spec.Expect, run *observed) []string {
 	res := run.res
 	switch {
@@ -166,6 +170,8 @@ func checkStop(_ context.Context, e spec.Expect, run *observed) []string {
 		return []string{fmt.Sprintf("stop: expected %s, got %s (%s)", e.Stop, res.Stop, res.Detail)}
 	case e.Stop == "" && res.Stop == agent.StopModelError && run.exhausted:
 		return []string{"the model script ran out: " + res.Detail}
+	case e.Stop == "" && res.Stop == agent.StopAwaitingApproval && e.Approvals == nil:
+		return []string{fmt.Sprintf("the run is left %s: give the case approvals: to decide, or expect stop: awaiting_approval", res.Detail)}
 	}
 	return nil
 }
@@ -377,4 +383,21 @@ func checkRetrieved(_ context.Context, e spec.Expect, run *observed) []string {
 		return []string{fmt.Sprintf("retrieved: expected %s, nothing was retrieved", strings.Join(missing, ", "))}
 	}
 	return []string{fmt.Sprintf("retrieved: expected %s among %s", strings.Join(missing, ", "), strings.Join(got, ", "))}
+}
+
+// checkApprovals compares the tools whose calls asked for approval, in order; an
+// empty list expects none.
+func checkApprovals(_ context.Context, e spec.Expect, run *observed) []string {
+	if e.Approvals == nil || slices.Equal(e.Approvals, run.approvals) {
+		return nil
+	}
+	got := "none"
+	if len(run.approvals) > 0 {
+		got = strings.Join(run.approvals, ", ")
+	}
+	want := "none"
+	if len(e.Approvals) > 0 {
+		want = strings.Join(e.Approvals, ", ")
+	}
+	return []string{fmt.Sprintf("approvals: expected approval asked for %s, got %s", want, got)}
 }

@@ -131,12 +131,37 @@ func checkAgainst(tf *spec.TestFile, s *spec.Spec) spec.Diagnostics {
 		}
 		diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: at.Pos, Path: at.Path, Message: fmt.Sprintf("the agent has no %s %q", kind, name), Hint: hint})
 	}
+	// approving are the tools with an approval rule: only their calls can wait.
+	approving := map[string]bool{}
+	for _, t := range s.Tools {
+		if t.Approval != nil {
+			approving[t.Name] = true
+		}
+	}
+	// asks checks a tool named where approval is asked for: it must exist and have
+	// an approval rule.
+	asks := func(name string, tokens ...string) {
+		if name == "" || !tools[name] {
+			bad("tool", name, tools, tokens...)
+			return
+		}
+		if approving[name] {
+			return
+		}
+		at := tf.At(tokens...)
+		hint := "give the tool an approval rule in the agent, or name one that has one"
+		if len(approving) > 0 {
+			hint = "the tools that ask for approval: " + strings.Join(slices.Sorted(maps.Keys(approving)), ", ")
+		}
+		diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: at.Pos, Path: at.Path,
+			Message: fmt.Sprintf("tool %q never asks for approval: it has no approval rule", name), Hint: hint})
+	}
 	for i, c := range tf.Cases {
 		ci := fmt.Sprint(i)
 		for j, m := range c.Mocks {
 			bad("tool", m.Tool, tools, "cases", ci, "mocks", fmt.Sprint(j), "tool")
 		}
-		check := func(e spec.Expect, intent string, prefix ...string) {
+		check := func(e spec.Expect, intent string, approvals []spec.TestApproval, prefix ...string) {
 			bad("intent", intent, intents, append(prefix, "intent")...)
 			bad("intent", e.Intent, intents, append(prefix, "expect", "intent")...)
 			for j, call := range e.Calls {
@@ -145,15 +170,43 @@ func checkAgainst(tf *spec.TestFile, s *spec.Spec) spec.Diagnostics {
 			for j, n := range e.NotCalled {
 				bad("tool", n, tools, append(prefix, "expect", "not_called", fmt.Sprint(j))...)
 			}
+			for j, n := range e.Approvals {
+				asks(n, append(prefix, "expect", "approvals", fmt.Sprint(j))...)
+			}
+			for j, a := range approvals {
+				if a.Tool != "" {
+					asks(a.Tool, append(prefix, "approvals", fmt.Sprint(j), "tool")...)
+				}
+			}
 		}
 		if len(c.Turns) == 0 {
-			check(c.Expect, c.Intent, "cases", ci)
+			check(c.Expect, c.Intent, c.Approvals, "cases", ci)
 		}
 		for j, t := range c.Turns {
-			check(t.Expect, t.Intent, "cases", ci, "turns", fmt.Sprint(j))
+			check(t.Expect, t.Intent, t.Approvals, "cases", ci, "turns", fmt.Sprint(j))
 		}
 	}
+	diags.Sort()
 	return diags
+}
+
+// clock is a case's clock, by which approvals expire: it starts at the real time
+// and moves only when a decision is expire.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
 }
 
 // runCase plays a case's turns in one conversation with a fresh memory store.
@@ -177,6 +230,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 	if err := store.Commit(ctx, seed); err != nil {
 		fail("preparing the store: %v", err)
 	}
+	clk := &clock{now: time.Now()}
 	runs := c.Runs()
 	for n, turn := range runs {
 		label := ""
@@ -188,7 +242,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		// The cache's learned entries are keyed by version: one per case keeps the
 		// cases of a file, which share an index, from answering each other.
 		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: store,
-			Knowledge: knowledge, Version: fmt.Sprintf("test:%s:%d", path, index)})
+			Knowledge: knowledge, Version: fmt.Sprintf("test:%s:%d", path, index), Now: clk.Now})
 		if diags.HasErrors() {
 			fail("%scompiling the agent: %v", label, diags)
 			break
@@ -200,15 +254,21 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 			turnUser = agent.User{ID: cmp.Or(turn.User.ID, "test-user"), Attributes: turn.User.Attributes}
 			turnConv = conv + "/" + turnUser.ID
 		}
-		res, err := a.Run(ctx, agent.Request{Input: turn.Input, User: turnUser, Conversation: turnConv, Intent: turn.Intent,
-			Observer: agent.ObserverFunc(func(e agent.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+		observer := agent.ObserverFunc(func(e agent.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
+		res, err := a.Run(ctx, agent.Request{Input: turn.Input, User: turnUser, Conversation: turnConv, Intent: turn.Intent, Observer: observer})
 		if err != nil {
 			fail("%s%v", label, err)
 			break
 		}
+		res, problems := settle(ctx, a, res, turn.Approvals, turnUser.ID, clk, observer)
+		for _, p := range problems {
+			fail("%s%s", label, p)
+		}
 		r.Trajectory = append(r.Trajectory, trajectory(res)...)
-		run := &observed{res: res, steps: steps(res), tripped: trippedGuards(events), exhausted: script.Exhausted(),
-			store: store, user: turnUser.ID, conv: turnConv}
+		mu.Lock()
+		run := &observed{res: res, steps: steps(res), tripped: trippedGuards(events), approvals: approvalsAsked(events),
+			exhausted: script.Exhausted(), store: store, user: turnUser.ID, conv: turnConv}
+		mu.Unlock()
 		for _, f := range check(ctx, turn.Expect, run) {
 			fail("%s%s", label, f)
 		}
@@ -218,6 +278,86 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 	}
 	r.Duration = time.Since(start)
 	return r
+}
+
+// settle plays a turn's approvals: while the run waits for approval and decisions
+// remain, it gives each call waiting the next decision, in the order the run lists
+// them, and resumes the run. It returns the last execution's result — a pause when
+// the decisions ran out — and what went wrong: a decision for another tool or call
+// than the one waiting, a decision the runtime refused, decisions never used.
+func settle(ctx context.Context, a *agent.Agent, res *agent.Result, decisions []spec.TestApproval, user string, clk *clock, obs agent.Observer) (*agent.Result, []string) {
+	store := a.PausedRuns()
+	owner := agent.Decider{ID: user}
+	next := 0
+	for res.Stop == agent.StopAwaitingApproval && next < len(decisions) {
+		expire, undecided := false, 0
+		for _, p := range res.Pending {
+			if next == len(decisions) {
+				undecided++
+				continue
+			}
+			d, i := decisions[next], next
+			next++
+			what := fmt.Sprintf("approvals[%d] (%s", i, d.Decision)
+			if d.Tool != "" {
+				what += " " + d.Tool
+			}
+			what += ")"
+			switch {
+			case d.Tool != "" && d.Tool != p.Tool:
+				return res, []string{fmt.Sprintf("%s: the run waits on a call of %s (%s), not of %s", what, p.Tool, p.CallID, d.Tool)}
+			case d.Call != "" && d.Call != p.CallID:
+				return res, []string{fmt.Sprintf("%s: the run waits on call %s (%s), not on %s", what, p.CallID, p.Tool, d.Call)}
+			case d.Decision == spec.DecisionExpire:
+				expire = true
+				continue
+			}
+			who := owner
+			if d.By != "" {
+				who = agent.Decider{ID: d.By, Approver: true}
+			}
+			req := agent.DecideRequest{CallID: p.CallID, Approve: d.Decision == spec.DecisionApprove, Reason: d.Reason}
+			if _, err := agent.Decide(ctx, store, res.RunID, who, req, clk.Now()); err != nil {
+				return res, []string{fmt.Sprintf("%s: deciding on %s (%s): %v", what, p.Tool, p.CallID, err)}
+			}
+		}
+		if undecided > 0 && !expire {
+			return res, nil // the decisions ran out: the pause is the turn's result
+		}
+		if expire {
+			p, err := agent.LoadPaused(ctx, store, res.RunID, owner)
+			if err != nil {
+				return res, []string{fmt.Sprintf("approvals: reading the paused run: %v", err)}
+			}
+			if t := p.Expires.Add(time.Second); t.After(clk.Now()) {
+				clk.set(t)
+			}
+		}
+		resumed, err := a.Resume(ctx, agent.ResumeRequest{RunID: res.RunID, Decider: owner, Observer: obs})
+		if err != nil {
+			return res, []string{fmt.Sprintf("approvals: resuming the run: %v", err)}
+		}
+		res = resumed
+	}
+	if left := len(decisions) - next; left > 0 {
+		why := fmt.Sprintf("it stopped with %s", res.Stop)
+		if next == 0 {
+			why = fmt.Sprintf("it never waited for approval (it stopped with %s)", res.Stop)
+		}
+		return res, []string{fmt.Sprintf("approvals: %d decision(s) left unused: %s", left, why)}
+	}
+	return res, nil
+}
+
+// approvalsAsked lists the tools whose calls asked for approval, in order.
+func approvalsAsked(events []agent.Event) []string {
+	var out []string
+	for _, ev := range events {
+		if ev.Kind == agent.EventApprovalRequested {
+			out = append(out, ev.Tool)
+		}
+	}
+	return out
 }
 
 // trajectory is what a run did, one line a step, for failure reports.
@@ -237,9 +377,19 @@ func trajectory(res *agent.Result) []string {
 		out = append(out, fmt.Sprintf("retrieved [%s] %s:%d-%d (%.2f)", p.ID, p.Source, p.StartLine, p.EndLine, p.Score))
 	}
 	for i, s := range res.Steps {
+		if d := s.Decision; d != nil {
+			out = append(out, fmt.Sprintf("approval %s (%s): %s", s.Tool, s.CallID, describeDecision(d)))
+		}
 		line := fmt.Sprintf("%d. %s %s → %s", i+1, s.Tool, s.Arguments, s.Outcome)
 		if s.Outcome != agent.OutcomeOK {
 			line += ": " + clip(s.Result, 120)
+		}
+		out = append(out, line)
+	}
+	for _, p := range res.Pending {
+		line := fmt.Sprintf("approval %s (%s): waiting", p.Tool, p.CallID)
+		if p.Message != "" {
+			line += ": " + clip(p.Message, 120)
 		}
 		out = append(out, line)
 	}
@@ -252,6 +402,21 @@ func trajectory(res *agent.Result) []string {
 	}
 	out = append(out, fmt.Sprintf("stop %s: %q", res.Stop, clip(res.Answer, 160)))
 	return out
+}
+
+// describeDecision says what became of a call that needed approval.
+func describeDecision(d *agent.Decision) string {
+	switch {
+	case d.Expired:
+		return "expired"
+	case d.Approved:
+		return "approved by " + d.By
+	}
+	s := "rejected by " + d.By
+	if d.Reason != "" {
+		s += ": " + clip(d.Reason, 120)
+	}
+	return s
 }
 
 // clip puts s on one line of at most n runes, for reports.

@@ -45,6 +45,7 @@ func TestTestSchemaEnumsMatchTheRuntime(t *testing.T) {
 		"order":      strs(spec.CallOrders),
 		"cache":      strs(agent.CacheOutcomes),
 		"learned":    LearnedScopes,
+		"decision":   strs(spec.ApprovalDecisions),
 	} {
 		got := slices.Sorted(slices.Values(enums[key]))
 		if !slices.Equal(got, slices.Sorted(slices.Values(want))) {
