@@ -172,33 +172,50 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 	rec := newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
 	rec.orphanable = pr.orphanable
 	s.runs.add(rec)
-	metricsObs := s.metrics.Observer(name)
-	pr.req.Observer = runtime.ObserverFunc(func(e runtime.Event) {
+	pr.req.RunID = rec.ID // a run paused for approval keeps this id when it resumes
+	pr.req.Observer = s.runObserver(rec, name)
+	s.metrics.RunStarted(name)
+	s.running.Add(1)
+	go s.execute(rec, name, pr.req, pr.done, stop, cancel, func() (*runtime.Result, error) {
+		return pr.agent.Run(ctx, pr.req)
+	})
+	return rec
+}
+
+// runObserver sends a run's events to its record and the metrics.
+func (s *Server) runObserver(rec *runRecord, agent string) runtime.Observer {
+	metricsObs := s.metrics.Observer(agent)
+	return runtime.ObserverFunc(func(e runtime.Event) {
 		rec.Observe(e)
 		metricsObs.Observe(e)
 	})
-	s.metrics.RunStarted(name)
-	s.running.Add(1)
-	go func() {
-		defer s.running.Done()
-		defer pr.done()
-		defer stop()
-		defer cancel()
-		defer func() {
-			// A bug in a run must not take the server and every other run down.
-			if p := recover(); p != nil {
-				s.log.Error("a run panicked", "run", rec.ID, "agent", name, "panic", fmt.Sprint(p))
-				s.metrics.RunFinished(name, nil, 0)
-				rec.finish(nil, fmt.Errorf("internal error: %v", p))
-			}
-		}()
-		started := time.Now()
-		res, err := pr.agent.Run(ctx, pr.req)
-		s.metrics.RunFinished(name, res, time.Since(started))
-		s.logRun(rec, pr.req, res, err, time.Since(started))
-		rec.finish(res, err)
+}
+
+// execute runs one execution of a run (its start, or the resumption of a paused
+// run) in the goroutine the caller started after s.running.Add(1), and records
+// how it ended. done, stop and cancel are called when it is over.
+func (s *Server) execute(rec *runRecord, name string, req runtime.Request, done func(), stop func() bool, cancel context.CancelFunc,
+	run func() (*runtime.Result, error)) {
+	defer s.running.Done()
+	defer done()
+	defer stop()
+	defer cancel()
+	defer func() {
+		// A bug in a run must not take the server and every other run down.
+		if p := recover(); p != nil {
+			s.log.Error("a run panicked", "run", rec.ID, "agent", name, "panic", fmt.Sprint(p))
+			s.metrics.RunFinished(name, nil, 0)
+			rec.finish(nil, fmt.Errorf("internal error: %v", p))
+		}
 	}()
-	return rec
+	started := time.Now()
+	res, err := run()
+	s.metrics.RunFinished(name, res, time.Since(started))
+	s.logRun(rec, req, res, err, time.Since(started))
+	if err == nil && res != nil && res.Stop == runtime.StopAwaitingApproval {
+		s.keepPaused(rec)
+	}
+	rec.finish(res, err)
 }
 
 // logRun writes one line per run: who, which agent and intent, how it ended; the
@@ -262,10 +279,25 @@ func (s *Server) writeRunResult(w http.ResponseWriter, rec *runRecord) {
 // another user's conversation is "no such conversation", as a GET of it is: the
 // error's text, which names the conversation's owner, stays in the server.
 func runFailure(v runView) (status int, code, msg string) {
-	if errors.Is(v.err, runtime.ErrForeignConversation) {
+	switch {
+	case errors.Is(v.err, runtime.ErrForeignConversation):
 		return http.StatusNotFound, "conversation_not_found", "no such conversation"
+	case errors.Is(v.err, runtime.ErrResuming):
+		return http.StatusConflict, "run_resuming", "the run is being resumed by another process"
 	}
 	return http.StatusInternalServerError, "run_failed", "the run could not start"
+}
+
+// sseName is an event kind's SSE event name: its kind, except the approval
+// events, named as the API's other dotted names.
+func sseName(k runtime.EventKind) string {
+	switch k {
+	case runtime.EventApprovalRequested:
+		return "approval.requested"
+	case runtime.EventApprovalDecided:
+		return "approval.decided"
+	}
+	return string(k)
 }
 
 // stream writes a run's events as server-sent events from after sequence number
@@ -289,29 +321,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 		events, last, finished, changed := rec.since(after)
 		for i, e := range events {
 			seq := last - len(events) + 1 + i
-			data, err := json.Marshal(e)
-			if err != nil {
-				continue
+			var data []byte
+			if e.Kind == resultKind { // an earlier execution's result: the run paused, then resumed
+				if data = rec.earlierResult(seq); data == nil {
+					continue
+				}
+			} else {
+				var err error
+				if data, err = json.Marshal(e); err != nil {
+					continue
+				}
 			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, e.Kind, data); err != nil {
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, sseName(e.Kind), data); err != nil {
 				return
 			}
 		}
 		after = last
 		if finished {
-			v := rec.snapshot()
-			if after > v.Events { // the reader has the result already
+			// (A run resumed meanwhile is running again: its stream goes on.)
+			if v := rec.snapshot(); v.Status != runRunning {
+				if after > v.Events { // the reader has the result already
+					return
+				}
+				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", v.Events+1, resultKind, v.resultEvent)
+				rc.Flush()
 				return
 			}
-			out := map[string]any{"id": rec.ID, "conversation": rec.Conversation, "result": v.Result}
-			if v.Status == runFailed {
-				status, code, msg := runFailure(v)
-				out["error"] = map[string]any{"status": status, "code": code, "message": msg}
-			}
-			data, _ := json.Marshal(out)
-			fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", v.Events+1, data)
-			rc.Flush()
-			return
 		}
 		if err := rc.Flush(); err != nil {
 			return
@@ -370,7 +405,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "status": v.Status})
 		return
 	}
-	rec.cancel()
+	rec.stop()
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": rec.ID, "status": "canceling"})
 }
 

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,8 @@ var ErrNoCredentials = errors.New("no credentials")
 const (
 	defaultLeeway    = 30 * time.Second
 	defaultUserClaim = "sub"
+	// defaultRolesClaim is the claim holding a JWT principal's roles.
+	defaultRolesClaim = "roles"
 	// minHS256Secret is RFC 7518's floor: an HMAC key at least as long as the hash.
 	minHS256Secret = 32
 	// jwksRefreshInterval is how often a JWKS URL is fetched again; a token with an
@@ -168,6 +171,7 @@ type staticToken struct {
 	hash       [sha256.Size]byte
 	user       string
 	attributes map[string]string
+	roles      []string
 }
 
 func newStaticTokens(cfgs []TokenConfig) (map[[sha256.Size]byte]staticToken, []error) {
@@ -195,8 +199,14 @@ func newStaticTokens(cfgs []TokenConfig) (map[[sha256.Size]byte]staticToken, []e
 				errs = append(errs, fmt.Errorf("%s.attributes: an attribute name is empty", key))
 			}
 		}
+		for _, r := range c.Roles {
+			if !containsString(knownRoles, r) {
+				errs = append(errs, fmt.Errorf("%s.roles: unknown role %q; the roles are %s", key, r, strings.Join(knownRoles, ", ")))
+			}
+		}
 		t.user = c.User
 		t.attributes = maps.Clone(c.Attributes)
+		t.roles = slices.Clone(c.Roles)
 		tokens[t.hash] = t
 	}
 	return tokens, errs
@@ -215,8 +225,9 @@ func (a *authenticator) matchStatic(token string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return Principal{
-		User: runtime.User{ID: t.user, Attributes: maps.Clone(t.attributes)},
-		Via:  "token " + t.user,
+		User:  runtime.User{ID: t.user, Attributes: maps.Clone(t.attributes)},
+		Via:   "token " + t.user,
+		Roles: slices.Clone(t.roles),
 	}, true
 }
 
@@ -227,6 +238,7 @@ type jwtVerifier struct {
 	jwks       keyfunc.Keyfunc // RS256 and ES256; nil when not configured
 	parser     *jwt.Parser
 	userClaim  string
+	rolesClaim string
 	attributes map[string]string // attribute name → claim
 	close      func()
 }
@@ -238,6 +250,7 @@ func newJWTVerifier(cfg JWTConfig, lookupEnv func(string) (string, bool)) (*jwtV
 	}
 	v := &jwtVerifier{
 		userClaim:  orDefault(cfg.UserClaim, defaultUserClaim),
+		rolesClaim: orDefault(cfg.RolesClaim, defaultRolesClaim),
 		attributes: maps.Clone(cfg.Attributes),
 		close:      func() {},
 	}
@@ -339,7 +352,30 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Principal, erro
 		}
 		attrs[name] = value
 	}
-	return Principal{User: runtime.User{ID: user, Attributes: attrs}, Via: "jwt"}, nil
+	return Principal{User: runtime.User{ID: user, Attributes: attrs}, Via: "jwt", Roles: claimRoles(claims[v.rolesClaim])}, nil
+}
+
+// claimRoles reads a roles claim: an array of strings or one space-separated
+// string (as OAuth's scope). Only known roles are kept; anything else is no role.
+func claimRoles(v any) []string {
+	var names []string
+	switch v := v.(type) {
+	case string:
+		names = strings.Fields(v)
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				names = append(names, s)
+			}
+		}
+	}
+	var roles []string
+	for _, n := range names {
+		if containsString(knownRoles, n) && !containsString(roles, n) {
+			roles = append(roles, n)
+		}
+	}
+	return roles
 }
 
 // claimString formats a scalar claim; arrays, objects and null are left out like a

@@ -21,7 +21,25 @@ type Config struct {
 	GracePeriod time.Duration `yaml:"grace_period"`
 	// LogMessages puts inputs and answers into the access log (off: never).
 	LogMessages bool `yaml:"log_messages"`
+	// Approvals configures the handling of runs paused for approval.
+	Approvals ApprovalsConfig `yaml:"approvals"`
 }
+
+// ApprovalsConfig is how the server looks after runs paused for approval.
+type ApprovalsConfig struct {
+	// SweepInterval is how often the server looks for paused runs whose approvals
+	// expired, to resume them with approval.on_timeout; default 30s.
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+}
+
+// DefaultSweepInterval is ApprovalsConfig.SweepInterval's default.
+const DefaultSweepInterval = 30 * time.Second
+
+// RoleApprover may decide on the calls of any user's paused runs, and see them.
+const RoleApprover = "approver"
+
+// knownRoles are the roles a principal may have.
+var knownRoles = []string{RoleApprover}
 
 // AuthConfig says how requests are authenticated. Any of the ways may be
 // configured; a request is accepted by the first that recognises its credentials.
@@ -37,6 +55,8 @@ type TokenConfig struct {
 	SHA256     string            `yaml:"sha256"` // hex SHA-256 of the token
 	User       string            `yaml:"user"`
 	Attributes map[string]string `yaml:"attributes"`
+	// Roles are the principal's roles: approver.
+	Roles []string `yaml:"roles"`
 }
 
 // JWTConfig accepts JSON Web Tokens signed with HS256 (a secret from an environment
@@ -51,6 +71,9 @@ type JWTConfig struct {
 	UserClaim string `yaml:"user_claim"`
 	// Attributes maps context.user attributes to claims: {tier: plan}.
 	Attributes map[string]string `yaml:"attributes"`
+	// RolesClaim is the claim holding the principal's roles (an array of strings,
+	// or one space-separated string); default "roles". Only approver means anything.
+	RolesClaim string `yaml:"roles_claim"`
 	// Leeway tolerates clock skew in exp and nbf; default 30s.
 	Leeway time.Duration `yaml:"leeway"`
 }
@@ -76,7 +99,12 @@ type Principal struct {
 	// Via names the credential for logs, never the credential itself: "token
 	// alice", "jwt", "insecure".
 	Via string
+	// Roles are the principal's roles (RoleApprover).
+	Roles []string
 }
+
+// Approver reports whether p may decide on (and see) any user's paused runs.
+func (p Principal) Approver() bool { return containsString(p.Roles, RoleApprover) }
 
 // DefaultAddr is where serve listens unless told otherwise: this machine only.
 const DefaultAddr = "127.0.0.1:8080"

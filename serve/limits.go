@@ -98,6 +98,17 @@ func (l *limiter) sweep(now time.Time) {
 	}
 }
 
+// hold takes a run slot for user even when the caps are full: the resumption of a
+// paused run, which a decision already asked for, counts against new runs but is
+// never refused.
+func (l *limiter) hold(user string) (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running[user]++
+	l.total++
+	return l.releaser(user)
+}
+
 // acquire takes a run slot for user: false with the cap that is full ("concurrency"
 // for the user's, "total" for the server's). release gives it back.
 func (l *limiter) acquire(user string) (release func(), full string) {
@@ -111,6 +122,11 @@ func (l *limiter) acquire(user string) (release func(), full string) {
 	}
 	l.running[user]++
 	l.total++
+	return l.releaser(user), ""
+}
+
+// releaser gives back a slot of user's, once however often it is called.
+func (l *limiter) releaser(user string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -121,5 +137,5 @@ func (l *limiter) acquire(user string) (release func(), full string) {
 			}
 			l.total--
 		})
-	}, ""
+	}
 }

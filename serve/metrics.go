@@ -58,6 +58,7 @@ type Metrics struct {
 	genAITokens   *prometheus.HistogramVec
 	genAIDuration *prometheus.HistogramVec
 	cost          *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
 
 	// intents are, per agent, the intents routing has chosen (EventIntent names
 	// only the spec's intents). A Result's Intent can be the request's unchecked
@@ -109,6 +110,10 @@ func NewMetrics() *Metrics {
 			Name: "agentrun_cost_usd_total",
 			Help: "What finished runs cost, in US dollars (runs whose models have prices).",
 		}, []string{"agent"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_approval_decisions_total",
+			Help: "Decisions on tool calls that waited for approval: approve, reject, or expired (nobody decided in time).",
+		}, []string{"agent", "decision"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_tokens_total",
 			Help: "Model tokens of finished runs: in (prompt) and out (completion).",
@@ -140,7 +145,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runs, m.runDuration, m.inFlight, m.modelCalls, m.modelDuration, m.tokens,
 		m.toolCalls, m.cacheLookups, m.rateLimited, m.httpRequests, m.httpDuration,
-		m.genAITokens, m.genAIDuration, m.cost,
+		m.genAITokens, m.genAIDuration, m.cost, m.decisions,
 	)
 	for _, r := range rateLimitReasons {
 		m.rateLimited.WithLabelValues(r) // shown as 0 before the first refusal
@@ -216,6 +221,19 @@ func (m *Metrics) RunFinished(agent string, res *runtime.Result, d time.Duration
 	if res.Cost != nil {
 		m.cost.WithLabelValues(agent).Add(max(*res.Cost, 0))
 	}
+}
+
+// approvalDecisions are the decisions ApprovalDecided counts.
+var approvalDecisions = []string{"approve", "reject", "expired"}
+
+// ApprovalDecided counts n decisions on calls that waited for approval: "approve",
+// "reject", or "expired" (nobody decided in time). agent must be the name of an
+// agent the server runs.
+func (m *Metrics) ApprovalDecided(agent, decision string, n int) {
+	if !contains(approvalDecisions, decision) {
+		decision = labelOther
+	}
+	m.decisions.WithLabelValues(agent, decision).Add(float64(max(n, 0)))
 }
 
 // RateLimited counts a request a limit refused: reason is "rate", "concurrency" or

@@ -152,6 +152,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	if !ok {
 		return
 	}
+	// An OpenAI client knows nothing of runs paused for approval: a call that needs
+	// one is refused, and the model told why; it is never run unapproved.
+	pr.req.Approvals = runtime.ApprovalsRefuse
 	if conversation == "" {
 		// The client keeps the history: its earlier messages are the run's, and the
 		// run leaves nothing in the store.

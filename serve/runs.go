@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -54,7 +55,18 @@ type runRecord struct {
 	orphanable bool          // a streamed run: canceled when nobody reads it any more
 	orphaned   *time.Timer   // cancels a streamed run nobody reads any more
 	done       chan struct{} // closed when the run has finished
+	// keepUntil keeps a finished run paused for approval in the registry until its
+	// approvals expire, so its resumption goes on with its events.
+	keepUntil time.Time
+	// results are the result events of the run's earlier executions (a run paused
+	// for approval, then resumed), by sequence number: each kept in events as an
+	// event of kind "result", so sequence numbers go on increasing.
+	results map[int][]byte
 }
+
+// resultKind is the SSE event name of a run's result, and the kind of the
+// placeholder events that stand for an earlier execution's result.
+const resultKind runtime.EventKind = "result"
 
 func newRunRecord(id, agent, user, conversation string, cancel context.CancelFunc) *runRecord {
 	return &runRecord{ID: id, Agent: agent, User: user, Conversation: conversation, Created: time.Now(),
@@ -69,6 +81,11 @@ func (r *runRecord) Observe(e runtime.Event) {
 		drop := len(r.events) - maxRunEvents
 		r.events = append(r.events[:0:0], r.events[drop:]...)
 		r.firstSeq += drop
+		for seq := range r.results {
+			if seq < r.firstSeq {
+				delete(r.results, seq)
+			}
+		}
 	}
 	r.notifyLocked()
 	r.mu.Unlock()
@@ -95,6 +112,55 @@ func (r *runRecord) finish(res *runtime.Result, err error) {
 	close(r.done)
 }
 
+// resultEventLocked is the data of the run's result event.
+func (r *runRecord) resultEventLocked() []byte {
+	out := map[string]any{"id": r.ID, "conversation": r.Conversation, "result": r.result}
+	if r.status == runFailed {
+		status, code, msg := runFailure(runView{err: r.err})
+		out["error"] = map[string]any{"status": status, "code": code, "message": msg}
+	}
+	data, _ := json.Marshal(out)
+	return data
+}
+
+// restart makes a finished run (paused for approval) run again, as a new
+// execution that resumes it: its earlier result stays among its events, under the
+// sequence number its result event had, and its events go on after it. A run
+// still running is not restarted (false).
+func (r *runRecord) restart(cancel context.CancelFunc) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.status == runRunning { // another execution has it: not to be shared
+		return false
+	}
+	seq := r.firstSeq + len(r.events)
+	if r.results == nil {
+		r.results = map[int][]byte{}
+	}
+	r.results[seq] = r.resultEventLocked()
+	r.events = append(r.events, runtime.Event{Time: r.finished, Kind: resultKind})
+	r.status, r.result, r.err, r.finished = runRunning, nil, nil, time.Time{}
+	r.cancel, r.orphanable, r.keepUntil = cancel, false, time.Time{}
+	r.done = make(chan struct{})
+	r.notifyLocked()
+	return true
+}
+
+// stop cancels the run's current execution.
+func (r *runRecord) stop() {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	cancel()
+}
+
+// earlierResult is the data of an earlier execution's result event, kept at seq.
+func (r *runRecord) earlierResult(seq int) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.results[seq]
+}
+
 // since returns the events after sequence number after (the first kept, when
 // after is older), the sequence number of the last one, and whether the run is
 // over, with the channel that tells of more.
@@ -115,6 +181,9 @@ func (r *runRecord) snapshot() runView {
 	defer r.mu.Unlock()
 	v := runView{ID: r.ID, Agent: r.Agent, Conversation: r.Conversation, Status: r.status, Created: r.Created, Result: r.result,
 		Events: r.firstSeq + len(r.events) - 1, err: r.err}
+	if r.status != runRunning {
+		v.resultEvent = r.resultEventLocked()
+	}
 	if r.err != nil {
 		v.Error = "the run could not start"
 		if errors.Is(r.err, runtime.ErrForeignConversation) {
@@ -134,7 +203,8 @@ type runView struct {
 	Result       *runtime.Result `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"` // for the client: never the server's error text
 
-	err error
+	err         error
+	resultEvent []byte // the data of the result event, once the run is over
 }
 
 // reading counts a stream's reader in or out. When the last reader of a run in
@@ -169,6 +239,27 @@ func (g *runRegistry) add(r *runRecord) {
 	g.runs[r.ID] = r
 }
 
+// reopen registers the execution that resumes a paused run: the run's record, run
+// again, when this process has it (the same user's and agent's), else a new one.
+func (g *runRegistry) reopen(id, agent, user, conversation string, cancel context.CancelFunc) *runRecord {
+	g.mu.Lock()
+	r := g.runs[id]
+	g.mu.Unlock()
+	if r != nil && r.User == user && r.Agent == agent && r.restart(cancel) {
+		return r
+	}
+	r = newRunRecord(id, agent, user, conversation, cancel)
+	g.add(r)
+	return r
+}
+
+// lookup returns the run with the id, whoever owns it.
+func (g *runRegistry) lookup(id string) *runRecord {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.runs[id]
+}
+
 // get returns the run if user owns it: another user's run is not found, like one
 // that does not exist.
 func (g *runRegistry) get(id, user string) *runRecord {
@@ -192,10 +283,10 @@ func (g *runRegistry) sweepLocked(now time.Time) {
 	var done []finished
 	for id, r := range g.runs {
 		r.mu.Lock()
-		fin, over := r.finished, r.status != runRunning
+		fin, over, keep := r.finished, r.status != runRunning, r.keepUntil
 		r.mu.Unlock()
 		switch {
-		case over && now.Sub(fin) > keepFinished:
+		case over && now.Sub(fin) > keepFinished && now.After(keep):
 			delete(g.runs, id)
 		case over:
 			done = append(done, finished{id, fin})

@@ -72,6 +72,14 @@ type Server struct {
 
 	mu     sync.RWMutex
 	agents map[string]*served
+
+	// resumeMu guards the resumptions of paused runs: stopping (shutdown began: no
+	// more start) and resuming (the ids of runs this process is resuming).
+	resumeMu    sync.Mutex
+	stopping    bool
+	resuming    map[string]bool
+	stopSweeper context.CancelFunc
+	sweeperDone chan struct{}
 }
 
 // served is one agent the server offers, with the runs using it, so a reload
@@ -115,6 +123,15 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.agents = agents
 	s.runsCtx, s.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
 	go s.runs.janitor(s.runsCtx)
+	s.resuming = map[string]bool{}
+	interval := opts.Config.Approvals.SweepInterval
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	var sweepCtx context.Context
+	sweepCtx, s.stopSweeper = context.WithCancel(context.WithoutCancel(ctx))
+	s.sweeperDone = make(chan struct{})
+	go s.sweeper(sweepCtx, interval)
 	return s, nil
 }
 
@@ -245,8 +262,10 @@ func (s *Server) agentNames() []string {
 // CancelRuns cancels the runs still in flight: after SIGTERM's grace period.
 func (s *Server) CancelRuns() { s.cancelRuns() }
 
-// WaitRuns waits until no run is in flight, or ctx ends (its error then).
+// WaitRuns waits until no run is in flight, or ctx ends (its error then). It
+// begins the shutdown: paused runs are no longer resumed by this process.
 func (s *Server) WaitRuns(ctx context.Context) error {
+	s.stopResumes()
 	done := make(chan struct{})
 	go func() {
 		s.running.Wait()

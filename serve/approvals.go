@@ -1,0 +1,344 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+)
+
+// Runs paused for approval. A run whose tool call needs a person's approval stops
+// with awaiting_approval; its calls are decided with POST
+// /v1/runs/{id}/approvals/{call_id} by the run's own user or an approver, and once
+// none is left undecided the run resumes here, as a new execution under the same
+// id. A sweeper resumes the runs whose approvals expired, applying on_timeout.
+
+// sweeperDecider resumes runs whose approvals expired: nobody decided.
+var sweeperDecider = runtime.Decider{ID: "agentrun", Approver: true}
+
+// maxListedPaused is how many paused runs GET /v1/approvals lists at most.
+const maxListedPaused = 100
+
+// pausedView is a paused run as the approval endpoints show it: runtime.Paused
+// without its spec file, a path of the server's.
+type pausedView struct {
+	RunID        string              `json:"run_id"`
+	Agent        string              `json:"agent"`
+	User         string              `json:"user"`
+	Conversation string              `json:"conversation,omitempty"`
+	Intent       string              `json:"intent,omitempty"`
+	Input        string              `json:"input"`
+	Status       runtime.PauseStatus `json:"status"`
+	Created      time.Time           `json:"created"`
+	Expires      time.Time           `json:"expires"`
+	Approvals    []runtime.Approval  `json:"approvals"`
+}
+
+func viewPaused(p *runtime.Paused) pausedView {
+	v := pausedView{RunID: p.RunID, Agent: p.Agent, User: p.User, Conversation: p.Conversation, Intent: p.Intent,
+		Input: p.Input, Status: p.Status, Created: p.Created, Expires: p.Expires, Approvals: p.Approvals}
+	if v.Approvals == nil {
+		v.Approvals = []runtime.Approval{}
+	}
+	return v
+}
+
+// decisionView answers a decision: "resumed" when the run goes on, "waiting" when
+// calls still wait for a decision.
+type decisionView struct {
+	pausedView
+	Status string `json:"status"`
+}
+
+// decisionRequest is the body of POST /v1/runs/{id}/approvals/{call_id}.
+type decisionRequest struct {
+	Decision string `json:"decision"` // approve or reject
+	Reason   string `json:"reason"`
+	// ArgsHash, when given, must be the call's args_hash: a decision made on other
+	// arguments is refused.
+	ArgsHash string `json:"args_hash"`
+}
+
+func deciderOf(p Principal) runtime.Decider {
+	return runtime.Decider{ID: p.User.ID, Approver: p.Approver()}
+}
+
+// pausedStore is the agents' store as a keeper of paused runs; nil if it is none.
+func (s *Server) pausedStore() runtime.PausedRuns {
+	p, _ := s.store.(runtime.PausedRuns)
+	return p
+}
+
+// approvalError answers an error of the runtime's approval API.
+func approvalError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, runtime.ErrRunNotFound), errors.Is(err, runtime.ErrNoPausedStore):
+		writeError(w, http.StatusNotFound, "run_not_found", "no such run waiting for approval")
+	case errors.Is(err, runtime.ErrCallNotFound):
+		writeError(w, http.StatusNotFound, "call_not_found", "the run has no call waiting for approval with this id")
+	case errors.Is(err, runtime.ErrAlreadyDecided):
+		writeError(w, http.StatusConflict, "already_decided", "the call was already decided")
+	case errors.Is(err, runtime.ErrArgsChanged):
+		writeError(w, http.StatusConflict, "args_changed", "the call's arguments are not those the decision was made for (args_hash differs)")
+	case errors.Is(err, runtime.ErrApprovalExpired):
+		writeError(w, http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides")
+	case errors.Is(err, runtime.ErrResuming):
+		writeError(w, http.StatusConflict, "run_resuming", "the run is already being resumed")
+	default:
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+	}
+}
+
+// getApprovals answers GET /v1/runs/{id}/approvals: a paused run of the
+// principal's, or of anyone's for an approver.
+func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request, p Principal) {
+	paused, err := runtime.LoadPaused(r.Context(), s.pausedStore(), r.PathValue("id"), deciderOf(p))
+	if err != nil {
+		approvalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewPaused(paused))
+}
+
+// listApprovals answers GET /v1/approvals: the principal's paused runs, newest
+// first; for an approver every user's, soonest to expire first.
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, p Principal) {
+	q := runtime.PausedQuery{UserID: p.User.ID, Limit: maxListedPaused}
+	if p.Approver() {
+		q = runtime.PausedQuery{ExpiresBefore: time.Now().AddDate(100, 0, 0), Limit: maxListedPaused}
+	}
+	list, err := runtime.ListPaused(r.Context(), s.pausedStore(), q)
+	if errors.Is(err, runtime.ErrNoPausedStore) {
+		list, err = nil, nil
+	}
+	if err != nil {
+		approvalError(w, err)
+		return
+	}
+	out := make([]pausedView, 0, len(list))
+	for _, pr := range list {
+		out = append(out, viewPaused(pr))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+}
+
+// decide answers POST /v1/runs/{id}/approvals/{call_id}: it records the decision
+// and, when no call is left undecided, resumes the run in the background.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
+	fail := func(status int, code, msg string) { writeError(w, status, code, msg) }
+	var body decisionRequest
+	if !decodeJSON(w, r, &body, fail) {
+		return
+	}
+	var approve bool
+	switch body.Decision {
+	case "approve":
+		approve = true
+	case "reject":
+	default:
+		fail(http.StatusBadRequest, "invalid_decision", fmt.Sprintf("decision must be \"approve\" or \"reject\", not %q", body.Decision))
+		return
+	}
+	who := deciderOf(p)
+	paused, err := runtime.Decide(r.Context(), s.pausedStore(), r.PathValue("id"), who,
+		runtime.DecideRequest{CallID: r.PathValue("call_id"), Approve: approve, Reason: body.Reason, ArgsHash: body.ArgsHash}, time.Now())
+	if errors.Is(err, runtime.ErrRunNotFound) {
+		// A run of the caller's this process ran, which waits no more (it resumed),
+		// is a conflict; any other is not found.
+		if rec := s.runs.lookup(r.PathValue("id")); rec != nil && (rec.User == p.User.ID || p.Approver()) {
+			writeError(w, http.StatusConflict, "run_not_waiting", "the run is not waiting for approval: its calls were decided and it resumed")
+			return
+		}
+	}
+	if err != nil {
+		approvalError(w, err)
+		return
+	}
+	s.metrics.ApprovalDecided(s.agentLabel(paused.Agent), body.Decision, 1)
+	s.log.Info("approval decided", "run", paused.RunID, "agent", paused.Agent, "call", r.PathValue("call_id"),
+		"decision", body.Decision, "by", p.User.ID, "undecided", len(paused.Undecided()))
+	out := decisionView{pausedView: viewPaused(paused), Status: string(runtime.PauseWaiting)}
+	if len(paused.Undecided()) == 0 {
+		switch err := s.resume(r.Context(), paused, who); {
+		case err == nil, errors.Is(err, runtime.ErrResuming):
+			out.Status = "resumed"
+		default:
+			// The decisions are kept: the run resumes with them when its approvals
+			// expire, here or on a replica that serves its agent.
+			s.log.Warn("a decided run could not be resumed now", "run", paused.RunID, "agent", paused.Agent, "error", err.Error())
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+var (
+	errNotServed = errors.New("this server does not serve the run's agent")
+	errStopping  = errors.New("the server is shutting down")
+)
+
+// resume goes on with a paused run in the background, as a new execution of its
+// agent registered under its id, so GET /v1/runs/{id} and its events show it. It
+// returns once the execution is registered; ErrResuming when this process resumes
+// the run already. ctx bounds only the wait for the execution that paused the run
+// to be recorded.
+func (s *Server) resume(ctx context.Context, p *runtime.Paused, who runtime.Decider) error {
+	// The execution that paused the run stored it before it ended: let it record
+	// its end first, so the events of this one follow its own.
+	if old := s.runs.lookup(p.RunID); old != nil {
+		old.mu.Lock()
+		done := old.done
+		old.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return errors.New("the execution that paused the run has not ended")
+		}
+	}
+	a, release := s.agent(p.Agent)
+	if a == nil {
+		return fmt.Errorf("%w: %s", errNotServed, p.Agent)
+	}
+	s.resumeMu.Lock()
+	switch {
+	case s.stopping:
+		s.resumeMu.Unlock()
+		release()
+		return errStopping
+	case s.resuming[p.RunID]:
+		s.resumeMu.Unlock()
+		release()
+		return runtime.ErrResuming
+	}
+	s.resuming[p.RunID] = true
+	s.running.Add(1) // before the shutdown's Wait: stopping is set under resumeMu first
+	s.resumeMu.Unlock()
+	forget := func() {
+		s.resumeMu.Lock()
+		delete(s.resuming, p.RunID)
+		s.resumeMu.Unlock()
+	}
+	runCtx, cancel := context.WithTimeout(s.runsCtx, s.limits.RunTimeout)
+	rec := s.runs.reopen(p.RunID, p.Agent, p.User, p.Conversation, cancel)
+	slot := s.limiter.hold(p.User)
+	observer := s.runObserver(rec, p.Agent)
+	s.metrics.RunStarted(p.Agent)
+	req := runtime.Request{Input: p.Input, User: runtime.User{ID: p.User}, RunID: p.RunID}
+	go s.execute(rec, p.Agent, req, func() { slot(); release() }, func() bool { return true }, cancel,
+		func() (*runtime.Result, error) {
+			// Forgotten before the record ends: a run that paused again can be resumed
+			// as soon as its end is recorded (resume waits for that).
+			defer forget()
+			return a.Resume(runCtx, runtime.ResumeRequest{RunID: p.RunID, Decider: who, Observer: observer})
+		})
+	return nil
+}
+
+// keepPaused keeps a run paused for approval in the registry until its approvals
+// expire (and the usual while after), so its resumption continues its events.
+func (s *Server) keepPaused(rec *runRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := runtime.LoadPaused(ctx, s.pausedStore(), rec.ID, sweeperDecider)
+	if err != nil {
+		return
+	}
+	rec.mu.Lock()
+	rec.keepUntil = p.Expires
+	rec.mu.Unlock()
+}
+
+// agentLabel is name if this server serves an agent of that name, else "other":
+// a paused run's agent comes from the store, which other servers may share.
+func (s *Server) agentLabel(name string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.agents[name] != nil {
+		return name
+	}
+	return labelOther
+}
+
+// stopResumes begins the shutdown: no paused run is resumed any more, and the
+// sweeper stops.
+func (s *Server) stopResumes() {
+	s.resumeMu.Lock()
+	s.stopping = true
+	s.resumeMu.Unlock()
+	s.stopSweeper()
+	<-s.sweeperDone
+}
+
+// sweeper resumes, every interval until ctx ends, the paused runs whose
+// approvals expired: approval.on_timeout decides their undecided calls.
+func (s *Server) sweeper(ctx context.Context, interval time.Duration) {
+	defer close(s.sweeperDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweep(ctx, time.Now())
+		}
+	}
+}
+
+// sweep resumes the expired paused runs of the agents this server serves, once
+// each however many agents share a store. A run another process or goroutine
+// resumes already (ErrResuming) is left to it.
+func (s *Server) sweep(ctx context.Context, now time.Time) {
+	s.mu.RLock()
+	var stores []runtime.PausedRuns
+	for _, a := range s.agents {
+		if st := a.PausedRuns(); st != nil && !containsStore(stores, st) {
+			stores = append(stores, st)
+		}
+	}
+	s.mu.RUnlock()
+	for _, st := range stores {
+		expired, err := runtime.ListPaused(ctx, st, runtime.PausedQuery{ExpiresBefore: now})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("listing the expired paused runs failed", "error", err.Error())
+			}
+			continue
+		}
+		for _, p := range expired {
+			if p.Status != runtime.PauseWaiting {
+				continue
+			}
+			switch err := s.resume(ctx, p, sweeperDecider); {
+			case err == nil:
+				s.metrics.ApprovalDecided(p.Agent, "expired", len(p.Undecided()))
+				s.log.Info("resuming a run whose approvals expired", "run", p.RunID, "agent", p.Agent, "undecided", len(p.Undecided()))
+			case errors.Is(err, runtime.ErrResuming), errors.Is(err, errNotServed):
+			case errors.Is(err, errStopping):
+				return
+			default:
+				s.log.Warn("a run whose approvals expired could not be resumed", "run", p.RunID, "agent", p.Agent, "error", err.Error())
+			}
+		}
+	}
+}
+
+// containsStore compares stores by identity; a store of a type that cannot be
+// compared is taken as another one.
+func containsStore(stores []runtime.PausedRuns, st runtime.PausedRuns) (found bool) {
+	defer func() {
+		if recover() != nil {
+			found = false
+		}
+	}()
+	for _, x := range stores {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
