@@ -23,10 +23,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of exec: a run stopped by a guard or a fault still printed an answer
-// (the fallback), but scripts need to tell it from a completed one.
+// Exit codes of exec and resume: a run stopped by a guard or a fault still printed
+// an answer (the fallback), but scripts need to tell it from a completed one; a run
+// that waits for a person's approval has no answer yet.
 const (
-	exitStopped = 3
+	exitStopped          = 3
+	exitAwaitingApproval = 4
 )
 
 type execOptions struct {
@@ -36,6 +38,9 @@ type execOptions struct {
 	intent                      string
 	set                         []string
 	model                       string
+	// ask: ask on the terminal about calls that need approval; askSet says --ask
+	// was given (else exec asks when stdin and stderr are terminals).
+	ask, askSet bool
 }
 
 func newExecCommand() *cobra.Command {
@@ -45,13 +50,20 @@ func newExecCommand() *cobra.Command {
 		Short: "Run an agent once",
 		Long: "Run an agent on one question (\"-\" reads it from stdin). Progress goes to stderr, the\n" +
 			"answer to stdout. Exit status: 0 completed, 3 stopped by a guard or a fault (the\n" +
-			"spec's fallback message is printed and the reason on stderr), 1 error, 2 usage error.\n\n" +
+			"spec's fallback message is printed and the reason on stderr), 4 awaiting approval\n" +
+			"(the run is paused in the store; stderr says how to resume it), 1 error, 2 usage error.\n\n" +
+			"A tool call that needs a person's approval (the tool's approval setting) is asked\n" +
+			"about on the terminal when stdin and stderr are one, or with --ask: answer y or n,\n" +
+			"optionally followed by a reason. Otherwise the run pauses (exit 4) and waits in the\n" +
+			"store until `agentrun resume RUN_ID --approve CALL_ID` (or --reject) decides, from\n" +
+			"any process; `agentrun runs list` shows the paused runs.\n\n" +
 			"The model's server comes from the spec's model section; what it leaves out comes from\n" +
 			"the environment: LLM_BASE_URL or OPENAI_BASE_URL, LLM_API_KEY or OPENAI_API_KEY (unless\n" +
 			"the spec names its own variable with api_key_env), LLM_MODEL_NAME. AGENTRUN_STORE names\n" +
 			"the memory store unless --store does.",
 		Example: "  agentrun exec --model test examples/agents/code-assistant.yaml \"What is 2*(3+4)?\"\n" +
-			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -",
+			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -\n" +
+			"  agentrun exec --ask --user u-42 shop.yaml \"Cancel order A2002\"",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return fmt.Errorf("exec takes a spec and a question, got %d argument(s)\n\n%s", len(args), cmd.UsageString())
@@ -59,10 +71,12 @@ func newExecCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.askSet = cmd.Flags().Changed("ask")
 			return runExec(cmd, args[0], args[1], o)
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&o.ask, "ask", false, "ask about tool calls that need approval on the terminal (default: when stdin and stderr are terminals; --ask=false never asks)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
 	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
 	f.BoolVar(&o.stream, "stream", false, "stream the model's text as it arrives (also set by model.stream)")
@@ -143,7 +157,27 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 			req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
 		}
 	}
+	storeURL, _ := agentrun.StoreURL(o.store, s.Memory, nil)
+	stdin, _ := cmd.InOrStdin().(*os.File)
+	stdinTerminal := stdin != nil && isTerminal(stdin)
+	asking := o.ask
+	if !o.askSet {
+		asking = stdinTerminal && isTerminal(errOut)
+	}
+	if !asking && isProcessLocal(storeURL) {
+		// A run paused in a process-local store (memory:) could never be resumed:
+		// the store ends with this process and nobody is asked. Such calls are
+		// refused instead, and the model is told why.
+		req.Approvals = runtime.ApprovalsRefuse
+	}
+	decider := runtime.Decider{ID: req.User.ID, Approver: true}
 	result, err := agent.Run(cmd.Context(), req)
+	if err == nil && asking && result.Stop == runtime.StopAwaitingApproval {
+		ask := &asker{agent: agent, decider: decider, in: cmd.InOrStdin(), errOut: errOut,
+			observer: req.Observer, onDelta: req.OnDelta, echo: !stdinTerminal}
+		result, err = ask.untilDecided(cmd.Context(), result)
+		ask.close()
+	}
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
@@ -153,6 +187,34 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 			fmt.Fprintf(errOut, "agentrun: --record: %v\n", err)
 			return exitError{1}
 		}
+	}
+	if result.Stop == runtime.StopAwaitingApproval && isProcessLocal(storeURL) {
+		fmt.Fprintf(errOut, "agentrun: the store %s ends with this process: nothing can resume the paused run\n", storeURL)
+	}
+	return finishResult(cmd, agent, req, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet,
+		resume: resumeFlags(o.store, s)})
+}
+
+// resultOptions say how finishResult prints a run's result.
+type resultOptions struct {
+	asJSON, quiet bool
+	resume        []string // the flags a printed resume command needs to find the store
+}
+
+// finishResult prints a run's result as exec and resume do and returns the exit
+// status: the answer (or the result as JSON) on stdout, then fact extraction; a
+// paused run prints nothing but its JSON on stdout and, on stderr, the calls it
+// waits on and the commands that decide them (exit 4); a stopped run says why (3).
+func finishResult(cmd *cobra.Command, agent *agentrun.Agent, req runtime.Request, result *runtime.Result, o resultOptions) error {
+	errOut := cmd.ErrOrStderr()
+	if result.Stop == runtime.StopAwaitingApproval {
+		if o.asJSON {
+			if err := printResult(cmd.OutOrStdout(), result, true); err != nil {
+				return err
+			}
+		}
+		printPaused(errOut, result, o.resume)
+		return exitError{exitAwaitingApproval}
 	}
 	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
 		return err
@@ -348,6 +410,22 @@ func (p *progress) Observe(e runtime.Event) {
 			by = " by accept"
 		}
 		fmt.Fprintf(p.w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
+	case runtime.EventApprovalRequested:
+		fmt.Fprintf(p.w, "[%d]   ? %s waits for approval (%s)", e.Turn, e.Tool, e.CallID)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, ": %s", clip(e.Message, 160))
+		}
+		fmt.Fprintln(p.w)
+	case runtime.EventApprovalDecided:
+		mark, what := "✗", "rejected"
+		if e.Passed != nil && *e.Passed {
+			mark, what = "✓", "approved"
+		}
+		fmt.Fprintf(p.w, "[%d]   %s %s %s (%s)", e.Turn, mark, e.Tool, what, e.CallID)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, " · %s", e.Message)
+		}
+		fmt.Fprintln(p.w)
 	case runtime.EventBindDiscarded:
 		fmt.Fprintf(p.w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
 	case runtime.EventGuard:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -93,27 +94,31 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 			fmt.Fprintf(&b, "  %s --> %s\n", mermaidID("d_", d.Name), mermaidID("t_", t))
 		}
 	}
-	writeStates(&b, st)
+	writeStates(&b, st, agentrun.NeedsApproval(s))
 	io.WriteString(w, b.String())
 }
 
 // writeStates draws the run's state machine from runtime.Edges: each edge labelled
 // with what triggers it and the effective settings that decide it.
-func writeStates(b *strings.Builder, st *spec.Settings) {
+// approvals says whether some tool's calls may wait for a person's approval.
+func writeStates(b *strings.Builder, st *spec.Settings, approvals bool) {
 	fmt.Fprintf(b, "  subgraph run[%s]\n    direction LR\n", label("run · state machine"))
 	fmt.Fprintf(b, "    s_start((start)) --> s_%s\n", runtime.StateThinking)
 	for _, e := range runtime.Edges() {
-		parts := make([]string, len(e.Triggers))
-		for i, t := range e.Triggers {
-			parts[i] = triggerLabel(t, st)
+		var parts []string
+		for _, t := range e.Triggers {
+			if l := triggerLabel(t, st, approvals); l != "" {
+				parts = append(parts, l)
+			}
 		}
 		fmt.Fprintf(b, "    s_%s -- %s --> s_%s\n", e.From, label(strings.Join(parts, " · ")), e.To)
 	}
 	fmt.Fprintf(b, "    s_%s((%s))\n    s_%s((%s))\n  end\n", runtime.StateFinished, label("FINISHED"), runtime.StateStopped, label("STOPPED · fallback"))
 }
 
-// triggerLabel names a trigger with the setting that governs it.
-func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
+// triggerLabel names a trigger with the setting that governs it; "" leaves out one
+// that cannot happen and needs no note.
+func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 	g := st.Guards
 	switch t {
 	case runtime.TriggerToolCalls:
@@ -163,6 +168,19 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings) string {
 		return "duplicate_calls " + setting(st, "guards.duplicate_calls", g.DuplicateCalls)
 	case runtime.Trigger(runtime.StopTimeout):
 		return "timeout ≤ " + setting(st, "guards.max_run_time", g.MaxRunTime)
+	case runtime.Trigger(runtime.StopAwaitingApproval):
+		if !approvals {
+			return ""
+		}
+		return "awaiting_approval (waits ≤ " + setting(st, "approval.timeout", st.Approval.Timeout) + ")"
+	case runtime.Trigger(runtime.StopApprovalTimeout):
+		if !approvals {
+			return ""
+		}
+		if st.Approval.OnTimeout != spec.OnTimeoutStop { // a late call is rejected, and the run goes on
+			return "approval_timeout (on_timeout " + setting(st, "approval.on_timeout", st.Approval.OnTimeout) + ": never)"
+		}
+		return "approval_timeout (on_timeout " + setting(st, "approval.on_timeout", st.Approval.OnTimeout) + ")"
 	}
 	return string(t)
 }

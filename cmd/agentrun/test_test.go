@@ -13,7 +13,7 @@ import (
 
 func TestAgentrunTestExamples(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "test", "../../examples/agents")
-	if code != 0 || !strings.HasSuffix(stdout, "22 passed, 0 failed\n") {
+	if code != 0 || !strings.HasSuffix(stdout, "28 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "test", "--run", "judge", "../../examples/agents")
@@ -48,7 +48,7 @@ func brokenShop(t *testing.T) string {
 func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 	dir := brokenShop(t)
 	code, stdout, _ := runCLI(t, "test", dir)
-	if code != 1 || !strings.HasSuffix(stdout, "12 passed, 3 failed\n") {
+	if code != 1 || !strings.HasSuffix(stdout, "12 passed, 9 failed\n") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	for _, want := range []string{
@@ -73,7 +73,7 @@ func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 12 || out.Failed != 3 {
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 12 || out.Failed != 9 {
 		t.Errorf("json: %v %+v", err, out)
 	}
 }

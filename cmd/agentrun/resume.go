@@ -1,0 +1,224 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+)
+
+type resumeOptions struct {
+	approve, reject      []string
+	reason, argsHash, by string
+	store, spec, model   string
+	trace                string
+	asJSON, quiet        bool
+	stream               bool
+}
+
+func newResumeCommand() *cobra.Command {
+	var o resumeOptions
+	cmd := &cobra.Command{
+		Use:   "resume RUN_ID [--approve CALL_ID]... [--reject CALL_ID]... [--reason TEXT]",
+		Short: "Decide on a paused run's tool calls and go on with it",
+		Long: "Record decisions on the tool calls a paused run waits on, then go on with the run\n" +
+			"once every call is decided, or its approvals expired (approval.on_timeout then\n" +
+			"decides the rest). The run was paused by exec, serve or another resume, in this\n" +
+			"or any other process: it is kept in the store, which is --store URL, else\n" +
+			"AGENTRUN_STORE, else the memory settings of --spec, else " + agentrun.DefaultStoreURL + ".\n" +
+			"The agent is built from the spec file the run was paused with, or --spec.\n\n" +
+			"Each call is decided once: a second decision, a decision after the approvals\n" +
+			"expired, or one whose --args-hash is not that of the waiting call is refused.\n\n" +
+			"Exit status: 0 completed, 3 stopped by a guard or a fault, 4 still awaiting\n" +
+			"approval (calls left undecided, or the resumed run paused again), 1 error\n" +
+			"(a refused decision, no such paused run), 2 usage error.",
+		Example: "  agentrun resume run_3f2a… --approve call_1\n" +
+			"  agentrun resume run_3f2a… --reject call_1 --reason \"the customer called back\"\n" +
+			"  agentrun resume run_3f2a… --approve call_1 --reject call_2 --store redis://127.0.0.1:6379/0\n" +
+			"  agentrun resume run_3f2a…    # after the approvals expired: approval.on_timeout decides",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("resume takes one run id, got %d argument(s)\n\n%s", len(args), cmd.UsageString())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runResume(cmd, args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.approve, "approve", nil, "approve the call `CALL_ID` (repeatable)")
+	f.StringArrayVar(&o.reject, "reject", nil, "reject the call `CALL_ID` (repeatable)")
+	f.StringVar(&o.reason, "reason", "", "why, for the rejected calls: the model reads it")
+	f.StringVar(&o.argsHash, "args-hash", "", "the args_hash of the call the decision was made for (one decision only): refused if the call's arguments differ")
+	f.StringVar(&o.by, "by", "", "who decides, recorded with the decision (default: $USER, else cli)")
+	f.StringVar(&o.store, "store", "", "the store's URL (default: AGENTRUN_STORE, --spec's memory.url, "+agentrun.DefaultStoreURL+")")
+	f.StringVar(&o.spec, "spec", "", "the agent's spec file (default: the one the run was paused with)")
+	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.trace, "trace", "", "write every event as JSON lines to `FILE`")
+	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVar(&o.stream, "stream", false, "stream the model's text as it arrives (also set by model.stream)")
+	return cmd
+}
+
+func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
+	errOut := cmd.ErrOrStderr()
+	if err := checkModelFlag(o.model); err != nil {
+		return err
+	}
+	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
+		return errors.New("--args-hash goes with exactly one --approve or --reject")
+	}
+	if o.reason != "" && len(o.reject) == 0 {
+		return errors.New("--reason is the reason of a rejection: give it with --reject")
+	}
+	var s *spec.Spec
+	if o.spec != "" {
+		var err error
+		if s, err = loadSpec(cmd, o.spec); err != nil {
+			return err
+		}
+	}
+	memory := spec.Memory{}
+	if s != nil {
+		memory = s.Memory
+	}
+	url, err := agentrun.StoreURL(o.store, memory, nil)
+	if err != nil {
+		return err
+	}
+	st, err := agentrun.OpenStore(url, memory.TTL.Duration)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer func() { st.Close() }()
+	store, ok := st.(runtime.PausedRuns)
+	if !ok {
+		fmt.Fprintf(errOut, "agentrun: the store %s cannot keep paused runs\n", url)
+		return exitError{1}
+	}
+	flags := resumeFlags(o.store, s)
+	ctx := cmd.Context()
+	decider := runtime.Decider{ID: cmp.Or(o.by, os.Getenv("USER"), "cli"), Approver: true}
+	p, err := runtime.LoadPaused(ctx, store, runID, decider)
+	if err != nil {
+		if errors.Is(err, runtime.ErrRunNotFound) {
+			err = fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
+		}
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	decide := func(callID string, approve bool, reason string) error {
+		decided, err := runtime.Decide(ctx, store, runID, decider,
+			runtime.DecideRequest{CallID: callID, Approve: approve, Reason: reason, ArgsHash: o.argsHash}, time.Now())
+		if err != nil {
+			fmt.Fprintf(errOut, "agentrun: %v\n", decideError(err, p, callID, o.argsHash))
+			return exitError{1}
+		}
+		p = decided
+		if !o.quiet {
+			what := "rejected"
+			if approve {
+				what = "approved"
+			}
+			fmt.Fprintf(errOut, "%s %s by %s\n", callID, what, decider.ID)
+		}
+		return nil
+	}
+	for _, id := range o.approve {
+		if err := decide(id, true, ""); err != nil {
+			return err
+		}
+	}
+	for _, id := range o.reject {
+		if err := decide(id, false, o.reason); err != nil {
+			return err
+		}
+	}
+	if waiting := waitingCalls(p); len(waiting) > 0 && time.Now().Before(p.Expires) {
+		for _, call := range waiting {
+			writeCall(errOut, "waiting: ", call)
+		}
+		fmt.Fprintf(errOut, "%s goes on once every call is decided, or at %s when its approvals expire\n",
+			runID, p.Expires.Local().Format(time.DateTime))
+		writeResumeCommands(errOut, runID, waiting, flags)
+		return exitError{exitAwaitingApproval}
+	}
+	if s == nil {
+		if p.Spec == "" {
+			fmt.Fprintf(errOut, "agentrun: the paused run %s does not say which spec file it ran: give --spec\n", runID)
+			return exitError{1}
+		}
+		if s, err = loadSpec(cmd, p.Spec); err != nil {
+			return err
+		}
+		if ttl := s.Memory.TTL.Duration; ttl != 0 {
+			// The store was opened before the spec was known: open it again with
+			// the spec's memory.ttl, which the run's writes keep.
+			st.Close()
+			if st, err = agentrun.OpenStore(url, ttl); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+		}
+	}
+	opts := agentrun.Options{Model: o.model, SharedStore: st}
+	telemetryLog := slog.New(slog.NewTextHandler(errOut, nil))
+	if o.quiet {
+		telemetryLog = slog.New(slog.DiscardHandler)
+	}
+	tel, err := setupTelemetry(ctx, &opts, telemetryLog)
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
+	agent, err := buildAgent(cmd, s, opts)
+	if err != nil {
+		return err
+	}
+	defer agent.Close()
+	observers, closeTrace, err := execObservers(errOut, agent, execOptions{quiet: o.quiet, trace: o.trace})
+	if err != nil {
+		return err
+	}
+	defer closeTrace()
+	req := runtime.ResumeRequest{RunID: runID, Decider: decider}
+	if len(observers) > 0 {
+		req.Observer = observers
+	}
+	if o.stream || boolValue(agent.Spec.Model.Stream) {
+		req.OnDelta = func(string) {}
+		if !o.quiet {
+			req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
+		}
+	}
+	if waiting := waitingCalls(p); len(waiting) > 0 && !o.quiet {
+		fmt.Fprintf(errOut, "approvals expired at %s: approval.on_timeout decides %s\n", p.Expires.Local().Format(time.DateTime), callList(&runtime.Paused{Approvals: waiting}))
+	}
+	result, err := agent.Resume(ctx, req)
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", resumeError(err, runID))
+		return exitError{1}
+	}
+	// The request the run was started with, as far as fact extraction reads it.
+	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
+	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
+}
+
+// waitingCalls are the calls of a paused run nobody decided on yet.
+func waitingCalls(p *runtime.Paused) []runtime.Approval {
+	var out []runtime.Approval
+	for _, a := range p.Approvals {
+		if a.Decision == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
