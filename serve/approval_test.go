@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/serve"
 )
 
@@ -91,7 +94,9 @@ type approvalEnv struct {
 
 // newApprovalEnv serves testdata/approval.yaml with edit applied, sweeping
 // expired approvals every sweep.
-func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string) *approvalEnv {
+// newApprovalEnv serves testdata/approval.yaml (edited by edit) from store ("" for a
+// process-local one), sweeping for expired approvals every sweep.
+func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string, store string) *approvalEnv {
 	t.Helper()
 	e := &approvalEnv{env: &env{t: t, backend: newBackend(t), logs: &lockedBuffer{}}, shop: newShopBackend(t)}
 	e.model = openaitest.New(t, approvalReply)
@@ -123,7 +128,7 @@ func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string)
 			Approvals: serve.ApprovalsConfig{SweepInterval: sweep},
 		},
 		Specs:     []string{e.spec},
-		Store:     "memory:",
+		Store:     cmp.Or(store, "memory:"),
 		Model:     "openai:fake",
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
 		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
@@ -286,7 +291,7 @@ func (e *approvalEnv) checkToolOrder(want []string) map[string]string {
 // same id, running the approved call exactly once and the others of its response
 // never again.
 func TestApprovalFlow(t *testing.T) {
-	e := newApprovalEnv(t, time.Hour, nil)
+	e := newApprovalEnv(t, time.Hour, nil, "")
 
 	resp, err := e.request(context.Background(), "POST", "/v1/agents/shop/runs", aliceToken, map[string]any{"input": twoApprovals, "stream": true})
 	if err != nil {
@@ -435,7 +440,7 @@ func TestApprovalFlow(t *testing.T) {
 // An approver decides on any user's run — a static token's role or a JWT's roles
 // claim; a principal without the role does not even see it.
 func TestApprovalByApprover(t *testing.T) {
-	e := newApprovalEnv(t, time.Hour, nil)
+	e := newApprovalEnv(t, time.Hour, nil, "")
 	p := e.startPaused(bobToken, oneApproval)
 	jwtApprover := signJWT(t, jwtSecret, func(c jwt.MapClaims) { c["roles"] = []string{"approver"} })
 	jwtOther := signJWT(t, jwtSecret, func(c jwt.MapClaims) { c["sub"] = "erin"; c["roles"] = "reader" })
@@ -466,7 +471,7 @@ func TestApprovalByApprover(t *testing.T) {
 func TestApprovalExpirySweeper(t *testing.T) {
 	e := newApprovalEnv(t, 50*time.Millisecond, func(s string) string {
 		return strings.Replace(s, "approval: {timeout: 1h}", "approval: {timeout: 300ms, on_timeout: reject}", 1)
-	})
+	}, "")
 	p := e.startPaused(aliceToken, oneApproval)
 	v := e.waitFinished(aliceToken, p.ID, "completed")
 	if res := v["result"].(map[string]any); res["answer"] != approvedAnswer {
@@ -487,12 +492,37 @@ func TestApprovalExpirySweeper(t *testing.T) {
 	}
 }
 
+// A run whose calls were all decided but that no server resumed (the last decision
+// came as its server shut down) is resumed by the next server to start on the store.
+func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
+	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	first := newApprovalEnv(t, time.Hour, nil, store)
+	p := first.startPaused(aliceToken, oneApproval)
+	st, err := sqlite.Open(strings.TrimPrefix(store, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := runtime.Decide(t.Context(), st, p.ID, runtime.Decider{ID: "alice"},
+		runtime.DecideRequest{CallID: "call_cancel", Approve: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := first.shop.count("POST /users/alice/orders/A2/cancel"); n != 0 {
+		t.Fatalf("the call ran %d times before any server resumed the run", n)
+	}
+	second := newApprovalEnv(t, time.Hour, nil, store) // its spec points at a shop and a model of its own
+	second.waitFinished(aliceToken, p.ID, "completed")
+	if a, b := first.shop.count("POST /users/alice/orders/A2/cancel"), second.shop.count("POST /users/alice/orders/A2/cancel"); a+b != 1 || b != 1 {
+		t.Errorf("the approved call ran %d times before the restart and %d after, want 0 and 1", a, b)
+	}
+}
+
 // A decision after the approvals expired is refused, even before the sweeper
 // comes by.
 func TestApprovalDecisionAfterExpiry(t *testing.T) {
 	e := newApprovalEnv(t, time.Hour, func(s string) string {
 		return strings.Replace(s, "approval: {timeout: 1h}", "approval: {timeout: 200ms}", 1)
-	})
+	}, "")
 	p := e.startPaused(aliceToken, oneApproval)
 	a := e.approvals(aliceToken, p.ID)
 	time.Sleep(time.Until(a.Expires) + 20*time.Millisecond)
@@ -506,7 +536,7 @@ func TestApprovalDecisionAfterExpiry(t *testing.T) {
 
 // GET /v1/approvals lists the caller's paused runs; an approver's lists everyone's.
 func TestApprovalList(t *testing.T) {
-	e := newApprovalEnv(t, time.Hour, nil)
+	e := newApprovalEnv(t, time.Hour, nil, "")
 	pa := e.startPaused(aliceToken, oneApproval)
 	pb := e.startPaused(bobToken, oneApproval)
 	list := func(token string) []string {
@@ -536,7 +566,7 @@ func TestApprovalList(t *testing.T) {
 // The OpenAI-compatible endpoint cannot ask anyone: a call that needs approval is
 // refused, the model is told why, and the tool never runs.
 func TestApprovalRefusedOnOpenAIEndpoint(t *testing.T) {
-	e := newApprovalEnv(t, time.Hour, nil)
+	e := newApprovalEnv(t, time.Hour, nil, "")
 	r := e.do("POST", "/v1/chat/completions", aliceToken, map[string]any{"model": "shop",
 		"messages": []any{map[string]any{"role": "user", "content": oneApproval}}})
 	if r.Status != http.StatusOK {

@@ -274,9 +274,12 @@ func (s *Server) stopResumes() {
 }
 
 // sweeper resumes, every interval until ctx ends, the paused runs whose
-// approvals expired: approval.on_timeout decides their undecided calls.
+// approvals expired: approval.on_timeout decides their undecided calls. Its first
+// pass also resumes the runs decided in full that no process resumed (the last
+// decision came while a server was shutting down).
 func (s *Server) sweeper(ctx context.Context, interval time.Duration) {
 	defer close(s.sweeperDone)
+	s.sweep(ctx, time.Now(), true)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -284,15 +287,16 @@ func (s *Server) sweeper(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.sweep(ctx, time.Now())
+			s.sweep(ctx, time.Now(), false)
 		}
 	}
 }
 
-// sweep resumes the expired paused runs of the agents this server serves, once
-// each however many agents share a store. A run another process or goroutine
-// resumes already (ErrResuming) is left to it.
-func (s *Server) sweep(ctx context.Context, now time.Time) {
+// sweep resumes the expired paused runs of the agents this server serves — and,
+// with decided, those whose calls are all decided — once each however many agents
+// share a store. A run another process or goroutine resumes already (ErrResuming)
+// is left to it.
+func (s *Server) sweep(ctx context.Context, now time.Time, decided bool) {
 	s.mu.RLock()
 	var stores []runtime.PausedRuns
 	for _, a := range s.agents {
@@ -302,7 +306,11 @@ func (s *Server) sweep(ctx context.Context, now time.Time) {
 	}
 	s.mu.RUnlock()
 	for _, st := range stores {
-		expired, err := runtime.ListPaused(ctx, st, runtime.PausedQuery{ExpiresBefore: now})
+		q := runtime.PausedQuery{ExpiresBefore: now}
+		if decided {
+			q.ExpiresBefore = now.AddDate(100, 0, 0)
+		}
+		expired, err := runtime.ListPaused(ctx, st, q)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("listing the expired paused runs failed", "error", err.Error())
@@ -310,10 +318,12 @@ func (s *Server) sweep(ctx context.Context, now time.Time) {
 			continue
 		}
 		for _, p := range expired {
-			if p.Status != runtime.PauseWaiting {
+			if p.Status != runtime.PauseWaiting || now.Before(p.Expires) && len(p.Undecided()) > 0 {
 				continue
 			}
 			switch err := s.resume(ctx, p, sweeperDecider); {
+			case err == nil && now.Before(p.Expires):
+				s.log.Info("resuming a run decided in full", "run", p.RunID, "agent", p.Agent)
 			case err == nil:
 				s.metrics.ApprovalDecided(p.Agent, "expired", len(p.Undecided()))
 				s.log.Info("resuming a run whose approvals expired", "run", p.RunID, "agent", p.Agent, "undecided", len(p.Undecided()))
