@@ -51,9 +51,12 @@ type Paused struct {
 	Intent       string      `json:"intent,omitempty"`
 	Input        string      `json:"input"` // the user's message that started the run
 	Status       PauseStatus `json:"status"`
-	Created      time.Time   `json:"created"`
-	Expires      time.Time   `json:"expires"`
-	Approvals    []Approval  `json:"approvals"`
+	// ClaimedUntil is, for a run being resumed, when its execution is given up for
+	// dead and another may take the run over (Agent.Resume does).
+	ClaimedUntil time.Time  `json:"claimed_until,omitzero"`
+	Created      time.Time  `json:"created"`
+	Expires      time.Time  `json:"expires"`
+	Approvals    []Approval `json:"approvals"`
 }
 
 // Undecided lists the ids of the calls nobody has decided on yet.
@@ -135,8 +138,13 @@ type pausedState struct {
 	StepArgs          []string            `json:"step_args,omitempty"` // the steps' model-visible arguments
 	Finish            FinishReason        `json:"finish,omitempty"`
 	Calls             []pausedCall        `json:"calls"`
-	// ClaimedAt is when an execution claimed the run to resume it.
-	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+	// ClaimedUntil is when the execution that claimed the run to resume it is
+	// given up for dead: its max_run_time (its own spec's) and claimGrace after
+	// the claim.
+	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
+	// SeenError says why the run could not ask the store about the entities of
+	// the conversation's earlier turns: seen() checks keep failing closed.
+	SeenError string `json:"seen_error,omitempty"`
 }
 
 const pausedFormat = 1
@@ -167,7 +175,7 @@ func (s *pausedState) undecided() []string {
 
 func (s *pausedState) view(p *PausedRun) *Paused {
 	v := &Paused{RunID: p.ID, Agent: p.Agent, Spec: s.SpecFile, User: p.UserID, Conversation: cmp.Or(s.TraceConversation, s.Conversation),
-		Intent: s.Intent, Status: p.Status, Created: p.Created, Expires: p.Expires, Approvals: []Approval{}}
+		Intent: s.Intent, Status: p.Status, ClaimedUntil: s.ClaimedUntil, Created: p.Created, Expires: p.Expires, Approvals: []Approval{}}
 	if len(s.Messages) > 0 {
 		v.Input = s.Messages[0].Content
 	}
@@ -318,14 +326,14 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		}
 		// An execution that claimed the run and neither finished nor paused it
 		// within its max_run_time is gone (its process died): the run is taken over.
-		abandoned = p.Status == PauseResuming && now.Sub(st.ClaimedAt) > a.settings.Guards.MaxRunTime+claimGrace
+		abandoned = p.Status == PauseResuming && now.After(st.ClaimedUntil)
 		if p.Status != PauseWaiting && !abandoned {
 			return nil, ErrResuming
 		}
 		if undecided := st.undecided(); len(undecided) > 0 && now.Before(p.Expires) {
 			return nil, fmt.Errorf("%w: %s (until %s)", ErrUndecided, strings.Join(undecided, ", "), p.Expires.UTC().Format(time.RFC3339))
 		}
-		st.ClaimedAt = now.UTC()
+		st.ClaimedUntil = now.Add(a.settings.Guards.MaxRunTime + claimGrace).UTC()
 		if p.State, err = json.Marshal(st); err != nil {
 			return nil, err
 		}
@@ -381,7 +389,10 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 	} else {
 		r.tools = a.offered
 	}
-	if st.StoredSeen && a.store != nil {
+	switch {
+	case st.SeenError != "":
+		r.seen.stored = storedSeen{err: errors.New(st.SeenError)}
+	case st.StoredSeen && a.store != nil:
 		r.seen.stored = storedSeen{store: a.store, conversation: st.Conversation}
 	}
 	for kind, ids := range st.Revealed {
@@ -454,6 +465,13 @@ func (r *run) finishPaused(st *pausedState, now time.Time, abandoned bool) {
 	}
 	r.runParallel(calls, runnable, r.agent.settings.Guards.MaxParallelTools)
 	r.absorb(calls, runnable)
+	for i := range calls {
+		// A call that waited and did not run leaves the duplicate guard: the model
+		// may retry it once the reason for the rejection is gone.
+		if c := &calls[i]; c.decision != nil && !c.outcome.Ran() {
+			delete(r.signatures, c.tc.Name+"\x00"+st.Calls[i].ModelArgs)
+		}
+	}
 	r.appendResults(calls)
 	if err := r.ctx.Err(); err != nil {
 		r.stopForContext(err)
@@ -564,13 +582,26 @@ func (r *run) pause(calls []call) bool {
 	return false
 }
 
+// discardPause deletes the record a pause that reported a failure may have written
+// all the same (a reply lost after the write): nobody may resume a run that went on
+// without its waiting calls. A first pause's record has version 1; a record that is
+// not there, or that another execution changed, is left alone.
+func (r *run) discardPause(id string) {
+	if r.resumed != "" {
+		return // a resumed run's record is deleted, or kept, by its own final commit
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)
+	defer cancel()
+	r.agent.store.Commit(ctx, Record{UserID: r.req.User.ID, Resumed: id, ResumedVersion: 1})
+}
+
 func (r *run) storePaused(calls []call) error {
 	a := r.agent
 	now := a.now()
 	id := cmp.Or(r.req.RunID, r.resumed, newRunID())
 	st := &pausedState{Format: pausedFormat, SpecVersion: a.version, SpecFile: absPath(a.spec.Pos.File), User: r.req.User, Conversation: r.req.Conversation,
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
-		StoredSeen: r.seen.stored.store != nil, Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
+		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
 		Rejections: r.rejections, FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
 		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish}
@@ -596,6 +627,7 @@ func (r *run) storePaused(calls []call) error {
 	defer cancel()
 	if err := a.store.Commit(ctx, Record{UserID: r.req.User.ID, Pause: &rec}); err != nil {
 		r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "the run could not be paused for approval"})
+		r.discardPause(id)
 		return err
 	}
 	for _, p := range pending {
@@ -620,6 +652,13 @@ func newRunID() string {
 	b := make([]byte, 12)
 	rand.Read(b)
 	return "run_" + hex.EncodeToString(b)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func absPath(file string) string {

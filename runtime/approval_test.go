@@ -431,7 +431,7 @@ func TestApprovalAbandonedResume(t *testing.T) {
 	if err := json.Unmarshal(p.State, &state); err != nil {
 		t.Fatal(err)
 	}
-	state["claimed_at"] = f.clock.Now()
+	state["claimed_until"] = f.clock.Now().Add(spec.DefaultMaxRunTime + time.Minute)
 	p.State, _ = json.Marshal(state)
 	p.Status, p.Version = runtime.PauseResuming, p.Version+1
 	if err := f.paused().UpdatePaused(ctx, p); err != nil {
@@ -449,5 +449,30 @@ func TestApprovalAbandonedResume(t *testing.T) {
 	if out.Stop != runtime.StopCompleted || f.tools["cancel"].calls.Load() != 0 || step.Outcome != runtime.OutcomeError ||
 		!strings.Contains(step.Result, "unknown whether cancel ran") {
 		t.Fatalf("stop %s, cancel ran %d, step %+v", out.Stop, f.tools["cancel"].calls.Load(), step)
+	}
+}
+
+// A rejected call leaves the duplicate guard: once the reason is dealt with the
+// model may ask again, and the run pauses again under its id.
+func TestApprovalRetryAfterRejection(t *testing.T) {
+	f := newApprovalFixture(t, memory.New(),
+		offline.ScriptTurn{ToolCalls: []offline.ScriptToolCall{{ID: "call_c2", Name: "cancel", Arguments: map[string]any{"number": "A2"}}}},
+		say("Order A2 is cancelled."))
+	res := f.start(t, runtime.Request{})
+	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Reason: "ask the customer first, then try again."})
+	again, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Stop != runtime.StopAwaitingApproval || again.RunID != res.RunID || len(again.Pending) != 1 || again.Pending[0].CallID != "call_c2" {
+		t.Fatalf("the retry: stop %s (%s), run %s, pending %+v", again.Stop, again.Detail, again.RunID, again.Pending)
+	}
+	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c2", Approve: true})
+	out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner})
+	if err != nil || out.Stop != runtime.StopCompleted || f.tools["cancel"].calls.Load() != 1 {
+		t.Fatalf("%v: stop %s, cancel ran %d times", err, out.Stop, f.tools["cancel"].calls.Load())
+	}
+	if _, err := f.paused().PausedRun(context.Background(), res.RunID); !errors.Is(err, runtime.ErrRunNotFound) {
+		t.Fatalf("the finished run is still stored: %v", err)
 	}
 }

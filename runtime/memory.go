@@ -82,7 +82,7 @@ func (r *run) commit() {
 		return // refused before it began; or paused, and the pause wrote its own record
 	}
 	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges,
-		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen, Resumed: r.resumed}
+		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen, Resumed: r.resumed, ResumedVersion: r.pausedVersion}
 	if r.result.Completed() {
 		rec.Messages = r.result.Messages
 	}

@@ -35,7 +35,8 @@ const (
 // a run writes its paused record with Record.Pause in the commit that ends its
 // execution, and deletes it with Record.Resumed in the commit that ends the
 // execution that resumed it, so the pause and the run's other writes are one
-// transaction each time.
+// transaction each time. Both writes are guarded by the record's version, like
+// UpdatePaused: an execution whose claim another took over writes nothing.
 type PausedRuns interface {
 	// PausedRun returns the paused run with the id; ErrRunNotFound if there is none.
 	PausedRun(ctx context.Context, id string) (PausedRun, error)

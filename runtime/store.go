@@ -89,12 +89,21 @@ type Record struct {
 	// 0 keeps them all.
 	MaxSeen int
 	Facts   []FactChange // applied in order
-	// Pause, when set, is written (inserted, or replacing the run's record) in the
-	// same transaction: the run paused for approvals.
+	// Pause, when set, is written in the same transaction: the run paused for
+	// approvals. It is inserted if no record has its id and its Version is 1, or
+	// replaces the stored record at Version-1 (the claimed record of a run that
+	// resumed and pauses again); otherwise the whole commit fails with
+	// ErrPausedConflict, writing nothing, so a slow execution whose claim was taken
+	// over cannot overwrite the record of the one that took it. With Resumed of the
+	// same id, it is inserted whatever its Version.
 	Pause *PausedRun
 	// Resumed, when set, is the id of a paused run this commit ends: its record is
-	// deleted in the same transaction.
-	Resumed string
+	// deleted in the same transaction if its stored Version is ResumedVersion (the
+	// claim's). If the record is missing or at another version the whole commit fails
+	// with ErrPausedConflict, writing nothing: a slow execution whose claim was taken
+	// over must not delete the record of the one that took it.
+	Resumed        string
+	ResumedVersion int
 }
 
 // FactChange is one change to a user's facts.

@@ -517,6 +517,45 @@ func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
 	}
 }
 
+// A run whose resuming execution died (its claim outlived the claimer's
+// max_run_time) is taken over by a server's sweeper, and its approved call is not
+// run again: the model is told its outcome is unknown.
+func TestApprovalAbandonedRunTakenOver(t *testing.T) {
+	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	first := newApprovalEnv(t, time.Hour, nil, store)
+	p := first.startPaused(aliceToken, oneApproval)
+	st, err := sqlite.Open(strings.TrimPrefix(store, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := runtime.Decide(t.Context(), st, p.ID, runtime.Decider{ID: "alice"},
+		runtime.DecideRequest{CallID: "call_cancel", Approve: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// What a process that claimed the run and died leaves behind.
+	rec, err := st.PausedRun(t.Context(), p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	json.Unmarshal(rec.State, &state)
+	state["claimed_until"] = time.Now().Add(-time.Second)
+	rec.State, _ = json.Marshal(state)
+	rec.Status, rec.Version = runtime.PauseResuming, rec.Version+1
+	if err := st.UpdatePaused(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	second := newApprovalEnv(t, time.Hour, nil, store)
+	second.waitFinished(aliceToken, p.ID, "completed")
+	if a, b := first.shop.count("POST /users/alice/orders/A2/cancel"), second.shop.count("POST /users/alice/orders/A2/cancel"); a+b != 0 {
+		t.Errorf("the approved call of a run taken over ran %d times", a+b)
+	}
+	if results := second.checkToolOrder([]string{"call_look", "call_cancel", "call_look_a1"}); !strings.Contains(results["call_cancel"], "unknown whether") {
+		t.Errorf("the model was told %q", results["call_cancel"])
+	}
+}
+
 // A decision after the approvals expired is refused, even before the sweeper
 // comes by.
 func TestApprovalDecisionAfterExpiry(t *testing.T) {

@@ -87,6 +87,8 @@ func approvalError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides")
 	case errors.Is(err, runtime.ErrResuming):
 		writeError(w, http.StatusConflict, "run_resuming", "the run is already being resumed")
+	case errors.Is(err, runtime.ErrPausedConflict):
+		writeError(w, http.StatusConflict, "run_busy", "the run kept changing while the decision was recorded: try again")
 	default:
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
 	}
@@ -275,28 +277,32 @@ func (s *Server) stopResumes() {
 
 // sweeper resumes, every interval until ctx ends, the paused runs whose
 // approvals expired: approval.on_timeout decides their undecided calls. Its first
-// pass also resumes the runs decided in full that no process resumed (the last
-// decision came while a server was shutting down).
+// pass, and every fullSweepEvery-th, looks at every paused run: it also resumes
+// those decided in full that no process resumed (the last decision came while a
+// server was shutting down) and takes over those whose resuming execution died.
 func (s *Server) sweeper(ctx context.Context, interval time.Duration) {
 	defer close(s.sweeperDone)
-	s.sweep(ctx, time.Now(), true)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for pass := 0; ; pass++ {
+		s.sweep(ctx, time.Now(), pass%fullSweepEvery == 0)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.sweep(ctx, time.Now(), false)
 		}
 	}
 }
 
+// fullSweepEvery is how many sweeps go by between two that list every paused run,
+// not only the expired ones: those are rare, and a full list costs one read of each.
+const fullSweepEvery = 10
+
 // sweep resumes the expired paused runs of the agents this server serves — and,
-// with decided, those whose calls are all decided — once each however many agents
-// share a store. A run another process or goroutine resumes already (ErrResuming)
-// is left to it.
-func (s *Server) sweep(ctx context.Context, now time.Time, decided bool) {
+// with all, those whose calls are all decided or whose resuming execution died —
+// once each however many agents share a store. A run another process or goroutine
+// resumes already (ErrResuming) is left to it.
+func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 	s.mu.RLock()
 	var stores []runtime.PausedRuns
 	for _, a := range s.agents {
@@ -307,7 +313,7 @@ func (s *Server) sweep(ctx context.Context, now time.Time, decided bool) {
 	s.mu.RUnlock()
 	for _, st := range stores {
 		q := runtime.PausedQuery{ExpiresBefore: now}
-		if decided {
+		if all {
 			q.ExpiresBefore = now.AddDate(100, 0, 0)
 		}
 		expired, err := runtime.ListPaused(ctx, st, q)
@@ -318,7 +324,8 @@ func (s *Server) sweep(ctx context.Context, now time.Time, decided bool) {
 			continue
 		}
 		for _, p := range expired {
-			if p.Status != runtime.PauseWaiting || now.Before(p.Expires) && len(p.Undecided()) > 0 {
+			abandoned := p.Status == runtime.PauseResuming && now.After(p.ClaimedUntil)
+			if p.Status != runtime.PauseWaiting && !abandoned || now.Before(p.Expires) && len(p.Undecided()) > 0 {
 				continue
 			}
 			switch err := s.resume(ctx, p, sweeperDecider); {

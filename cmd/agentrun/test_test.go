@@ -102,7 +102,7 @@ func TestAgentrunTestJUnit(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Total != 15 || got.Passed != 12 || got.Failed != 3 {
+	if got.Total != 21 || got.Passed != 12 || got.Failed != 9 {
 		t.Errorf("the consumer read %+v", got)
 	}
 	failed := 0
@@ -114,7 +114,7 @@ func TestAgentrunTestJUnit(t *testing.T) {
 			}
 		}
 	}
-	if failed != 3 {
+	if failed != 9 {
 		t.Errorf("%d failed cases", failed)
 	}
 }

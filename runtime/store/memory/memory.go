@@ -134,6 +134,9 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	if rec.Conversation != "" && c != nil && c.user != rec.UserID {
 		return runtime.ErrForeignConversation // before any write: the record is one transaction
 	}
+	if err := s.checkPaused(rec); err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 	for _, ch := range rec.Facts {
 		s.facts[rec.UserID] = applyFact(s.facts[rec.UserID], ch, now)
@@ -167,6 +170,23 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 			c.seen[kind] = k
 		}
 		k.reveal(ids, rec.MaxSeen)
+	}
+	return nil
+}
+
+// checkPaused tells whether rec's Resumed and Pause may be written over the paused
+// runs stored, before the commit writes anything: ErrPausedConflict if not.
+func (s *Store) checkPaused(rec runtime.Record) error {
+	if rec.Resumed != "" {
+		if old, ok := s.paused[rec.Resumed]; !ok || old.Version != rec.ResumedVersion {
+			return runtime.ErrPausedConflict
+		}
+	}
+	if p := rec.Pause; p != nil && p.ID != rec.Resumed {
+		old, ok := s.paused[p.ID]
+		if ok && old.Version != p.Version-1 || !ok && p.Version != 1 {
+			return runtime.ErrPausedConflict
+		}
 	}
 	return nil
 }

@@ -38,8 +38,9 @@
 //
 // A paused run's keys are written and deleted by the commits of its executions
 // (Record.Pause, Record.Resumed), in their MULTI/EXEC, which watches the run's hash
-// for the user whose index loses it. UpdatePaused is a compare and swap: it reads the
-// version under WATCH and writes in MULTI/EXEC only over the version before its own.
+// for its version, which the commit checks, and for the user whose index loses it.
+// UpdatePaused is a compare and swap: it reads the version under WATCH and writes in
+// MULTI/EXEC only over the version before its own.
 // PausedRuns reads ids from an index — with a limit, on through the ids sharing the
 // last one's millisecond — then the hashes, and orders them to the nanosecond. Forget
 // deletes the user's paused runs; DeleteConversation leaves them.

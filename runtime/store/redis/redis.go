@@ -293,6 +293,8 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 // paused runs it ends or writes under WATCH, computes the new facts with
 // runtime.ApplyFact, and writes everything in one MULTI/EXEC; a concurrent writer to
 // the same keys makes EXEC fail, and the commit starts over on what that writer left.
+// The paused runs' versions are checked on what it read (see runtime.Record): a
+// commit that starts over on a changed run fails with runtime.ErrPausedConflict.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	var watched []string
 	if len(rec.Facts) > 0 {
@@ -321,6 +323,9 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		}
 		if rec.Conversation != "" && read.owner != rec.UserID {
 			return runtime.ErrForeignConversation // meta is watched: the owner cannot change before EXEC
+		}
+		if err := checkPaused(rec, read.pausedVersions); err != nil {
+			return err // the paused keys are watched: their versions cannot change before EXEC
 		}
 		facts := changedFacts(read.facts, rec.Facts, time.Now().UTC())
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -351,6 +356,25 @@ type committed struct {
 	// pausedUsers holds the users of the stored paused runs the record ends or writes:
 	// their lists lose the runs.
 	pausedUsers map[string]string
+	// pausedVersions holds the versions of those runs, which the commit checks.
+	pausedVersions map[string]int
+}
+
+// checkPaused tells whether rec's Resumed and Pause may be written over the stored
+// runs' versions: runtime.ErrPausedConflict if not.
+func checkPaused(rec runtime.Record, versions map[string]int) error {
+	if rec.Resumed != "" {
+		if v, ok := versions[rec.Resumed]; !ok || v != rec.ResumedVersion {
+			return runtime.ErrPausedConflict
+		}
+	}
+	if p := rec.Pause; p != nil && p.ID != rec.Resumed {
+		v, ok := versions[p.ID]
+		if ok && v != p.Version-1 || !ok && p.Version != 1 {
+			return runtime.ErrPausedConflict
+		}
+	}
+	return nil
 }
 
 // pausedOf is the ids of the paused runs the record ends or writes.
@@ -388,17 +412,22 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 			kindsCmd = p.SMembers(ctx, s.kindsKey(rec.Conversation))
 		}
 		for i, id := range paused {
-			users[i] = p.HMGet(ctx, s.pausedKey(id), "user")
+			users[i] = p.HMGet(ctx, s.pausedKey(id), "user", "version")
 		}
 		return nil
 	})
 	if err != nil {
 		return committed{}, err
 	}
-	out := committed{facts: map[string]string{}, owner: rec.UserID, pausedUsers: map[string]string{}}
+	out := committed{facts: map[string]string{}, owner: rec.UserID, pausedUsers: map[string]string{},
+		pausedVersions: map[string]int{}}
 	for i, id := range paused {
 		if user, exists := users[i].Val()[0].(string); exists {
 			out.pausedUsers[id] = user
+			raw, _ := users[i].Val()[1].(string)
+			if out.pausedVersions[id], err = strconv.Atoi(raw); err != nil {
+				return committed{}, fmt.Errorf("paused run %q: version: %w", id, err)
+			}
 		}
 	}
 	if factsCmd != nil {

@@ -354,7 +354,7 @@ func TestForgetDuringCommits(t *testing.T) {
 			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: fmt.Sprint("c", i%5),
 				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
 				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}},
-				Pause:    &runtime.PausedRun{ID: fmt.Sprint("r", i), UserID: "u", Expires: time.Now()}})
+				Pause:    &runtime.PausedRun{ID: fmt.Sprint("r", i), UserID: "u", Version: 1, Expires: time.Now()}})
 			if err != nil {
 				done <- err
 				return
@@ -388,7 +388,7 @@ func TestForgetDuringCommits(t *testing.T) {
 func TestPausedKeys(t *testing.T) {
 	s, c, prefix := testStore(t, time.Hour)
 	created := time.Date(2030, 1, 2, 3, 4, 5, 123_456_789, time.FixedZone("UTC+8", 8*3600))
-	run := runtime.PausedRun{ID: "run:1%", UserID: "u:1", Agent: "shop", Status: runtime.PauseWaiting, Version: 3,
+	run := runtime.PausedRun{ID: "run:1%", UserID: "u:1", Agent: "shop", Status: runtime.PauseWaiting, Version: 1,
 		Created: created, Expires: created.Add(time.Hour), State: []byte(`{"a":1}`)}
 	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}}, Pause: &run})
 	other := runtime.PausedRun{ID: "r2", UserID: "u2", Version: 1, Created: created, Expires: created}
@@ -403,7 +403,7 @@ func TestPausedKeys(t *testing.T) {
 			t.Errorf("%s expires (TTL %v): paused runs wait for their people", k, ttl)
 		}
 	}
-	want := map[string]string{"user": "u:1", "agent": "shop", "status": "waiting", "version": "3",
+	want := map[string]string{"user": "u:1", "agent": "shop", "status": "waiting", "version": "1",
 		"created": "2030-01-01T19:04:05.123456789Z", "expires": "2030-01-01T20:04:05.123456789Z", "state": `{"a":1}`}
 	if got := c.HGetAll(ctx, key).Val(); !reflect.DeepEqual(got, want) {
 		t.Errorf("hash\n got %v\nwant %v", got, want)
@@ -416,7 +416,7 @@ func TestPausedKeys(t *testing.T) {
 		t.Errorf("the runs by expiry %v", got)
 	}
 
-	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Resumed: "run:1%"})
+	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Resumed: "run:1%", ResumedVersion: 1})
 	for _, k := range []string{key, byUser} {
 		if c.Exists(ctx, k).Val() != 0 {
 			t.Errorf("%s is left after the run resumed", k)
@@ -435,7 +435,9 @@ func TestPausedKeys(t *testing.T) {
 	if c.Exists(ctx, byUser).Val() != 0 {
 		t.Errorf("%s is left after the update gave its run to u2", byUser)
 	}
-	commit(t, s, runtime.Record{UserID: "u:1", Pause: &run})
+	back := run
+	back.Version = moved.Version + 1
+	commit(t, s, runtime.Record{UserID: "u:1", Pause: &back})
 	if got := c.ZRange(ctx, prefix+"user:u2:paused", 0, -1).Val(); !slices.Equal(got, []string{"r2"}) {
 		t.Errorf("u2's runs after the commit gave one back: %q", got)
 	}

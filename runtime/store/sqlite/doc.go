@@ -24,8 +24,8 @@
 // seen rows.
 //
 // A paused run is written and deleted by the commits of its executions (Record.Pause,
-// Record.Resumed), in their transactions; UpdatePaused is an UPDATE guarded by the
-// version before. Its times are fixed-width RFC 3339, so paused_runs_user(user_id,
+// Record.Resumed), in their transactions, each guarded by the version it expects;
+// UpdatePaused is an UPDATE guarded by the version before. Its times are fixed-width RFC 3339, so paused_runs_user(user_id,
 // created_at) and paused_runs_expires(expires_at) give PausedRuns' orders. Forget
 // deletes the user's paused runs; deleting a conversation leaves them.
 //

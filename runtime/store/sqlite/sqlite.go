@@ -278,12 +278,34 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 		}
 	}
 	// Resumed goes first: a run resumed under its id may pause again in the same commit.
+	// Each is written only over the version it expects, checked in the transaction
+	// (which holds the write lock); ErrPausedConflict rolls the whole commit back.
 	if rec.Resumed != "" {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM paused_runs WHERE id = ?`, rec.Resumed); err != nil {
+		res, err := tx.ExecContext(ctx, `DELETE FROM paused_runs WHERE id = ? AND version = ?`, rec.Resumed, rec.ResumedVersion)
+		if err != nil {
 			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return runtime.ErrPausedConflict
 		}
 	}
 	if p := rec.Pause; p != nil {
+		if p.ID != rec.Resumed {
+			var version int
+			err := tx.QueryRowContext(ctx, `SELECT version FROM paused_runs WHERE id = ?`, p.ID).Scan(&version)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				if p.Version != 1 {
+					return runtime.ErrPausedConflict
+				}
+			case err != nil:
+				return err
+			case version != p.Version-1:
+				return runtime.ErrPausedConflict
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO paused_runs(id, user_id, agent, status, version, created_at, expires_at, state)
 			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`, p.ID, p.UserID, p.Agent, string(p.Status), p.Version,
 			pausedTime(p.Created), pausedTime(p.Expires), pausedState(p.State)); err != nil {

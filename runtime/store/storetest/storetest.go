@@ -45,6 +45,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("PausedWithConversation", func(t *testing.T) { testPausedWithConversation(t, open(t)) })
 	t.Run("PausedForeignConversation", func(t *testing.T) { testPausedForeign(t, open(t)) })
 	t.Run("PausedResumed", func(t *testing.T) { testPausedResumed(t, open(t)) })
+	t.Run("PausedConflict", func(t *testing.T) { testPausedConflict(t, open(t)) })
+	t.Run("PausedCommitRace", func(t *testing.T) { testPausedCommitRace(t, open(t)) })
 	t.Run("PausedUpdate", func(t *testing.T) { testPausedUpdate(t, open(t)) })
 	t.Run("PausedUpdateRace", func(t *testing.T) { testPausedUpdateRace(t, open(t)) })
 	t.Run("PausedList", func(t *testing.T) { testPausedList(t, open(t)) })
@@ -840,7 +842,6 @@ func testPausedRoundTrip(t *testing.T, s runtime.Store) {
 	p := pausedRuns(t, s)
 	checkNoPaused(t, p, "run_1")
 	want := pausedRun("run_1", "u1", 0, time.Hour)
-	want.Version = 7
 	want.Created = want.Created.In(time.FixedZone("UTC+8", 8*3600))
 	want.State = []byte("{\"b\":\"\\u0000\xff\",\"a\":[1, 2 ]}") // not canonical JSON, nor valid UTF-8: kept as is
 	rec := want
@@ -854,7 +855,7 @@ func testPausedRoundTrip(t *testing.T, s runtime.Store) {
 	checkNoPaused(t, p, "run_2")
 	checkNoPaused(t, p, "run_")
 	// Zero times and no state come back as such.
-	bare := runtime.PausedRun{ID: "run:%3A", UserID: "u:1%"}
+	bare := runtime.PausedRun{ID: "run:%3A", UserID: "u:1%", Version: 1}
 	commit(t, s, runtime.Record{UserID: "u:1%", Pause: &bare})
 	checkPaused(t, p, bare)
 	if got, _ := p.PausedRun(ctx, bare.ID); !got.Created.IsZero() || !got.Expires.IsZero() || len(got.State) != 0 {
@@ -865,14 +866,19 @@ func testPausedRoundTrip(t *testing.T, s runtime.Store) {
 	}
 }
 
-// A commit with the run's id replaces its record with exactly the one given, even
-// one of another user or an older version; the old user's list loses it.
+// A run that resumed and pauses again replaces its claimed record (at the version
+// before its own) with exactly the one given, even one of another user; the old
+// user's list loses it.
 func testPausedReplace(t *testing.T, s runtime.Store) {
 	p := pausedRuns(t, s)
 	first := pausedRun("r1", "u1", 0, time.Hour)
-	first.Version = 5
 	commit(t, s, runtime.Record{UserID: "u1", Pause: &first})
-	second := runtime.PausedRun{ID: "r1", UserID: "u2", Agent: "other", Status: runtime.PauseResuming, Version: 2,
+	claimed := first
+	claimed.Version, claimed.Status = 2, runtime.PauseResuming
+	if err := p.UpdatePaused(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	second := runtime.PausedRun{ID: "r1", UserID: "u2", Agent: "other", Status: runtime.PauseWaiting, Version: 3,
 		Created: pauseBase.Add(time.Minute), Expires: pauseBase.Add(time.Second), State: []byte(`{}`)}
 	commit(t, s, runtime.Record{UserID: "u2", Pause: &second})
 	checkPaused(t, p, second)
@@ -918,7 +924,7 @@ func testPausedForeign(t *testing.T, s runtime.Store) {
 		t.Fatalf("commit by another user: %v", err)
 	}
 	checkNoPaused(t, p, "m1")
-	err = s.Commit(ctx, runtime.Record{UserID: "mallory", Conversation: "c1", Resumed: "m0"})
+	err = s.Commit(ctx, runtime.Record{UserID: "mallory", Conversation: "c1", Resumed: "m0", ResumedVersion: 1})
 	if !errors.Is(err, runtime.ErrForeignConversation) {
 		t.Fatalf("resuming commit by another user: %v", err)
 	}
@@ -928,15 +934,15 @@ func testPausedForeign(t *testing.T, s runtime.Store) {
 	}
 }
 
-// Resumed deletes the paused run in the commit that writes the resumed execution's
-// turn; a run already gone is no error; a run resumed under its id may pause again
-// in the same commit.
+// Resumed deletes the paused run, at the version given, in the commit that writes the
+// resumed execution's turn; a run resumed under its id may pause again in the same
+// commit, with a record written as new whatever its version.
 func testPausedResumed(t *testing.T, s runtime.Store) {
 	p := pausedRuns(t, s)
 	r1, r2 := pausedRun("r1", "u1", 0, time.Hour), pausedRun("r2", "u1", time.Second, time.Hour)
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Pause: &r1})
 	commit(t, s, runtime.Record{UserID: "u1", Pause: &r2})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, true), Resumed: "r1",
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, true), Resumed: "r1", ResumedVersion: 1,
 		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
 	checkNoPaused(t, p, "r1")
 	checkPaused(t, p, r2)
@@ -949,15 +955,225 @@ func testPausedResumed(t *testing.T, s runtime.Store) {
 	if ids := pausedIDs(t, p, runtime.PausedQuery{ExpiresBefore: pauseBase.Add(2 * time.Hour)}); !slices.Equal(ids, []string{"r2"}) {
 		t.Errorf("expiring: %q", ids)
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Resumed: "r1"})
-	commit(t, s, runtime.Record{UserID: "u1", Resumed: "never"})
 
 	again := pausedRun("r2", "u1", time.Minute, 2*time.Hour)
 	again.Version = 3
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Resumed: "r2", Pause: &again})
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Resumed: "r2", ResumedVersion: 1, Pause: &again})
 	checkPaused(t, p, again)
 	if ids := pausedIDs(t, p, runtime.PausedQuery{UserID: "u1"}); !slices.Equal(ids, []string{"r2"}) {
 		t.Errorf("u1 lists %q", ids)
+	}
+}
+
+// snapshot is what a commit could have written: a conversation, a user's facts and
+// conversations, and some paused runs.
+type snapshot struct {
+	conversation runtime.Conversation
+	seen         map[string][]string
+	facts        []runtime.Fact
+	convs        []string
+	paused       map[string]*runtime.PausedRun // nil for a run not stored
+}
+
+func takeSnapshot(t testing.TB, s runtime.Store, user, conversation string, paused ...string) snapshot {
+	t.Helper()
+	var snap snapshot
+	var err error
+	if snap.conversation, err = s.Conversation(ctx, conversation, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if snap.seen, err = s.SeenEntities(ctx, conversation); err != nil {
+		t.Fatal(err)
+	}
+	if snap.facts, err = s.Facts(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	if snap.convs, err = s.Conversations(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	snap.paused = map[string]*runtime.PausedRun{}
+	for _, id := range paused {
+		switch r, err := pausedRuns(t, s).PausedRun(ctx, id); {
+		case err == nil:
+			snap.paused[id] = &r
+		case errors.Is(err, runtime.ErrRunNotFound):
+			snap.paused[id] = nil
+		default:
+			t.Fatal(err)
+		}
+	}
+	return snap
+}
+
+func (a snapshot) equal(b snapshot) bool {
+	if !reflect.DeepEqual(a.conversation, b.conversation) || !reflect.DeepEqual(a.seen, b.seen) ||
+		!slices.Equal(a.convs, b.convs) || len(a.facts) != len(b.facts) || len(a.paused) != len(b.paused) {
+		return false
+	}
+	for i := range a.facts {
+		if x, y := a.facts[i], b.facts[i]; x.Key != y.Key || x.Value != y.Value || x.Source != y.Source || !x.Updated.Equal(y.Updated) {
+			return false
+		}
+	}
+	for id, x := range a.paused {
+		y, ok := b.paused[id]
+		if !ok || (x == nil) != (y == nil) || x != nil && !samePaused(*x, *y) {
+			return false
+		}
+	}
+	return true
+}
+
+// commitConflict fails unless committing rec fails with ErrPausedConflict and writes
+// nothing: not its turn, entities or facts, nor any paused run.
+func commitConflict(t testing.TB, s runtime.Store, what string, rec runtime.Record) {
+	t.Helper()
+	ids := []string{}
+	if rec.Resumed != "" {
+		ids = append(ids, rec.Resumed)
+	}
+	if rec.Pause != nil {
+		ids = append(ids, rec.Pause.ID)
+	}
+	before := takeSnapshot(t, s, rec.UserID, rec.Conversation, ids...)
+	if err := s.Commit(ctx, rec); !errors.Is(err, runtime.ErrPausedConflict) {
+		t.Errorf("%s: commit = %v, want ErrPausedConflict", what, err)
+	}
+	if after := takeSnapshot(t, s, rec.UserID, rec.Conversation, ids...); !before.equal(after) {
+		t.Errorf("%s: the failed commit wrote\nbefore %+v\nafter  %+v", what, before, after)
+	}
+}
+
+// A commit ends or writes a paused run only over the version it expects; otherwise
+// it fails whole with ErrPausedConflict, so a slow execution whose claim was taken
+// over cannot delete or overwrite the record of the one that took it.
+func testPausedConflict(t *testing.T, s runtime.Store) {
+	p := pausedRuns(t, s)
+	run, other := pausedRun("r1", "u1", 0, time.Hour), pausedRun("r2", "u1", time.Second, time.Hour)
+	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Pause: &run,
+		Seen:  map[string][]string{"orders": {"A1"}},
+		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v", Source: "tool"}}})
+	commit(t, s, runtime.Record{UserID: "u1", Pause: &other})
+	// Execution A claims the run (version 2); B takes the claim over (version 3).
+	claimA, claimB := run, run
+	claimA.Version, claimA.Status, claimA.State = 2, runtime.PauseResuming, []byte(`{"claim":"A"}`)
+	claimB.Version, claimB.Status, claimB.State = 3, runtime.PauseResuming, []byte(`{"claim":"B"}`)
+	for _, c := range []runtime.PausedRun{claimA, claimB} {
+		if err := p.UpdatePaused(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What A's late commit would write with it: a turn, entities, facts.
+	late := func(rec runtime.Record) runtime.Record {
+		rec.UserID, rec.Conversation, rec.Messages = "u1", "c1", turn(2, true)
+		rec.Seen = map[string][]string{"orders": {"B2"}, "cards": {"x"}}
+		rec.Facts = []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "w"}, {Op: runtime.FactSet, Key: "k2", Value: "new"}}
+		return rec
+	}
+	repause := func(id string, version int) *runtime.PausedRun {
+		r := pausedRun(id, "u1", time.Minute, 2*time.Hour)
+		r.Version, r.State = version, []byte(`{"late":true}`)
+		return &r
+	}
+	commitConflict(t, s, "Resumed at a stale version", late(runtime.Record{Resumed: "r1", ResumedVersion: 2}))
+	commitConflict(t, s, "Resumed at a later version", late(runtime.Record{Resumed: "r1", ResumedVersion: 4}))
+	commitConflict(t, s, "Resumed of a missing run", late(runtime.Record{Resumed: "never", ResumedVersion: 1}))
+	commitConflict(t, s, "Pause over a taken-over claim", late(runtime.Record{Pause: repause("r1", 3)}))
+	commitConflict(t, s, "Pause at a later version", late(runtime.Record{Pause: repause("r1", 5)}))
+	commitConflict(t, s, "Pause at the stored version", late(runtime.Record{Pause: repause("r1", 3)}))
+	commitConflict(t, s, "a new Pause over a stored run", late(runtime.Record{Pause: repause("r2", 1)}))
+	commitConflict(t, s, "a new Pause over a claimed run", late(runtime.Record{Pause: repause("r1", 1)}))
+	commitConflict(t, s, "a Pause of a missing run at version 2", late(runtime.Record{Pause: repause("new", 2)}))
+	commitConflict(t, s, "a stale Resumed with a good Pause", late(runtime.Record{Resumed: "r1", ResumedVersion: 2, Pause: repause("new", 1)}))
+	commitConflict(t, s, "a good Resumed with a bad Pause", late(runtime.Record{Resumed: "r1", ResumedVersion: 3, Pause: repause("r2", 1)}))
+	commitConflict(t, s, "a stale Resumed pausing again under its id", late(runtime.Record{Resumed: "r1", ResumedVersion: 2, Pause: repause("r1", 1)}))
+	checkPaused(t, p, claimB)
+	checkPaused(t, p, other)
+	checkNoPaused(t, p, "new")
+	if c, _ := s.Conversation(ctx, "c1", 10); c.Turns != 1 {
+		t.Errorf("conversation has %d turns", c.Turns)
+	}
+	if facts, _ := s.Facts(ctx, "u1"); len(facts) != 1 || valueOf(facts, "k") != "v" {
+		t.Errorf("facts %v", facts)
+	}
+	if ids := pausedIDs(t, p, runtime.PausedQuery{UserID: "u1"}); !slices.Equal(ids, []string{"r2", "r1"}) {
+		t.Errorf("u1 lists %q", ids)
+	}
+
+	// B pauses again over its claim, then resumes and ends the run.
+	again := repause("r1", 4)
+	commit(t, s, late(runtime.Record{Pause: again}))
+	checkPaused(t, p, *again)
+	commitConflict(t, s, "Resumed at the claim's version after a re-pause", runtime.Record{UserID: "u1", Resumed: "r1", ResumedVersion: 3})
+	commit(t, s, runtime.Record{UserID: "u1", Resumed: "r1", ResumedVersion: 4})
+	checkNoPaused(t, p, "r1")
+	commitConflict(t, s, "Resumed of a run already ended", runtime.Record{UserID: "u1", Conversation: "c1", Resumed: "r1", ResumedVersion: 4})
+	if c, _ := s.Conversation(ctx, "c1", 10); c.Turns != 2 {
+		t.Errorf("conversation has %d turns", c.Turns)
+	}
+	if facts, _ := s.Facts(ctx, "u1"); valueOf(facts, "k") != "w" || valueOf(facts, "k2") != "new" {
+		t.Errorf("facts %v", facts)
+	}
+}
+
+// Of commits ending or re-pausing a run from the same version at once exactly one
+// succeeds, turn and all; the others fail with ErrPausedConflict and write nothing.
+func testPausedCommitRace(t *testing.T, s runtime.Store) {
+	p := pausedRuns(t, s)
+	const n = 8
+	for round := range 4 {
+		id := fmt.Sprint("r", round)
+		run := pausedRun(id, "u1", 0, time.Hour)
+		commit(t, s, runtime.Record{UserID: "u1", Pause: &run})
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				rec := runtime.Record{UserID: "u1", Conversation: fmt.Sprintf("c%d-%d", round, i), Messages: turn(i, false),
+					Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: fmt.Sprintf("k%d-%d", round, i), Value: "v"}}}
+				if round%2 == 0 {
+					rec.Resumed, rec.ResumedVersion = id, 1
+				} else {
+					mine := run
+					mine.Version, mine.State = 2, fmt.Appendf(nil, `{"winner":%d}`, i)
+					rec.Pause = &mine
+				}
+				<-start
+				errs[i] = s.Commit(ctx, rec)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("round %d: committers %d and %d both won", round, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, runtime.ErrPausedConflict):
+				t.Errorf("round %d: committer %d: %v", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no committer won: %v", round, errs)
+		}
+		if round%2 == 0 {
+			checkNoPaused(t, p, id)
+		} else {
+			want := run
+			want.Version, want.State = 2, fmt.Appendf(nil, `{"winner":%d}`, winner)
+			checkPaused(t, p, want)
+		}
+		facts, _ := s.Facts(ctx, "u1")
+		for i := range n {
+			c, _ := s.Conversation(ctx, fmt.Sprintf("c%d-%d", round, i), 10)
+			wrote := c.Turns != 0 || valueOf(facts, fmt.Sprintf("k%d-%d", round, i)) != ""
+			if wrote != (i == winner) {
+				t.Errorf("round %d: committer %d (winner %d) wrote %v: turns %d", round, i, winner, wrote, c.Turns)
+			}
+		}
 	}
 }
 
@@ -988,7 +1204,7 @@ func testPausedUpdate(t *testing.T, s runtime.Store) {
 	if ids := pausedIDs(t, p, runtime.PausedQuery{ExpiresBefore: pauseBase.Add(2 * time.Minute)}); !slices.Equal(ids, []string{"r1"}) {
 		t.Errorf("the new expiry is not listed: %q", ids)
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Resumed: "r1"})
+	commit(t, s, runtime.Record{UserID: "u1", Resumed: "r1", ResumedVersion: 2})
 	next.Version = 3
 	if err := p.UpdatePaused(ctx, next); !errors.Is(err, runtime.ErrRunNotFound) {
 		t.Errorf("updating a resumed run: %v", err)
