@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -55,6 +58,25 @@ type PausedQuery struct {
 	UserID        string
 	ExpiresBefore time.Time
 	Limit         int
+}
+
+// Select keeps the runs q selects, in PausedRuns' order and within its limit: for
+// a store that reads candidates and filters them itself.
+func (q PausedQuery) Select(runs []PausedRun) []PausedRun {
+	out := slices.DeleteFunc(runs, func(p PausedRun) bool {
+		return q.UserID != "" && p.UserID != q.UserID || !q.ExpiresBefore.IsZero() && !p.Expires.Before(q.ExpiresBefore)
+	})
+	slices.SortFunc(out, func(a, b PausedRun) int {
+		c := a.Expires.Compare(b.Expires)
+		if q.UserID != "" {
+			c = b.Created.Compare(a.Created)
+		}
+		return cmp.Or(c, strings.Compare(a.ID, b.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out
 }
 
 var (

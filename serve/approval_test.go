@@ -492,21 +492,30 @@ func TestApprovalExpirySweeper(t *testing.T) {
 	}
 }
 
-// A run whose calls were all decided but that no server resumed (the last decision
-// came as its server shut down) is resumed by the next server to start on the store.
-func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
-	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
-	first := newApprovalEnv(t, time.Hour, nil, store)
-	p := first.startPaused(aliceToken, oneApproval)
+// approvedInStore pauses a run of alice on a server with a SQLite store and
+// approves its call in the store directly, as a server that stopped right after
+// the decision would leave it; nothing resumed it.
+func approvedInStore(t *testing.T) (store string, first *approvalEnv, p pausedRun, st *sqlite.Store) {
+	t.Helper()
+	store = "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	first = newApprovalEnv(t, time.Hour, nil, store)
+	p = first.startPaused(aliceToken, oneApproval)
 	st, err := sqlite.Open(strings.TrimPrefix(store, "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	if _, err := runtime.Decide(t.Context(), st, p.ID, runtime.Decider{ID: "alice"},
 		runtime.DecideRequest{CallID: "call_cancel", Approve: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	return store, first, p, st
+}
+
+// A run whose calls were all decided but that no server resumed (the last decision
+// came as its server shut down) is resumed by the next server to start on the store.
+func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
+	store, first, p, _ := approvedInStore(t)
 	if n := first.shop.count("POST /users/alice/orders/A2/cancel"); n != 0 {
 		t.Fatalf("the call ran %d times before any server resumed the run", n)
 	}
@@ -521,18 +530,7 @@ func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
 // max_run_time) is taken over by a server's sweeper, and its approved call is not
 // run again: the model is told its outcome is unknown.
 func TestApprovalAbandonedRunTakenOver(t *testing.T) {
-	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
-	first := newApprovalEnv(t, time.Hour, nil, store)
-	p := first.startPaused(aliceToken, oneApproval)
-	st, err := sqlite.Open(strings.TrimPrefix(store, "sqlite:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := runtime.Decide(t.Context(), st, p.ID, runtime.Decider{ID: "alice"},
-		runtime.DecideRequest{CallID: "call_cancel", Approve: true}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	store, first, p, st := approvedInStore(t)
 	// What a process that claimed the run and died leaves behind.
 	rec, err := st.PausedRun(t.Context(), p.ID)
 	if err != nil {

@@ -292,21 +292,13 @@ func (s *Store) UpdatePaused(_ context.Context, p runtime.PausedRun) error {
 func (s *Store) PausedRuns(_ context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []runtime.PausedRun
+	out := make([]runtime.PausedRun, 0, len(s.paused))
 	for _, p := range s.paused {
-		if (q.UserID == "" || p.UserID == q.UserID) && (q.ExpiresBefore.IsZero() || p.Expires.Before(q.ExpiresBefore)) {
-			out = append(out, clonePaused(p))
-		}
+		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b runtime.PausedRun) int {
-		c := a.Expires.Compare(b.Expires)
-		if q.UserID != "" {
-			c = b.Created.Compare(a.Created)
-		}
-		return cmp.Or(c, strings.Compare(a.ID, b.ID))
-	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	out = q.Select(out)
+	for i := range out {
+		out[i] = clonePaused(out[i])
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -850,21 +849,9 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 		if err != nil {
 			return nil, fmt.Errorf("redis store: paused run %q: %w", id, err)
 		}
-		if (q.UserID == "" || p.UserID == q.UserID) && (q.ExpiresBefore.IsZero() || p.Expires.Before(q.ExpiresBefore)) {
-			out = append(out, p)
-		}
+		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b runtime.PausedRun) int {
-		c := a.Expires.Compare(b.Expires)
-		if q.UserID != "" {
-			c = b.Created.Compare(a.Created)
-		}
-		return cmp.Or(c, strings.Compare(a.ID, b.ID))
-	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
-	}
-	return out, nil
+	return q.Select(out), nil
 }
 
 // pausedCandidates reads from an index the ids of the runs q may select, a superset
