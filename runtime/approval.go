@@ -25,10 +25,14 @@ type Approval struct {
 	Tool   string `json:"tool"`
 	// Arguments are the model's, without bound values, as canonical JSON; ArgsHash
 	// digests the tool and them, so a decision can say which arguments it saw.
-	Arguments string    `json:"arguments"`
-	ArgsHash  string    `json:"args_hash"`
-	Message   string    `json:"message,omitempty"` // the tool's approval.message, rendered
-	Decision  *Decision `json:"decision,omitempty"`
+	Arguments string `json:"arguments"`
+	ArgsHash  string `json:"args_hash"`
+	Message   string `json:"message,omitempty"` // the tool's approval.message, rendered
+	// HashRequired: an earlier pause of the run had a call of this id (some model
+	// servers reuse ids), so a decision must name ArgsHash — a late decision meant
+	// for the earlier call must not land on this one.
+	HashRequired bool      `json:"hash_required,omitempty"`
+	Decision     *Decision `json:"decision,omitempty"`
 }
 
 // Decision is what became of a call that needed approval.
@@ -101,6 +105,7 @@ var (
 	ErrCallNotFound    = errors.New("the run has no call waiting for approval with this id")
 	ErrAlreadyDecided  = errors.New("the call was already decided")
 	ErrArgsChanged     = errors.New("the call's arguments are not those the decision was made for")
+	ErrHashRequired    = errors.New("the run had another call of this id: the decision must name the call's args_hash")
 	ErrApprovalExpired = errors.New("the run's approvals have expired")
 	ErrResuming        = errors.New("the run is already being resumed")
 	ErrUndecided       = errors.New("calls still wait for a decision")
@@ -142,6 +147,8 @@ type pausedState struct {
 	// given up for dead: its max_run_time (its own spec's) and claimGrace after
 	// the claim.
 	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
+	// Decided are the ids of the calls earlier pauses of the run waited on.
+	Decided []string `json:"decided,omitempty"`
 	// SeenError says why the run could not ask the store about the entities of
 	// the conversation's earlier turns: seen() checks keep failing closed.
 	SeenError string `json:"seen_error,omitempty"`
@@ -275,6 +282,8 @@ func Decide(ctx context.Context, store PausedRuns, runID string, who Decider, d 
 			return nil, ErrAlreadyDecided
 		case d.ArgsHash != "" && d.ArgsHash != a.ArgsHash:
 			return nil, ErrArgsChanged
+		case a.HashRequired && d.ArgsHash == "":
+			return nil, ErrHashRequired
 		case !now.Before(p.Expires):
 			return nil, ErrApprovalExpired
 		}
@@ -373,7 +382,12 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 		signatures: st.Signatures, started: time.Now(), seen: newSeenEntities(st.Seen),
 		rejections: st.Rejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
-		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version}
+		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided}
+	for _, c := range st.Calls {
+		if c.Approval != nil {
+			r.decidedIDs = append(r.decidedIDs, c.ToolCall.ID)
+		}
+	}
 	if r.signatures == nil {
 		r.signatures = map[string]string{}
 	}
@@ -553,7 +567,8 @@ func (r *run) awaitApproval(c *call, message string) bool {
 		why = "this run keeps no state to wait in"
 	}
 	if why == "" {
-		c.approval = &Approval{CallID: c.tc.ID, Tool: c.tc.Name, Arguments: c.modelArgs, ArgsHash: argsHash(c.tc.Name, c.modelArgs), Message: message}
+		c.approval = &Approval{CallID: c.tc.ID, Tool: c.tc.Name, Arguments: c.modelArgs, ArgsHash: argsHash(c.tc.Name, c.modelArgs),
+			Message: message, HashRequired: slices.Contains(r.decidedIDs, c.tc.ID)}
 		return true
 	}
 	result := fmt.Sprintf("Refused: %s needs a person's approval and %s, so it was not run. Tell the user it needs approval and cannot be done here.", c.tc.Name, why)
@@ -604,7 +619,7 @@ func (r *run) storePaused(calls []call) error {
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
 		Rejections: r.rejections, FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
-		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish}
+		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
 	for _, s := range r.result.Steps {
 		st.StepArgs = append(st.StepArgs, s.modelArgs)
 	}

@@ -453,10 +453,12 @@ func TestApprovalAbandonedResume(t *testing.T) {
 }
 
 // A rejected call leaves the duplicate guard: once the reason is dealt with the
-// model may ask again, and the run pauses again under its id.
+// model may ask again, and the run pauses again under its id. The model's server
+// reuses the call's id, so a decision must name the new call's hash: a late one
+// meant for the first call must not approve the second.
 func TestApprovalRetryAfterRejection(t *testing.T) {
 	f := newApprovalFixture(t, memory.New(),
-		offline.ScriptTurn{ToolCalls: []offline.ScriptToolCall{{ID: "call_c2", Name: "cancel", Arguments: map[string]any{"number": "A2"}}}},
+		offline.ScriptTurn{ToolCalls: []offline.ScriptToolCall{{ID: "call_c", Name: "cancel", Arguments: map[string]any{"number": "A2"}}}},
 		say("Order A2 is cancelled."))
 	res := f.start(t, runtime.Request{})
 	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Reason: "ask the customer first, then try again."})
@@ -464,10 +466,14 @@ func TestApprovalRetryAfterRejection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Stop != runtime.StopAwaitingApproval || again.RunID != res.RunID || len(again.Pending) != 1 || again.Pending[0].CallID != "call_c2" {
+	if again.Stop != runtime.StopAwaitingApproval || again.RunID != res.RunID || len(again.Pending) != 1 ||
+		again.Pending[0].CallID != "call_c" || !again.Pending[0].HashRequired {
 		t.Fatalf("the retry: stop %s (%s), run %s, pending %+v", again.Stop, again.Detail, again.RunID, again.Pending)
 	}
-	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c2", Approve: true})
+	if _, err := runtime.Decide(context.Background(), f.paused(), res.RunID, owner, runtime.DecideRequest{CallID: "call_c", Approve: true}, f.clock.Now()); !errors.Is(err, runtime.ErrHashRequired) {
+		t.Fatalf("a decision on a reused call id without its hash: %v", err)
+	}
+	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Approve: true, ArgsHash: again.Pending[0].ArgsHash})
 	out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner})
 	if err != nil || out.Stop != runtime.StopCompleted || f.tools["cancel"].calls.Load() != 1 {
 		t.Fatalf("%v: stop %s, cancel ran %d times", err, out.Stop, f.tools["cancel"].calls.Load())

@@ -52,6 +52,7 @@ type run struct {
 	// run); pausedVersion the version of its record once claimed.
 	resumed       string
 	pausedVersion int
+	decidedIDs    []string // the call ids earlier pauses of the run waited on
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every

@@ -83,6 +83,8 @@ func approvalError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "already_decided", "the call was already decided")
 	case errors.Is(err, runtime.ErrArgsChanged):
 		writeError(w, http.StatusConflict, "args_changed", "the call's arguments are not those the decision was made for (args_hash differs)")
+	case errors.Is(err, runtime.ErrHashRequired):
+		writeError(w, http.StatusConflict, "args_hash_required", "the run had another call of this id before: send the call's args_hash with the decision")
 	case errors.Is(err, runtime.ErrApprovalExpired):
 		writeError(w, http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides")
 	case errors.Is(err, runtime.ErrResuming):

@@ -211,9 +211,23 @@ func writeResumeCommands(w io.Writer, runID string, calls []runtime.Approval, fl
 	}
 	fmt.Fprintln(w, "resume with:")
 	for _, call := range calls {
-		fmt.Fprintf(w, "  %s --approve %s\n", base, shellQuote(call.CallID))
-		fmt.Fprintf(w, "  %s --reject %s --reason \"…\"\n", base, shellQuote(call.CallID))
+		hash := ""
+		if call.HashRequired {
+			hash = " --args-hash " + call.ArgsHash
+		}
+		fmt.Fprintf(w, "  %s --approve %s%s\n", base, shellQuote(call.CallID), hash)
+		fmt.Fprintf(w, "  %s --reject %s%s --reason \"…\"\n", base, shellQuote(call.CallID), hash)
 	}
+}
+
+// hashOf is the args_hash of a waiting call of p.
+func hashOf(p *runtime.Paused, callID string) string {
+	for _, a := range p.Approvals {
+		if a.CallID == callID {
+			return a.ArgsHash
+		}
+	}
+	return ""
 }
 
 // resumeFlags are the flags a resume command needs to open the store a command
@@ -263,6 +277,8 @@ func decideError(err error, p *runtime.Paused, callID, argsHash string) error {
 		return fmt.Errorf("no paused run %s (it finished, or never paused)", p.RunID)
 	case errors.Is(err, runtime.ErrAlreadyDecided):
 		return fmt.Errorf("%s was already decided", callID)
+	case errors.Is(err, runtime.ErrHashRequired):
+		return fmt.Errorf("%s: the run had another call of this id before: give --args-hash %s to decide this one", callID, hashOf(p, callID))
 	case errors.Is(err, runtime.ErrArgsChanged):
 		return fmt.Errorf("%s: the arguments changed since the decision was made: the call waits with other arguments than those of hash %s (see them with agentrun runs list --json)", callID, argsHash)
 	case errors.Is(err, runtime.ErrApprovalExpired):
