@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/postgres"
 	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/openai"
 	"github.com/agentrun/agentrun/runtime/telemetry"
@@ -24,7 +25,8 @@ import (
 // IndexPath is the knowledge index of a spec: AGENTRUN_INDEX (read through lookup;
 // nil means the process environment), then knowledge.index relative to the spec's
 // directory, then spec.DefaultIndexPath relative to the working directory, like the
-// memory store's DefaultStoreURL.
+// memory store's DefaultStoreURL. A postgres:// (or postgresql://) URL is taken as
+// it is.
 func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -33,12 +35,46 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 		return env
 	}
 	if p := s.Knowledge.Index; p != "" {
-		if filepath.IsAbs(p) {
+		if filepath.IsAbs(p) || postgres.IsURL(p) {
 			return p
 		}
 		return filepath.Join(filepath.Dir(s.Pos.File), p)
 	}
 	return spec.DefaultIndexPath
+}
+
+// KnowledgeIndex is a knowledge index as indexing (IndexSpec), runs
+// (OpenKnowledge) and agentrun cache use it: *sqlite.Index, a file, or
+// *postgres.Index, a schema of a PostgreSQL database. Both take the same chunks and
+// give the same reports, errors (*sqlite.EmbedderMismatchError) and runtime adapter.
+type KnowledgeIndex interface {
+	// Manifest returns the fingerprint and embedder ID collection was last indexed
+	// with; ok is false when it was never indexed.
+	Manifest(ctx context.Context, collection string) (manifest, embedder string, ok bool, err error)
+	// UpdateWith makes collection hold exactly chunks, embedding only what the index
+	// lacks, in one transaction.
+	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error)
+	// Knowledge adapts the index to runtime.Knowledge for an agent using emb.
+	Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge
+	// ListLearned and ClearLearned list and delete learned FAQ-cache entries.
+	ListLearned(ctx context.Context, f sqlite.LearnedFilter) ([]sqlite.LearnedEntry, error)
+	ClearLearned(ctx context.Context, f sqlite.LearnedFilter) (int, error)
+	Close() error
+}
+
+var (
+	_ KnowledgeIndex = (*sqlite.Index)(nil)
+	_ KnowledgeIndex = (*postgres.Index)(nil)
+)
+
+// OpenIndex opens the knowledge index at location (see IndexPath): a postgres:// or
+// postgresql:// URL (its schema parameter names the schema, default agentrun), else
+// an index file.
+func OpenIndex(ctx context.Context, location string) (KnowledgeIndex, error) {
+	if postgres.IsURL(location) {
+		return postgres.Open(ctx, location)
+	}
+	return sqlite.Open(location)
 }
 
 // Offline reports whether a spec's model is an offline provider (test, script):
@@ -103,7 +139,7 @@ func CollectionKey(s *spec.Spec, collection string, offline bool) string {
 
 // IndexOptions tune IndexSpec.
 type IndexOptions struct {
-	// Index is the index file; "" means IndexPath.
+	// Index is the index file or postgres:// URL; "" means IndexPath.
 	Index string
 	// Rebuild embeds every chunk again.
 	Rebuild bool
@@ -122,7 +158,7 @@ type IndexOptions struct {
 
 // IndexReport is what IndexSpec did.
 type IndexReport struct {
-	Index       string // the index file
+	Index       string // the index file or URL
 	Embedder    string // the embedder's ID
 	Collections []CollectionReport
 }
@@ -202,7 +238,7 @@ func IndexSpec(ctx context.Context, s *spec.Spec, opts IndexOptions) (*IndexRepo
 	if len(read) == 0 {
 		return report, nil
 	}
-	idx, err := sqlite.Open(path)
+	idx, err := OpenIndex(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +282,7 @@ func readCollection(s *spec.Spec, c *spec.Collection) (sourceSet, error) {
 }
 
 // indexCollection updates one read collection in the index.
-func indexCollection(ctx context.Context, idx *sqlite.Index, s *spec.Spec, emb knowledge.Embedder, src sourceSet, opts IndexOptions) (CollectionReport, error) {
+func indexCollection(ctx context.Context, idx KnowledgeIndex, s *spec.Spec, emb knowledge.Embedder, src sourceSet, opts IndexOptions) (CollectionReport, error) {
 	start := time.Now()
 	key := CollectionKey(s, src.coll.Name, opts.Offline)
 	r := CollectionReport{Collection: src.coll.Name, Key: key, Files: src.files, Chunks: len(src.chunks), Warnings: src.warnings, Rebuilt: opts.Rebuild, Embedder: emb.ID()}
@@ -362,7 +398,7 @@ func (e *ReindexError) Unwrap() error { return e.Err }
 
 // KnowledgeOptions say where OpenKnowledge finds the index and how it embeds.
 type KnowledgeOptions struct {
-	// Index is the index file; "" means IndexPath.
+	// Index is the index file or postgres:// URL; "" means IndexPath.
 	Index string
 	// Offline uses the local embedder whatever the spec configures (see CollectionKey).
 	Offline bool
@@ -390,7 +426,7 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k run
 	if o.Telemetry != nil && o.Telemetry.TracesEnabled() {
 		emb = telemetry.WrapEmbedder(emb, o.Telemetry.TracerProvider())
 	}
-	idx, err := sqlite.Open(cmp.Or(o.Index, IndexPath(s, lookup)))
+	idx, err := OpenIndex(ctx, cmp.Or(o.Index, IndexPath(s, lookup)))
 	if err != nil {
 		return nil, nil, err
 	}

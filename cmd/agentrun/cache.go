@@ -28,7 +28,7 @@ func newCacheCommand() *cobra.Command {
 			"they expire or are cleared.",
 	}
 	// open loads the spec and opens its index, with the filter the flags say.
-	open := func(cmd *cobra.Command, path string) (*sqlite.Index, sqlite.LearnedFilter, error) {
+	open := func(cmd *cobra.Command, path string) (agentrun.KnowledgeIndex, sqlite.LearnedFilter, error) {
 		if user != "" && shared {
 			return nil, sqlite.LearnedFilter{}, errors.New("give --user or --shared, not both")
 		}
@@ -39,7 +39,7 @@ func newCacheCommand() *cobra.Command {
 		if err := agentrun.CheckIntent(s, intent); err != nil {
 			return nil, sqlite.LearnedFilter{}, fmt.Errorf("--%w", err)
 		}
-		idx, err := sqlite.Open(agentrun.IndexPath(s, nil))
+		idx, err := agentrun.OpenIndex(cmd.Context(), agentrun.IndexPath(s, nil))
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
 			return nil, sqlite.LearnedFilter{}, exitError{1}

@@ -30,11 +30,33 @@ const retrieveOverfetch = 3
 // name it lacks is an error (a nil map takes names as keys). The result is safe for
 // concurrent use.
 func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
-	return &indexKnowledge{x: x, emb: emb, collections: collections}
+	return NewKnowledge(x, emb, collections)
+}
+
+// Backend is what the runtime adapter needs of an index, the query's vector
+// embedded already (the adapter embeds a question once for the FAQ cache, retrieval
+// and learning). *Index is one; runtime/knowledge/postgres's index is another.
+// Errors of SearchVector and FAQVector come unwrapped (the adapter names the
+// operation and collection); LearnVector's are complete.
+type Backend interface {
+	// SearchVector is Search with query's vector q.
+	SearchVector(ctx context.Context, collection, query string, q []float32, emb knowledge.Embedder, k int) ([]Hit, error)
+	// FAQVector is FAQ with the query's vector q.
+	FAQVector(ctx context.Context, collection string, q []float32, emb knowledge.Embedder) (Hit, bool, error)
+	// LookupLearnedVector returns the learned entry of key (and embedder) closest to
+	// q among the shared ones and user's own, or nil when there is none.
+	LookupLearnedVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user string) (*LearnedHit, error)
+	// LearnVector is Learn with the question's (trimmed, checked) vector q.
+	LearnVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user, question, answer string, ttl time.Duration) (int64, error)
+}
+
+// NewKnowledge adapts any Backend to runtime.Knowledge, as Index.Knowledge does.
+func NewKnowledge(b Backend, emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+	return &indexKnowledge{x: b, emb: emb, collections: collections}
 }
 
 type indexKnowledge struct {
-	x           *Index
+	x           Backend
 	emb         knowledge.Embedder
 	collections map[string]string
 
@@ -62,7 +84,7 @@ func (k *indexKnowledge) embed(ctx context.Context, text string) ([]float32, err
 		}
 	}
 	k.mu.Unlock()
-	vec, err := embedQuery(ctx, k.emb, text)
+	vec, err := EmbedQuery(ctx, k.emb, text)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +121,7 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 		var h Hit
 		var ok bool
 		if err == nil {
-			if h, ok, err = k.x.faq(ctx, name, vec, k.emb); err != nil {
+			if h, ok, err = k.x.FAQVector(ctx, name, vec, k.emb); err != nil {
 				err = wrapSearchErr("faq", name, err)
 			}
 		}
@@ -114,11 +136,11 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 			}
 		}
 	}
-	lh, err := k.x.lookupLearned(ctx, learnedID{q.Agent, q.Intent, q.Version, k.emb.ID()}, vec, q.User)
+	lh, err := k.x.LookupLearnedVector(ctx, LearnedKey{q.Agent, q.Intent, q.Version}, k.emb.ID(), vec, q.User)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge index: learned lookup: %w", err)
 	}
-	if lh != nil && (best == nil || float64(lh.score) > best.Score) {
+	if lh != nil && (best == nil || float64(lh.Score) > best.Score) {
 		best = lh.cacheHit()
 	}
 	return best, faqErr
@@ -136,14 +158,14 @@ func (k *indexKnowledge) CacheLearn(ctx context.Context, q runtime.CacheQuery, a
 		user = q.User
 	}
 	question := strings.TrimSpace(q.Question)
-	if err := checkLearn(question, answer); err != nil {
+	if err := CheckLearn(question, answer); err != nil {
 		return err
 	}
 	vec, err := k.embed(ctx, question)
 	if err != nil {
 		return fmt.Errorf("knowledge index: learn: %w", err)
 	}
-	_, err = k.x.learn(ctx, learnedID{q.Agent, q.Intent, q.Version, k.emb.ID()}, vec, user, question, answer, ttl)
+	_, err = k.x.LearnVector(ctx, LearnedKey{q.Agent, q.Intent, q.Version}, k.emb.ID(), vec, user, question, answer, ttl)
 	return err
 }
 
@@ -164,7 +186,7 @@ func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string,
 	if err != nil {
 		return nil, wrapSearchErr("search", name, err)
 	}
-	hits, err := k.x.search(ctx, name, query, vec, k.emb, retrieveOverfetch*n)
+	hits, err := k.x.SearchVector(ctx, name, query, vec, k.emb, retrieveOverfetch*n)
 	if err != nil {
 		return nil, wrapSearchErr("search", name, err)
 	}

@@ -63,12 +63,12 @@ type learnedGroup struct {
 	data      []float32
 }
 
-// learnedHit is the best learned entry for a question.
-type learnedHit struct {
-	id               int64
-	user             string
-	question, answer string
-	score            float32
+// LearnedHit is the best learned entry for a question.
+type LearnedHit struct {
+	ID               int64
+	User             string // "" = a shared entry
+	Question, Answer string
+	Score            float32
 }
 
 // Learn stores answer as a learned entry of key for question (trimmed) and returns
@@ -77,7 +77,7 @@ type learnedHit struct {
 // is never.
 func (x *Index) Learn(ctx context.Context, key LearnedKey, emb knowledge.Embedder, user, question, answer string, ttl time.Duration) (int64, error) {
 	question = strings.TrimSpace(question)
-	if err := checkLearn(question, answer); err != nil {
+	if err := CheckLearn(question, answer); err != nil {
 		return 0, err
 	}
 	q, err := embedQuery(ctx, emb, question)
@@ -87,7 +87,8 @@ func (x *Index) Learn(ctx context.Context, key LearnedKey, emb knowledge.Embedde
 	return x.learn(ctx, learnedID{key.Agent, key.Intent, key.Version, emb.ID()}, q, user, question, answer, ttl)
 }
 
-func checkLearn(question, answer string) error {
+// CheckLearn checks a learned entry's question (trimmed) and answer.
+func CheckLearn(question, answer string) error {
 	switch {
 	case question == "":
 		return errors.New("knowledge index: learn: empty question")
@@ -295,22 +296,22 @@ func (x *Index) clearLearned(ctx context.Context, f LearnedFilter) (int, error) 
 // lookupLearned returns the learned entry of key closest to q among the shared
 // ones and user's own (the shared ones only when user is ""), or nil when there is
 // none.
-func (x *Index) lookupLearned(ctx context.Context, key learnedID, q []float32, user string) (*learnedHit, error) {
+func (x *Index) lookupLearned(ctx context.Context, key learnedID, q []float32, user string) (*LearnedHit, error) {
 	v, err := x.learnedFor(ctx, key, len(q))
 	if err != nil || v == nil {
 		return nil, err
 	}
 	now := time.Now().UnixNano()
 	qv := newQueryVector(q)
-	var best *learnedHit
+	var best *LearnedHit
 	scan := func(owner string) {
 		g := v.groups[owner]
 		if g == nil {
 			return
 		}
 		bestI, bestScore := g.best(qv, v.dims, now)
-		if bestI >= 0 && (best == nil || bestScore > best.score) {
-			best = &learnedHit{id: g.ids[bestI], user: owner, question: g.questions[bestI], answer: g.answers[bestI], score: bestScore}
+		if bestI >= 0 && (best == nil || bestScore > best.Score) {
+			best = &LearnedHit{ID: g.ids[bestI], User: owner, Question: g.questions[bestI], Answer: g.answers[bestI], Score: bestScore}
 		}
 	}
 	scan("")
@@ -458,13 +459,13 @@ func learnedGeneration(ctx context.Context, q any, key learnedID) (int64, bool, 
 }
 
 // cacheHit is h as the runtime sees it.
-func (h *learnedHit) cacheHit() *runtime.CacheHit {
+func (h *LearnedHit) cacheHit() *runtime.CacheHit {
 	return &runtime.CacheHit{
 		Kind:     runtime.CacheEntryLearned,
-		Entry:    strconv.FormatInt(h.id, 10),
-		Question: h.question,
-		Score:    float64(h.score),
-		PerUser:  h.user != "",
-		Answer:   h.answer,
+		Entry:    strconv.FormatInt(h.ID, 10),
+		Question: h.Question,
+		Score:    float64(h.Score),
+		PerUser:  h.User != "",
+		Answer:   h.Answer,
 	}
 }

@@ -1,0 +1,121 @@
+package agentrun_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/internal/pgdb"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge/postgres"
+	"github.com/agentrun/agentrun/spec"
+)
+
+// postgresIndexURL is DATABASE_URL with a fresh schema, dropped when the test ends.
+// Locally the test skips without a server; in CI it must run.
+func postgresIndexURL(t *testing.T) string {
+	t.Helper()
+	raw := os.Getenv("DATABASE_URL")
+	if raw == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("DATABASE_URL is not set: CI must run the postgres knowledge index tests against a server")
+		}
+		t.Skip("DATABASE_URL is not set")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := fmt.Sprintf("t_%016x", rand.Uint64())
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	db, err := pgdb.Open(context.Background(), raw)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("postgres does not answer: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		db.Close()
+	})
+	return u.String()
+}
+
+func TestIndexPathURL(t *testing.T) {
+	s := &spec.Spec{Source: spec.Source{Pos: spec.Pos{File: filepath.Join("agents", "a.yaml")}}}
+	const u = "postgres://kb@db.example/agentrun?schema=help"
+	s.Knowledge.Index = u
+	if got := agentrun.IndexPath(s, env(nil)); got != u {
+		t.Errorf("knowledge.index URL = %q, want it as it is", got)
+	}
+	s.Knowledge.Index = ""
+	if got := agentrun.IndexPath(s, env(map[string]string{"AGENTRUN_INDEX": "postgresql://x/y"})); got != "postgresql://x/y" {
+		t.Errorf("AGENTRUN_INDEX URL = %q", got)
+	}
+}
+
+// agentrun index and agentrun exec against an index on PostgreSQL: IndexSpec,
+// then Build (which opens it through OpenKnowledge) and a run, with the URL from
+// knowledge.index and from AGENTRUN_INDEX.
+func TestKnowledgeOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	u := postgresIndexURL(t)
+	s := knowledgeSpec(t, "")
+	s.Knowledge.Index = u
+	lookup := env(nil)
+	r, err := agentrun.IndexSpec(ctx, s, agentrun.IndexOptions{LookupEnv: lookup})
+	if err != nil || r.Index != u || len(r.Collections) != 1 || r.Collections[0].Embedded != 3 {
+		t.Fatalf("IndexSpec: %v %+v", err, r)
+	}
+	r, err = agentrun.IndexSpec(ctx, s, agentrun.IndexOptions{LookupEnv: lookup})
+	if err != nil || r.Collections[0].Kept != 3 || r.Collections[0].Embedded != 0 {
+		t.Fatalf("second IndexSpec: %v %+v", err, r)
+	}
+
+	k, closeK, err := agentrun.OpenKnowledge(ctx, s, agentrun.KnowledgeOptions{LookupEnv: lookup,
+		OnIndex: func(r agentrun.CollectionReport) { t.Errorf("an indexed collection was indexed again: %+v", r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeK()
+	h, err := k.CacheLookup(ctx, runtime.CacheQuery{Collection: "docs", Agent: s.Name, Intent: "faq", Version: "v", Question: "how long does a refund take"})
+	if err != nil || h == nil || h.Kind != runtime.CacheEntryFAQ || h.Answer != "3-5 working days." {
+		t.Errorf("CacheLookup: %+v, %v", h, err)
+	}
+	ps, err := k.Retrieve(ctx, "docs", "can food be returned", 2, 0.1)
+	if err != nil || len(ps) == 0 {
+		t.Errorf("Retrieve: %+v, %v", ps, err)
+	}
+
+	s.Knowledge.Index = ""
+	a, err := agentrun.Build(ctx, s, agentrun.Options{LookupEnv: env(map[string]string{"AGENTRUN_INDEX": u})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Run(ctx, runtime.Request{Input: "Can I return food?", User: runtime.User{ID: "u"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The index is really there.
+	x, err := postgres.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if _, e, ok, err := x.Manifest(ctx, "kb/docs"); !ok || err != nil || e == "" {
+		t.Errorf("Manifest: %q %v %v", e, ok, err)
+	}
+}

@@ -1,0 +1,744 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentrun/agentrun/internal/pgdb"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+)
+
+// component names the index's migrations in pgdb's agentrun_migrations.
+const component = "knowledge"
+
+// migrations bring the index's tables from version i to i+1; append-only. Table
+// names start with knowledge_: the schema may hold the memory store's tables too.
+var migrations = []string{
+	// 1: the tables of the SQLite index's schema version 2. generation grows with
+	// every Update (and a learned key's with every change to its entries), so a
+	// process's cached vectors notice another process's writes. Vectors are keyed by
+	// content hash, so a chunk that moves keeps its vectors. terms holds the chunk's
+	// full-text terms as the SQLite index computes them (sqlite.SearchTerms), written
+	// as a tsvector literal: no text search configuration is involved.
+	`CREATE TABLE knowledge_collections (
+		name       TEXT PRIMARY KEY,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		generation BIGINT NOT NULL,
+		chunks     INTEGER NOT NULL,
+		manifest   TEXT NOT NULL DEFAULT '',
+		updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+	);
+
+	CREATE TABLE knowledge_chunks (
+		id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		collection TEXT NOT NULL REFERENCES knowledge_collections(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL,
+		kind       TEXT NOT NULL,
+		source     TEXT NOT NULL,
+		heading    TEXT NOT NULL,
+		start_line INTEGER NOT NULL,
+		end_line   INTEGER NOT NULL,
+		text       TEXT NOT NULL,
+		questions  TEXT[] NOT NULL,
+		terms      TSVECTOR NOT NULL
+	);
+	CREATE INDEX knowledge_chunks_hash ON knowledge_chunks(collection, hash);
+	CREATE INDEX knowledge_chunks_terms ON knowledge_chunks USING GIN (terms);
+
+	CREATE TABLE knowledge_vectors (
+		collection TEXT NOT NULL REFERENCES knowledge_collections(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL,
+		seq        INTEGER NOT NULL,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		vector     BYTEA NOT NULL, -- float32 little-endian
+		PRIMARY KEY (collection, hash, seq)
+	);
+
+	CREATE TABLE knowledge_learned (
+		id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		agent      TEXT NOT NULL,
+		intent     TEXT NOT NULL,
+		version    TEXT NOT NULL,
+		embedder   TEXT NOT NULL,
+		dimensions INTEGER NOT NULL,
+		user_id    TEXT NOT NULL, -- '' = shared
+		question   TEXT NOT NULL,
+		answer     TEXT NOT NULL,
+		vector     BYTEA NOT NULL, -- float32 little-endian
+		created_at BIGINT NOT NULL, -- Unix nanoseconds
+		expires_at BIGINT NOT NULL  -- Unix nanoseconds; 0 never
+	);
+	CREATE INDEX knowledge_learned_key ON knowledge_learned(agent, intent, version, embedder, user_id, question);
+	CREATE INDEX knowledge_learned_user ON knowledge_learned(user_id, agent, intent);
+	CREATE INDEX knowledge_learned_expires ON knowledge_learned(expires_at) WHERE expires_at > 0;
+
+	CREATE TABLE knowledge_learned_keys (
+		agent      TEXT NOT NULL,
+		intent     TEXT NOT NULL,
+		version    TEXT NOT NULL,
+		embedder   TEXT NOT NULL,
+		generation BIGINT NOT NULL,
+		PRIMARY KEY (agent, intent, version, embedder)
+	);`,
+}
+
+// Index is a knowledge index in a PostgreSQL schema. It is safe for concurrent use.
+type Index struct {
+	db       *pgdb.DB
+	pgvector bool
+
+	mu      sync.Mutex
+	cache   map[cacheKey]*sqlite.Vectors
+	learned map[learnedID]*learnedVectors
+}
+
+type cacheKey struct{ collection, embedder string }
+
+var _ sqlite.Backend = (*Index)(nil)
+
+// IsURL reports whether an index location is a PostgreSQL URL rather than a file.
+func IsURL(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
+// Open connects to the database a postgres:// URL names (see pgdb.Open: the schema
+// parameter, default agentrun, holds the tables) and brings the index's tables up
+// to date.
+func Open(ctx context.Context, url string) (*Index, error) {
+	db, err := pgdb.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
+	if _, err := db.Migrate(ctx, component, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
+	x := &Index{db: db, cache: map[cacheKey]*sqlite.Vectors{}, learned: map[learnedID]*learnedVectors{}}
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&x.pgvector); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
+	return x, nil
+}
+
+// Close closes the connections.
+func (x *Index) Close() error {
+	x.db.Close()
+	return nil
+}
+
+// Schema is the schema the index's tables live in.
+func (x *Index) Schema() string { return x.db.Schema }
+
+// VectorExtensionAvailable reports whether the server offers the pgvector
+// extension ("vector"). The index does not use it yet: vectors are bytea and
+// searched in process whatever this says.
+func (x *Index) VectorExtensionAvailable() bool { return x.pgvector }
+
+// Knowledge adapts the index to runtime.Knowledge for one agent using emb, as
+// sqlite.Index.Knowledge does (the same adapter).
+func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+	return sqlite.NewKnowledge(x, emb, collections)
+}
+
+// Manifest returns the fingerprint and the embedder ID collection was last indexed
+// with; ok is false when it was never indexed.
+func (x *Index) Manifest(ctx context.Context, collection string) (manifest, embedder string, ok bool, err error) {
+	err = x.db.Pool.QueryRow(ctx, `SELECT manifest, embedder FROM knowledge_collections WHERE name = $1`, collection).Scan(&manifest, &embedder)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", "", false, nil
+	case err != nil:
+		return "", "", false, fmt.Errorf("knowledge index: collection %s: %w", collection, err)
+	}
+	return manifest, embedder, true, nil
+}
+
+// Update makes collection hold exactly chunks; UpdateWith with no options.
+func (x *Index) Update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder) (sqlite.Stats, error) {
+	return x.UpdateWith(ctx, collection, chunks, emb, sqlite.UpdateOptions{})
+}
+
+// UpdateWith makes collection hold exactly chunks, embedding only contents the
+// index lacks (all of them with opts.Rebuild), and records opts.Manifest, exactly
+// as sqlite.Index.UpdateWith does: a collection built by another embedder gives
+// *sqlite.EmbedderMismatchError unless opts.Rebuild, and everything happens in one
+// transaction (updates of one collection by several processes queue on an
+// advisory lock).
+func (x *Index) UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error) {
+	if collection == "" {
+		return sqlite.Stats{}, errors.New("knowledge index: no collection name")
+	}
+	if emb == nil {
+		return sqlite.Stats{}, fmt.Errorf("knowledge index: collection %s: no embedder", collection)
+	}
+	for i, c := range chunks {
+		if c.Hash == "" {
+			return sqlite.Stats{}, fmt.Errorf("knowledge index: collection %s: chunk %d (%s:%d) has no hash", collection, i, c.Source, c.StartLine)
+		}
+	}
+	var st sqlite.Stats
+	err := pgx.BeginTxFunc(ctx, x.db.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var err error
+		st, err = x.updateTx(ctx, tx, collection, chunks, emb, opts)
+		return err
+	})
+	if err != nil {
+		var mismatch *sqlite.EmbedderMismatchError
+		if errors.As(err, &mismatch) {
+			return sqlite.Stats{}, err
+		}
+		return sqlite.Stats{}, fmt.Errorf("knowledge index: collection %s: %w", collection, err)
+	}
+	x.invalidate(collection)
+	return st, nil
+}
+
+type chunkRow struct {
+	id                 int64
+	source             string
+	startLine, endLine int
+}
+
+func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error) {
+	rebuild := opts.Rebuild
+	id := emb.ID()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+x.db.Schema+":knowledge:"+collection); err != nil {
+		return sqlite.Stats{}, err
+	}
+	var stored string
+	var storedDims int
+	var generation int64
+	err := tx.QueryRow(ctx, `SELECT embedder, dimensions, generation FROM knowledge_collections WHERE name = $1`, collection).Scan(&stored, &storedDims, &generation)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return sqlite.Stats{}, err
+	case stored != id && !rebuild:
+		return sqlite.Stats{}, &sqlite.EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
+	}
+	dims := emb.Dimensions()
+	if dims == 0 && stored == id && !rebuild {
+		dims = storedDims
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_collections(name, embedder, dimensions, generation, chunks, manifest, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now()) ON CONFLICT (name) DO UPDATE SET embedder = EXCLUDED.embedder,
+		dimensions = EXCLUDED.dimensions, generation = EXCLUDED.generation, chunks = EXCLUDED.chunks,
+		manifest = EXCLUDED.manifest, updated_at = EXCLUDED.updated_at`,
+		collection, id, dims, generation+1, len(chunks), opts.Manifest); err != nil {
+		return sqlite.Stats{}, err
+	}
+	if rebuild {
+		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vectors WHERE collection = $1`, collection); err != nil {
+			return sqlite.Stats{}, err
+		}
+	} else if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vectors WHERE collection = $1 AND embedder <> $2`, collection, id); err != nil {
+		return sqlite.Stats{}, err
+	}
+
+	// What the index has.
+	have := map[string]bool{}
+	hashes, err := queryAll(ctx, tx, `SELECT DISTINCT hash FROM knowledge_vectors WHERE collection = $1`, []any{collection}, func(r pgx.Rows) (string, error) {
+		var h string
+		return h, r.Scan(&h)
+	})
+	if err != nil {
+		return sqlite.Stats{}, err
+	}
+	for _, h := range hashes {
+		have[h] = true
+	}
+	existing := map[string][]chunkRow{}
+	if _, err := queryAll(ctx, tx, `SELECT id, hash, source, start_line, end_line FROM knowledge_chunks WHERE collection = $1 ORDER BY id`, []any{collection}, func(r pgx.Rows) (struct{}, error) {
+		var c chunkRow
+		var h string
+		if err := r.Scan(&c.id, &h, &c.source, &c.startLine, &c.endLine); err != nil {
+			return struct{}{}, err
+		}
+		existing[h] = append(existing[h], c)
+		return struct{}{}, nil
+	}); err != nil {
+		return sqlite.Stats{}, err
+	}
+
+	// Vectors: embed what is missing, delete what is gone.
+	var st sqlite.Stats
+	wanted := map[string]bool{}
+	var missing []knowledge.Chunk
+	for _, c := range chunks {
+		if wanted[c.Hash] {
+			continue
+		}
+		wanted[c.Hash] = true
+		if have[c.Hash] {
+			st.Kept++
+		} else {
+			missing = append(missing, c)
+		}
+	}
+	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
+	if err != nil {
+		return sqlite.Stats{}, err
+	}
+	if got != dims {
+		if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dimensions = $1 WHERE name = $2`, got, collection); err != nil {
+			return sqlite.Stats{}, err
+		}
+	}
+	st.Embedded, st.Vectors = len(missing), n
+	var gone []string
+	for h := range have {
+		if !wanted[h] {
+			gone = append(gone, h)
+		}
+	}
+	if len(gone) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vectors WHERE collection = $1 AND hash = ANY($2)`, collection, gone); err != nil {
+			return sqlite.Stats{}, err
+		}
+	}
+	st.Deleted = len(gone)
+
+	// Chunk rows: reuse a row of the same content (updating where it now sits),
+	// insert the rest (in order, so ids follow the chunks' order as in the SQLite
+	// index), delete the rows left over.
+	batch := &pgx.Batch{}
+	for _, c := range chunks {
+		if rs := existing[c.Hash]; len(rs) > 0 {
+			r := rs[0]
+			existing[c.Hash] = rs[1:]
+			if r.source != c.Source || r.startLine != c.StartLine || r.endLine != c.EndLine {
+				batch.Queue(`UPDATE knowledge_chunks SET source = $1, start_line = $2, end_line = $3 WHERE id = $4`,
+					c.Source, c.StartLine, c.EndLine, r.id)
+			}
+			continue
+		}
+		qs := c.Questions
+		if qs == nil {
+			qs = []string{}
+		}
+		batch.Queue(`INSERT INTO knowledge_chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions, terms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::tsvector)`,
+			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, qs, tsvector(sqlite.SearchTerms(c)))
+	}
+	var leftover []int64
+	for _, rs := range existing {
+		for _, r := range rs {
+			leftover = append(leftover, r.id)
+		}
+	}
+	if len(leftover) > 0 {
+		batch.Queue(`DELETE FROM knowledge_chunks WHERE id = ANY($1)`, leftover)
+	}
+	if batch.Len() > 0 {
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return sqlite.Stats{}, err
+		}
+	}
+	return st, nil
+}
+
+type pending struct {
+	hash string
+	seq  int
+}
+
+// embedAndStore embeds the chunks' texts in batches and copies their vectors in,
+// as the SQLite index's embedAndStore does; it returns the number of vectors stored
+// and their dimension.
+func embedAndStore(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, dims int, progress func(done, total int)) (int, int, error) {
+	id := emb.ID()
+	var texts []string
+	var keys []pending
+	for _, c := range chunks {
+		for i, t := range sqlite.EmbedTexts(c) {
+			texts = append(texts, t)
+			keys = append(keys, pending{c.Hash, i})
+		}
+	}
+	if progress != nil {
+		progress(0, len(texts))
+	}
+	if len(texts) == 0 {
+		return 0, dims, nil
+	}
+	for start := 0; start < len(texts); start += sqlite.EmbedBatch {
+		end := min(start+sqlite.EmbedBatch, len(texts))
+		vecs, err := emb.Embed(ctx, texts[start:end])
+		if err != nil {
+			return 0, 0, fmt.Errorf("embedder %s: %w", id, err)
+		}
+		if len(vecs) != end-start {
+			return 0, 0, fmt.Errorf("embedder %s: %d vectors for %d texts", id, len(vecs), end-start)
+		}
+		if dims == 0 {
+			dims = cmp.Or(emb.Dimensions(), len(vecs[0]))
+			if dims == 0 {
+				return 0, 0, fmt.Errorf("embedder %s: text %d: empty vector", id, start)
+			}
+		}
+		rows := make([][]any, len(vecs))
+		for i, v := range vecs {
+			if err := sqlite.CheckVector(v, dims); err != nil {
+				return 0, 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
+			}
+			k := keys[start+i]
+			rows[i] = []any{collection, k.hash, int32(k.seq), id, int32(dims), sqlite.EncodeVector(v)}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_vectors"},
+			[]string{"collection", "hash", "seq", "embedder", "dimensions", "vector"}, pgx.CopyFromRows(rows)); err != nil {
+			return 0, 0, err
+		}
+		if progress != nil {
+			progress(end, len(texts))
+		}
+	}
+	return len(texts), dims, nil
+}
+
+// tsvector limits (PostgreSQL's): positions run to 16383, a lexeme keeps at most
+// 256 of them and is at most 2047 bytes long.
+const (
+	maxPosition     = 16383
+	maxPositions    = 256
+	maxLexemeLength = 2046
+)
+
+// tsvector is the tsvector literal of terms, each a lexeme taken verbatim (no text
+// search configuration, so no stemming or stop words beyond the terms' own) at its
+// 1-based position: what FTS5 is given in the SQLite index.
+func tsvector(terms []string) string {
+	positions := map[string][]int{}
+	var order []string
+	for i, t := range terms {
+		if t == "" || len(t) > maxLexemeLength {
+			continue
+		}
+		ps, seen := positions[t]
+		if !seen {
+			order = append(order, t)
+		}
+		if len(ps) < maxPositions {
+			positions[t] = append(ps, min(i+1, maxPosition))
+		}
+	}
+	var b strings.Builder
+	for k, t := range order {
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteLexeme(t))
+		b.WriteByte(':')
+		for j, p := range slices.Compact(positions[t]) {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(p))
+		}
+	}
+	return b.String()
+}
+
+// tsquery is the tsquery literal matching any of terms; "" when there are none.
+func tsquery(terms []string) string {
+	quoted := make([]string, 0, len(terms))
+	for _, t := range terms {
+		if t != "" && len(t) <= maxLexemeLength {
+			quoted = append(quoted, quoteLexeme(t))
+		}
+	}
+	return strings.Join(quoted, " | ")
+}
+
+func quoteLexeme(t string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(t) + "'"
+}
+
+func queryAll[T any](ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args []any, each func(pgx.Rows) (T, error)) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := each(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func (x *Index) invalidate(collection string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.cache {
+		if k.collection == collection {
+			delete(x.cache, k)
+		}
+	}
+}
+
+// vectorsFor returns the collection's vectors, loading them within tx when the
+// cache has none of this generation.
+func (x *Index) vectorsFor(ctx context.Context, tx pgx.Tx, collection, embedder string, dims int, generation int64) (*sqlite.Vectors, error) {
+	key := cacheKey{collection, embedder}
+	x.mu.Lock()
+	v := x.cache[key]
+	x.mu.Unlock()
+	if v != nil && v.Generation() == generation {
+		return v, nil
+	}
+	v = sqlite.NewVectors(generation, dims)
+	rows, err := tx.Query(ctx, `SELECT c.id, c.kind, v.vector FROM knowledge_chunks c
+		JOIN knowledge_vectors v ON v.collection = c.collection AND v.hash = c.hash
+		WHERE c.collection = $1 AND v.embedder = $2 ORDER BY c.id, v.seq`, collection, embedder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var kind string
+		var blob []byte
+		if err := rows.Scan(&id, &kind, &blob); err != nil {
+			return nil, err
+		}
+		if err := v.Add(id, kind == string(knowledge.ChunkFAQ), blob); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	v.Done()
+	x.mu.Lock()
+	if cur := x.cache[key]; cur == nil || cur.Generation() < generation {
+		x.cache[key] = v
+	}
+	x.mu.Unlock()
+	return v, nil
+}
+
+// snapshot opens a read-only repeatable-read transaction and checks the
+// collection's embedder and that its vectors have the query's dimension qdims.
+func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder, qdims int) (pgx.Tx, *sqlite.Vectors, error) {
+	tx, err := x.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, err
+	}
+	var stored string
+	var dims int
+	var generation int64
+	err = tx.QueryRow(ctx, `SELECT embedder, dimensions, generation FROM knowledge_collections WHERE name = $1`, collection).
+		Scan(&stored, &dims, &generation)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = fmt.Errorf("collection %s: %w: run agentrun index", collection, sqlite.ErrNotIndexed)
+	case err != nil:
+	case stored != emb.ID():
+		err = &sqlite.EmbedderMismatchError{Collection: collection, Index: stored, Agent: emb.ID()}
+	case dims != qdims && dims != 0:
+		err = fmt.Errorf("embedder %s: query vector of %d dimensions, the index has %d", stored, qdims, dims)
+	}
+	if err != nil {
+		tx.Rollback(ctx)
+		return nil, nil, err
+	}
+	v, err := x.vectorsFor(ctx, tx, collection, stored, dims, generation)
+	if err != nil {
+		tx.Rollback(ctx)
+		return nil, nil, err
+	}
+	return tx, v, nil
+}
+
+func wrapSearchErr(op, collection string, err error) error {
+	var mismatch *sqlite.EmbedderMismatchError
+	if errors.As(err, &mismatch) {
+		return err
+	}
+	return fmt.Errorf("knowledge index: %s %s: %w", op, collection, err)
+}
+
+// Search returns up to k chunks of collection for query, best first: the vector
+// ranking and the full-text ranking (ts_rank) fused by reciprocal rank fusion.
+func (x *Index) Search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]sqlite.Hit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	q, err := sqlite.EmbedQuery(ctx, emb, query)
+	if err != nil {
+		return nil, wrapSearchErr("search", collection, err)
+	}
+	hits, err := x.SearchVector(ctx, collection, query, q, emb, k)
+	if err != nil {
+		return nil, wrapSearchErr("search", collection, err)
+	}
+	return hits, nil
+}
+
+// SearchVector is Search with query's vector q (sqlite.Backend). Hit.BM25 holds
+// ts_rank's relevance (higher is better; 0 when the text did not match).
+func (x *Index) SearchVector(ctx context.Context, collection, query string, q []float32, emb knowledge.Embedder, k int) ([]sqlite.Hit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+
+	n := max(4*k, sqlite.MinCandidates)
+	type fused struct {
+		rrf  float64
+		vec  float32
+		rank float64
+	}
+	byID := map[int64]*fused{}
+	qv := sqlite.NewQuery(q)
+	for rank, s := range v.Top(qv, n) {
+		byID[s.ID] = &fused{rrf: 1 / float64(sqlite.RRFK+rank+1), vec: s.Score}
+	}
+	if match := tsquery(sqlite.QueryTerms(query)); match != "" {
+		rows, err := tx.Query(ctx, `SELECT id, ts_rank(terms, $2::tsquery) AS r FROM knowledge_chunks
+			WHERE collection = $1 AND terms @@ $2::tsquery ORDER BY r DESC, id LIMIT $3`, collection, match, n)
+		if err != nil {
+			return nil, err
+		}
+		rank := 0
+		for rows.Next() {
+			var id int64
+			var r float32
+			if err := rows.Scan(&id, &r); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			f := byID[id]
+			if f == nil {
+				f = &fused{vec: float32(math.NaN())}
+				byID[id] = f
+			}
+			rank++
+			f.rrf += 1 / float64(sqlite.RRFK+rank)
+			f.rank = float64(r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]int64, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b int64) int {
+		return cmp.Or(cmp.Compare(byID[b].rrf, byID[a].rrf), cmp.Compare(a, b))
+	})
+	ids = ids[:min(k, len(ids))]
+	chunks, err := loadChunks(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]sqlite.Hit, 0, len(ids))
+	for _, id := range ids {
+		f := byID[id]
+		c, ok := chunks[id]
+		if !ok {
+			continue
+		}
+		h := sqlite.Hit{Chunk: c, Score: f.rrf, VectorScore: f.vec, BM25: f.rank}
+		row := -1
+		if s, r, ok := v.Best(qv, id); ok {
+			h.VectorScore, row = s, r
+		} else if math.IsNaN(float64(h.VectorScore)) {
+			h.VectorScore = 0
+		}
+		if c.Kind == knowledge.ChunkFAQ && row >= 0 && row < len(c.Questions) {
+			h.Question = c.Questions[row]
+		}
+		hits = append(hits, h)
+	}
+	return hits, tx.Commit(ctx)
+}
+
+// FAQ returns the FAQ entry of collection whose question (or variant) is closest
+// to query by vector score alone, as sqlite.Index.FAQ does.
+func (x *Index) FAQ(ctx context.Context, collection, query string, emb knowledge.Embedder) (sqlite.Hit, bool, error) {
+	q, err := sqlite.EmbedQuery(ctx, emb, query)
+	if err != nil {
+		return sqlite.Hit{}, false, wrapSearchErr("faq", collection, err)
+	}
+	h, ok, err := x.FAQVector(ctx, collection, q, emb)
+	if err != nil {
+		return sqlite.Hit{}, false, wrapSearchErr("faq", collection, err)
+	}
+	return h, ok, nil
+}
+
+// FAQVector is FAQ with the query's vector q (sqlite.Backend).
+func (x *Index) FAQVector(ctx context.Context, collection string, q []float32, emb knowledge.Embedder) (sqlite.Hit, bool, error) {
+	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
+	if err != nil {
+		return sqlite.Hit{}, false, err
+	}
+	defer tx.Rollback(ctx)
+	id, score, row, ok := v.BestFAQ(sqlite.NewQuery(q))
+	if !ok {
+		return sqlite.Hit{}, false, tx.Commit(ctx)
+	}
+	chunks, err := loadChunks(ctx, tx, []int64{id})
+	if err != nil {
+		return sqlite.Hit{}, false, err
+	}
+	c, ok := chunks[id]
+	if !ok {
+		return sqlite.Hit{}, false, fmt.Errorf("chunk %d vanished", id)
+	}
+	h := sqlite.Hit{Chunk: c, Score: float64(score), VectorScore: score}
+	if row >= 0 && row < len(c.Questions) {
+		h.Question = c.Questions[row]
+	}
+	return h, true, tx.Commit(ctx)
+}
+
+func loadChunks(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]knowledge.Chunk, error) {
+	out := make(map[int64]knowledge.Chunk, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	_, err := queryAll(ctx, tx, `SELECT id, hash, kind, source, heading, start_line, end_line, text, questions
+		FROM knowledge_chunks WHERE id = ANY($1)`, []any{ids}, func(r pgx.Rows) (struct{}, error) {
+		var id int64
+		var c knowledge.Chunk
+		var kind string
+		if err := r.Scan(&id, &c.Hash, &kind, &c.Source, &c.Heading, &c.StartLine, &c.EndLine, &c.Text, &c.Questions); err != nil {
+			return struct{}{}, err
+		}
+		c.Kind = knowledge.ChunkKind(kind)
+		if len(c.Questions) == 0 {
+			c.Questions = nil
+		}
+		out[id] = c
+		return struct{}{}, nil
+	})
+	return out, err
+}
