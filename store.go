@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/store/postgres"
 	"github.com/agentrun/agentrun/runtime/store/redis"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/spec"
@@ -37,8 +39,8 @@ func StoreURL(flag string, m spec.Memory, lookup func(string) (string, bool)) (s
 	switch m.Store {
 	case spec.StoreMemory:
 		return "memory:", nil
-	case spec.StoreRedis:
-		return "", fmt.Errorf("memory.store is redis but no URL is given: set memory.url, AGENTRUN_STORE or --store")
+	case spec.StoreRedis, spec.StorePostgres:
+		return "", fmt.Errorf("memory.store is %s but no URL is given: set memory.url, AGENTRUN_STORE or --store", m.Store)
 	}
 	return DefaultStoreURL, nil
 }
@@ -54,6 +56,16 @@ func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
 		return memory.New(), nil
 	case spec.StoreRedis:
 		return redis.Open(url, redis.Options{TTL: ttl})
+	case spec.StorePostgres:
+		// Connecting and migrating on first use; the pool's statement_timeout
+		// bounds each statement afterwards.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := postgres.Open(ctx, url, ttl)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	path, err := store.SQLitePath(url)
 	if err != nil {

@@ -25,6 +25,8 @@ func TestStoreURL(t *testing.T) {
 		{name: "env over memory kind", env: "sqlite:/env.db", memory: spec.Memory{Store: "memory"}, want: "sqlite:/env.db"},
 		{name: "flag over env", flag: "memory:", env: "sqlite:/env.db", memory: spec.Memory{URL: "redis://spec:6379/0"}, want: "memory:"},
 		{name: "redis without url", memory: spec.Memory{Store: "redis"}, err: "memory.store is redis but no URL is given"},
+		{name: "postgres without url", memory: spec.Memory{Store: "postgres"}, err: "memory.store is postgres but no URL is given"},
+		{name: "postgres url", memory: spec.Memory{Store: "postgres", URL: "postgres://db:5432/a"}, want: "postgres://db:5432/a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

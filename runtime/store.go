@@ -24,7 +24,7 @@ type Facts interface {
 
 // Store is where runs remember: conversation history (short-term) and facts about
 // users (long-term). Implementations: runtime/store/memory (process-local),
-// runtime/store/sqlite (the default) and runtime/store/redis.
+// runtime/store/sqlite (the default), runtime/store/redis and runtime/store/postgres.
 type Store interface {
 	Facts
 	// Conversation returns the last turns of a conversation — a turn is a user

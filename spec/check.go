@@ -791,11 +791,12 @@ func (c *checker) checkMemory() {
 	m := c.spec.Memory
 	if m.URL != "" && m.Store != "" && c.unset[c.at("memory", "url").node].vars == nil && !urlNamesStore(m.URL, m.Store) {
 		c.errorf(c.at("memory", "url"), map[StoreKind]string{StoreSQLite: "a sqlite store takes sqlite:path.db or sqlite:///abs/path.db",
-			StoreRedis: "a redis store takes redis://host:6379/0 or rediss://…", StoreMemory: "a memory store takes memory:"}[m.Store],
+			StoreRedis: "a redis store takes redis://host:6379/0 or rediss://…", StoreMemory: "a memory store takes memory:",
+			StorePostgres: "a postgres store takes postgres://user@host:5432/db or postgresql://…"}[m.Store],
 			"URL %q does not match store %s", m.URL, m.Store)
 	}
-	if m.URL == "" && m.Store == StoreRedis {
-		c.warnf(c.at("memory", "store"), "set memory.url, or AGENTRUN_STORE when running", "redis store without url")
+	if m.URL == "" && (m.Store == StoreRedis || m.Store == StorePostgres) {
+		c.warnf(c.at("memory", "store"), "set memory.url, or AGENTRUN_STORE when running", "%s store without url", m.Store)
 	}
 	for i := range m.Facts.FromTools {
 		rule := &m.Facts.FromTools[i]

@@ -105,19 +105,21 @@ var CacheVerifies = []CacheVerify{VerifyNone, VerifyJudge}
 type StoreKind string
 
 const (
-	StoreMemory StoreKind = "memory"
-	StoreSQLite StoreKind = "sqlite"
-	StoreRedis  StoreKind = "redis"
+	StoreMemory   StoreKind = "memory"
+	StoreSQLite   StoreKind = "sqlite"
+	StoreRedis    StoreKind = "redis"
+	StorePostgres StoreKind = "postgres"
 )
 
 // StoreKinds lists every store kind.
-var StoreKinds = []StoreKind{StoreMemory, StoreSQLite, StoreRedis}
+var StoreKinds = []StoreKind{StoreMemory, StoreSQLite, StoreRedis, StorePostgres}
 
 // StoreKindOf says which store a URL names:
 //
 //	memory:                       process-local
 //	sqlite:///var/lib/agentrun.db sqlite:relative/path.db, or a plain path ending in .db
 //	redis://localhost:6379/0      rediss:// for TLS
+//	postgres://user@host:5432/db  postgresql:// too; ?schema=NAME&sslmode=…
 func StoreKindOf(u string) (StoreKind, error) {
 	switch {
 	case u == "memory" || strings.HasPrefix(u, "memory:"):
@@ -126,10 +128,12 @@ func StoreKindOf(u string) (StoreKind, error) {
 		return StoreSQLite, nil
 	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
 		return StoreRedis, nil
+	case strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://"):
+		return StorePostgres, nil
 	case strings.HasSuffix(u, ".db") && !strings.Contains(u, "://"):
 		return StoreSQLite, nil
 	}
-	return "", fmt.Errorf("store URL %q: want memory:, sqlite:///path.db or redis://host:6379/0", u)
+	return "", fmt.Errorf("store URL %q: want memory:, sqlite:///path.db, redis://host:6379/0 or postgres://host:5432/db", u)
 }
 
 // Extraction says whether facts are extracted from the user's words by a model.

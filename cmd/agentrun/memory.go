@@ -23,7 +23,7 @@ func newMemoryCommand() *cobra.Command {
 		Short: "Show or forget what agents remember about a user",
 		Long: "Show or forget what agents remember: a user's facts and conversations. The store is\n" +
 			"--store URL, else AGENTRUN_STORE, else " + agentrun.DefaultStoreURL + "\n" +
-			"(URLs: sqlite:path.db, sqlite:///abs/path.db, redis://host:6379/0, memory:).",
+			"(URLs: sqlite:path.db, sqlite:///abs/path.db, redis://host:6379/0, postgres://host:5432/db, memory:).",
 	}
 	open := func() (runtime.Store, error) {
 		if user == "" {

@@ -2,48 +2,19 @@ package pgdb_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/pgdb"
+	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
-// freshURL is DATABASE_URL with a schema of its own, dropped when the test ends.
-// Locally the tests skip without a server; in CI they must run.
+// freshURL is a schema of the test's own (see pgtest) and its name.
 func freshURL(t *testing.T) (string, string) {
-	t.Helper()
-	raw := os.Getenv("DATABASE_URL")
-	if raw == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("DATABASE_URL is not set: CI must run the postgres tests against a server")
-		}
-		t.Skip("DATABASE_URL is not set")
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "t_" + hex.EncodeToString(b)
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	t.Cleanup(func() {
-		db, err := pgdb.Open(context.Background(), raw)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		db.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	})
-	return u.String(), schema
+	u, db := pgtest.Schema(t)
+	return u, db.Schema
 }
 
 var migrations = []string{

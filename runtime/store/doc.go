@@ -1,6 +1,6 @@
 // Package store holds what the memory stores share: their URLs (spec.StoreKindOf
 // says which store a URL names). Each store lives in a
-// sub-package (memory, sqlite, redis) and implements runtime.Store; storetest is the
+// sub-package (memory, sqlite, redis, postgres) and implements runtime.Store; storetest is the
 // conformance suite every store passes. A run never reads a conversation's seen
 // entities whole unless a rule asks for the list: Store.Seen must answer for one
 // entity by an index, at a cost that does not grow with the entities kept.

@@ -21,7 +21,9 @@ func TestURLs(t *testing.T) {
 		{url: "state.db", kind: "sqlite", path: "state.db"},
 		{url: "redis://127.0.0.1:6379/0", kind: "redis"},
 		{url: "rediss://cache.example:6380/1", kind: "redis"},
-		{url: "postgres://x", err: true},
+		{url: "postgres://x", kind: "postgres"},
+		{url: "postgresql://u@db.internal:5432/agentrun?schema=a1&sslmode=require", kind: "postgres"},
+		{url: "mysql://x", err: true},
 		{url: "", err: true},
 	}
 	for _, tt := range tests {

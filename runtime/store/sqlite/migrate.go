@@ -152,3 +152,6 @@ func Migrate(ctx context.Context, db *sql.DB, migrations []string, appID int) er
 
 // ErrOtherDatabase is a file that holds tables of another application.
 var ErrOtherDatabase = errors.New("the file is another SQLite database")
+
+// Version is the schema version this agentrun writes: Open brings a file up to it.
+var Version = len(migrations)

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/store/postgres"
+	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/spec"
+)
+
+func newStoreCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Manage the memory store",
+	}
+	migrate := &cobra.Command{
+		Use:   "migrate URL",
+		Short: "Bring a store's schema up to date",
+		Long: "Apply the migrations a store's schema lacks, as opening it with --store does on first use:\n" +
+			"for deployments that migrate before they roll out. Safe to run while agents use the store and\n" +
+			"from several processes at once (PostgreSQL takes an advisory lock, SQLite its write lock).\n\n" +
+			"  agentrun store migrate 'postgres://agentrun@db.internal:5432/agentrun?schema=agentrun&sslmode=require'\n" +
+			"  agentrun store migrate sqlite:.agentrun/state.db\n\n" +
+			"memory: and redis:// stores have no schema: there is nothing to migrate.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			url, out := args[0], cmd.OutOrStdout()
+			kind, err := spec.StoreKindOf(url)
+			if err != nil {
+				return err
+			}
+			switch kind {
+			case spec.StorePostgres:
+				m, err := postgres.Migrate(cmd.Context(), url)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "postgres: schema %s at version %d (applied %d)\n", m.Schema, m.Version, m.Applied)
+			case spec.StoreSQLite:
+				path, err := store.SQLitePath(url)
+				if err != nil {
+					return err
+				}
+				s, err := sqlite.Open(path)
+				if err != nil {
+					return err
+				}
+				if err := s.Close(); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "sqlite: %s at version %d\n", path, sqlite.Version)
+			default:
+				fmt.Fprintf(out, "%s: no schema, nothing to migrate\n", kind)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(migrate)
+	return cmd
+}
