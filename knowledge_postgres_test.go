@@ -2,55 +2,20 @@ package agentrun_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/internal/pgdb"
+	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge/postgres"
 	"github.com/agentrun/agentrun/spec"
 )
 
-// postgresIndexURL is DATABASE_URL with a fresh schema, dropped when the test ends.
-// Locally the test skips without a server; in CI it must run.
+// postgresIndexURL is DATABASE_URL with a fresh schema (see pgtest).
 func postgresIndexURL(t *testing.T) string {
-	t.Helper()
-	raw := os.Getenv("DATABASE_URL")
-	if raw == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("DATABASE_URL is not set: CI must run the postgres knowledge index tests against a server")
-		}
-		t.Skip("DATABASE_URL is not set")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := fmt.Sprintf("t_%016x", rand.Uint64())
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	db, err := pgdb.Open(context.Background(), raw)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("postgres does not answer: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		db.Close()
-	})
-	return u.String()
+	u, _ := pgtest.Schema(t)
+	return u
 }
 
 func TestIndexPathURL(t *testing.T) {

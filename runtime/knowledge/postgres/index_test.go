@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,57 +12,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentrun/agentrun/internal/pgdb"
+	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 )
 
-// databaseURL is the server under test. Locally the tests skip without one; in CI
-// a missing or silent server is a failure, so the index cannot go untested
-// unnoticed.
-func databaseURL(tb testing.TB) string {
-	u := os.Getenv("DATABASE_URL")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal("DATABASE_URL is not set: CI must run the postgres knowledge index tests against a server (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-		}
-		tb.Skip("DATABASE_URL is not set")
-	}
-	return u
-}
-
-// freshSchema returns the URL of a new, random schema, dropped when the test ends,
-// and a pool on it to look at the tables.
-func freshSchema(tb testing.TB) (string, *pgdb.DB) {
-	tb.Helper()
-	base := databaseURL(tb)
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	schema := fmt.Sprintf("t_%016x", rand.Uint64())
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	db, err := pgdb.Open(context.Background(), u.String())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(err)
-		}
-		tb.Skipf("postgres does not answer: %v", err)
-	}
-	tb.Cleanup(func() {
-		if _, err := db.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			tb.Errorf("cleanup: %v", err)
-		}
-		db.Close()
-	})
-	return u.String(), db
-}
+// freshSchema is a schema of the test's own (see pgtest).
+func freshSchema(tb testing.TB) (string, *pgdb.DB) { return pgtest.Schema(tb) }
 
 func openIndex(tb testing.TB) (*Index, *pgdb.DB, string) {
 	tb.Helper()
