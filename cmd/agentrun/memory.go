@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -83,10 +85,14 @@ func newMemoryCommand() *cobra.Command {
 			return nil
 		},
 	}
+	var index string
 	forget := &cobra.Command{
-		Use:   "forget --user U",
-		Short: "Delete everything stored about a user: facts and conversations",
-		Args:  cobra.NoArgs,
+		Use:   "forget --user U [--index LOCATION]",
+		Short: "Delete everything stored about a user: facts, conversations and their learned answers",
+		Long: "Delete everything stored about a user: facts, conversations, paused runs, and the answers\n" +
+			"the FAQ cache learned for that user only (in the knowledge index: --index, else\n" +
+			"AGENTRUN_INDEX, else " + spec.DefaultIndexPath + " when it exists).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := open()
 			if err != nil {
@@ -98,13 +104,22 @@ func newMemoryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			learned, err := forgetLearned(ctx, index, user)
+			if err != nil {
+				return err
+			}
 			if err := st.Forget(ctx, user); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "forgot user %s: %s, %s\n", user, count(len(facts), "fact"), count(len(ids), "conversation"))
+			line := fmt.Sprintf("forgot user %s: %s, %s", user, count(len(facts), "fact"), count(len(ids), "conversation"))
+			if learned >= 0 {
+				line += ", " + count(learned, "learned answer")
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), line)
 			return nil
 		},
 	}
+	forget.Flags().StringVar(&index, "index", "", "the knowledge index whose answers learned for the user go too (default: AGENTRUN_INDEX, else "+spec.DefaultIndexPath+" if it exists)")
 	for _, c := range []*cobra.Command{show, forget} {
 		c.Flags().StringVar(&storeFlag, "store", "", "the store's URL")
 		c.Flags().StringVar(&user, "user", "", "the user's id")
@@ -146,4 +161,25 @@ func writeMessage(w interface{ Write([]byte) (int, error) }, m runtime.Message) 
 	default:
 		fmt.Fprintf(w, "  %-9s %s\n", m.Role, clip(m.Content, 160))
 	}
+}
+
+// forgetLearned deletes the FAQ cache's answers learned for the user alone, from
+// the index at location (else AGENTRUN_INDEX, else the default file when it
+// exists), and returns how many; -1 when there is no index to look in.
+func forgetLearned(ctx context.Context, location, user string) (int, error) {
+	if location == "" {
+		location = os.Getenv("AGENTRUN_INDEX")
+	}
+	if location == "" {
+		if _, err := os.Stat(spec.DefaultIndexPath); err != nil {
+			return -1, nil
+		}
+		location = spec.DefaultIndexPath
+	}
+	idx, err := agentrun.OpenIndex(ctx, location)
+	if err != nil {
+		return 0, fmt.Errorf("knowledge index: %w", err)
+	}
+	defer idx.Close()
+	return idx.ClearLearned(ctx, sqlite.LearnedFilter{User: user})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/postgres"
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/postgres"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
@@ -18,7 +19,7 @@ func newStoreCommand() *cobra.Command {
 	}
 	migrate := &cobra.Command{
 		Use:   "migrate URL",
-		Short: "Bring a store's schema up to date",
+		Short: "Bring a store's schema up to date (on PostgreSQL, the knowledge index's tables too)",
 		Long: "Apply the migrations a store's schema lacks, as opening it with --store does on first use:\n" +
 			"for deployments that migrate before they roll out. Safe to run while agents use the store and\n" +
 			"from several processes at once (PostgreSQL takes an advisory lock, SQLite its write lock).\n\n" +
@@ -39,6 +40,13 @@ func newStoreCommand() *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(out, "postgres: schema %s at version %d (applied %d)\n", m.Schema, m.Version, m.Applied)
+				// The knowledge index may share the database: its tables are brought
+				// up to date too, so a roll-out migrates everything at once.
+				version, applied, err := kpostgres.Migrate(cmd.Context(), url)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "postgres: knowledge tables in schema %s at version %d (applied %d)\n", m.Schema, version, applied)
 			case spec.StoreSQLite:
 				path, err := store.SQLitePath(url)
 				if err != nil {

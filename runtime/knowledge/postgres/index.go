@@ -114,6 +114,21 @@ func IsURL(location string) bool {
 	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
 }
 
+// Migrate brings the index's tables at the postgres:// URL up to date, as Open does:
+// `agentrun store migrate` runs it beside the store's. It returns the tables'
+// version and how many migrations it applied.
+func Migrate(ctx context.Context, url string) (version, applied int, err error) {
+	db, err := pgdb.Open(ctx, url)
+	if err != nil {
+		return 0, 0, fmt.Errorf("knowledge index: %w", err)
+	}
+	defer db.Close()
+	if applied, err = db.Migrate(ctx, component, migrations); err != nil {
+		return 0, 0, fmt.Errorf("knowledge index: %w", err)
+	}
+	return len(migrations), applied, nil
+}
+
 // Open connects to the database a postgres:// URL names (see pgdb.Open: the schema
 // parameter, default agentrun, holds the tables) and brings the index's tables up
 // to date.
