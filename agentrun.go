@@ -15,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/kinds"
+	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/telemetry"
@@ -76,6 +77,8 @@ type Agent struct {
 	tel       *telemetry.Telemetry
 	topts     []telemetry.Options
 	toolNames map[string]bool
+	// index is where the agent's knowledge is ("" without knowledge).
+	index string
 }
 
 // NewLoader is the spec loader with the bundled skills.
@@ -191,6 +194,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 				return nil, err
 			}
 			a.closers = append(a.closers, closeK)
+			a.index = cmp.Or(opts.Index, IndexPath(s, lookup))
 			ropts.Knowledge = k
 			ropts.Version = SpecVersion(s)
 			if Offline(s) { // what an offline model answers must never answer a real run
@@ -286,6 +290,21 @@ func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, 
 	ended = true
 	span.End(res, err)
 	return res, err
+}
+
+// ForgetLearned deletes the answers the FAQ cache learned for the user alone from
+// the agent's knowledge index, and returns how many: part of forgetting a user.
+// Shared answers stay. An agent without knowledge has none.
+func (a *Agent) ForgetLearned(ctx context.Context, user string) (int, error) {
+	if a.index == "" || user == "" {
+		return 0, nil
+	}
+	idx, err := OpenIndex(ctx, a.index)
+	if err != nil {
+		return 0, err
+	}
+	defer idx.Close()
+	return idx.ClearLearned(ctx, sqlite.LearnedFilter{User: user})
 }
 
 // Resume goes on with a paused run (see runtime.Agent.Resume), traced like Run.

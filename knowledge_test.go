@@ -3,6 +3,7 @@ package agentrun_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -253,5 +255,39 @@ func TestIndexSpecRebuild(t *testing.T) {
 	if !c.Rebuilt || c.PreviousEmbedder != "local:v1:dim=256" || c.Embedded != 3 ||
 		!strings.HasSuffix(c.Summary(), "; embedder changed from local:v1:dim=256 to local:v1:dim=512") {
 		t.Errorf("rebuild report %+v: %s", c, c.Summary())
+	}
+}
+
+// Forgetting a user deletes the answers learned for them alone; the shared ones
+// and other users' stay.
+func TestForgetLearned(t *testing.T) {
+	ctx := context.Background()
+	index := filepath.Join(t.TempDir(), "k.db")
+	a, err := agentrun.Build(ctx, knowledgeSpec(t, ""), agentrun.Options{Index: index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	idx, err := sqlite.Open(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	emb, err := knowledge.NewLocal(spec.DefaultLocalDimensions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sqlite.LearnedKey{Agent: "kb", Intent: "faq", Version: "v"}
+	for i, who := range []string{"alice", "", "bob", "alice"} {
+		if _, err := idx.Learn(ctx, key, emb, who, fmt.Sprintf("Can I return food, question %d?", i), "No.", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := a.ForgetLearned(ctx, "alice"); n != 2 || err != nil {
+		t.Fatalf("forgot %d: %v", n, err)
+	}
+	left, err := idx.ListLearned(ctx, sqlite.LearnedFilter{AllUsers: true})
+	if err != nil || len(left) != 2 || left[0].User == "alice" || left[1].User == "alice" {
+		t.Fatalf("left %+v %v", left, err)
 	}
 }

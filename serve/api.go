@@ -473,6 +473,21 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request, p Principal) {
+	// The answers the FAQ caches learned for the user alone go first: a failure
+	// then leaves the store as it was, and the request can be repeated.
+	for _, name := range s.agentNames() {
+		a, release := s.agent(name)
+		if a == nil {
+			continue
+		}
+		_, err := a.ForgetLearned(r.Context(), p.User.ID)
+		release()
+		if err != nil {
+			s.log.Warn("forgetting a user's learned answers failed", "agent", name, "error", err.Error())
+			writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the knowledge index did not answer")
+			return
+		}
+	}
 	if err := s.store.Forget(r.Context(), p.User.ID); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
 		return
