@@ -292,6 +292,10 @@ func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, 
 	return res, err
 }
 
+// IndexLocation is where the agent's knowledge index is (a file or a postgres://
+// URL); "" for an agent without knowledge.
+func (a *Agent) IndexLocation() string { return a.index }
+
 // ForgetLearned deletes the answers the FAQ cache learned for the user alone from
 // the agent's knowledge index, and returns how many: part of forgetting a user.
 // Shared answers stay. An agent without knowledge has none.

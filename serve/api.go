@@ -475,11 +475,18 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request, p Principal) {
 	// The answers the FAQ caches learned for the user alone go first: a failure
 	// then leaves the store as it was, and the request can be repeated.
+	cleared := map[string]bool{} // agents may share an index: clear each once
 	for _, name := range s.agentNames() {
 		a, release := s.agent(name)
 		if a == nil {
 			continue
 		}
+		loc := a.IndexLocation()
+		if cleared[loc] {
+			release()
+			continue
+		}
+		cleared[loc] = true
 		_, err := a.ForgetLearned(r.Context(), p.User.ID)
 		release()
 		if err != nil {

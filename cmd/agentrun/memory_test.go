@@ -100,7 +100,7 @@ func TestExecRemembersAcrossProcesses(t *testing.T) {
 	}
 	forget := exec.Command(bin, "memory", "forget", "--user", "u-42")
 	forget.Dir = work
-	if out, err := forget.Output(); err != nil || string(out) != "forgot user u-42: 1 fact, 1 conversation\n" {
+	if out, err := forget.Output(); err != nil || string(out) != "forgot user u-42: 1 fact, 1 conversation, 0 learned answers\n" {
 		t.Errorf("memory forget: %v %q", err, out)
 	}
 	show = exec.Command(bin, "memory", "show", "--user", "u-42", "--conversation", "c-7")

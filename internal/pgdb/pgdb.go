@@ -89,20 +89,33 @@ func (db *DB) Close() { db.Pool.Close() }
 var ErrNewerSchema = errors.New("the database was written by a newer agentrun")
 
 // Migrate brings component's tables (migrations[i] takes version i to i+1) up to
-// date in one transaction, under an advisory lock on the schema and component: two
+// date in one transaction, under an advisory lock on the schema: two
 // processes starting at once both succeed, one after the other, and neither sees
 // half a schema. Versions are kept in the schema's agentrun_migrations table. It
 // returns how many migrations it applied.
 func (db *DB) Migrate(ctx context.Context, component string, migrations []string) (int, error) {
+	schema := pgx.Identifier{db.Schema}.Sanitize()
+	// Up to date already: no lock and no DDL, so a role with only the tables'
+	// privileges can use a schema that `agentrun store migrate` prepared.
+	var current int
+	err := db.Pool.QueryRow(ctx, `SELECT version FROM `+schema+`.agentrun_migrations WHERE component = $1`, component).Scan(&current)
+	if err == nil && current == len(migrations) {
+		return 0, nil
+	}
 	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+db.Schema+":"+component); err != nil {
+	// One lock for the whole schema: the store and the knowledge index migrate
+	// one after the other, as both create the schema and the versions table. The
+	// wait for it is not a statement that may time out.
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
 		return 0, err
 	}
-	schema := pgx.Identifier{db.Schema}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+db.Schema); err != nil {
+		return 0, err
+	}
 	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
 		return 0, err
 	}

@@ -3,6 +3,8 @@ package pgdb_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -131,5 +133,75 @@ func TestInTxRetriesSerializationFailures(t *testing.T) {
 	db.Pool.QueryRow(ctx, `SELECT n FROM counter`).Scan(&n)
 	if n != workers-failed || n == 0 {
 		t.Fatalf("counter %d after %d successful increments", n, workers-failed)
+	}
+}
+
+// Two components starting at once on a fresh schema (the store and the knowledge
+// index) both create it and the versions table: they take turns.
+func TestComponentsMigrateAtOnce(t *testing.T) {
+	u, _ := freshURL(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			db, err := pgdb.Open(ctx, u)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			_, errs[i] = db.Migrate(ctx, fmt.Sprintf("c%d", i), []string{fmt.Sprintf(`CREATE TABLE t%d (x INT)`, i)})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("component %d: %v", i, err)
+		}
+	}
+}
+
+// A role with only the tables' privileges uses a schema migrated beforehand: an
+// up-to-date schema needs no DDL.
+func TestMigratedSchemaNeedsNoDDL(t *testing.T) {
+	u, schema := freshURL(t)
+	ctx := context.Background()
+	admin, err := pgdb.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Migrate(ctx, "notes", migrations); err != nil {
+		t.Fatal(err)
+	}
+	role := schema + "_rt"
+	q := pgx.Identifier{role}.Sanitize()
+	s := pgx.Identifier{schema}.Sanitize()
+	for _, stmt := range []string{
+		`CREATE ROLE ` + q + ` LOGIN NOSUPERUSER NOCREATEDB`,
+		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + q,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + s + ` TO ` + q,
+	} {
+		if _, err := admin.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		admin.Pool.Exec(ctx, `DROP OWNED BY `+q)
+		admin.Pool.Exec(ctx, `DROP ROLE `+q)
+	})
+	ru, _ := url.Parse(u)
+	ru.User = url.User(role)
+	db, err := pgdb.Open(ctx, ru.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n, err := db.Migrate(ctx, "notes", migrations); n != 0 || err != nil {
+		t.Fatalf("the runtime role migrating an up-to-date schema: %d, %v", n, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO notes (text) VALUES ('hi')`); err != nil {
+		t.Fatal(err)
 	}
 }

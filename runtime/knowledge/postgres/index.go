@@ -231,6 +231,11 @@ type chunkRow struct {
 func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error) {
 	rebuild := opts.Rebuild
 	id := emb.ID()
+	// An update embeds while it holds the collection: one of the same collection
+	// waits for it however long that takes, rather than time out.
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+		return sqlite.Stats{}, err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+x.db.Schema+":knowledge:"+collection); err != nil {
 		return sqlite.Stats{}, err
 	}

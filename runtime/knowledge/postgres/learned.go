@@ -59,6 +59,13 @@ func (x *Index) LearnVector(ctx context.Context, key sqlite.LearnedKey, embedder
 		if err := deleteExpired(ctx, tx, now); err != nil {
 			return err
 		}
+		// The key's row first: its lock makes learners of one key take turns, so
+		// two learning one question leave one entry, as the SQLite index does.
+		if _, err := tx.Exec(ctx, `INSERT INTO knowledge_learned_keys(agent, intent, version, embedder, generation) VALUES ($1, $2, $3, $4, 1)
+			ON CONFLICT (agent, intent, version, embedder) DO UPDATE SET generation = knowledge_learned_keys.generation + 1`,
+			id.agent, id.intent, id.version, id.embedder); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_learned WHERE agent = $1 AND intent = $2 AND version = $3
 			AND embedder = $4 AND user_id = $5 AND question = $6`, id.agent, id.intent, id.version, id.embedder, user, question); err != nil {
 			return err
@@ -67,15 +74,9 @@ func (x *Index) LearnVector(ctx context.Context, key sqlite.LearnedKey, embedder
 		if ttl > 0 {
 			expires = now.Add(ttl).UnixNano()
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO knowledge_learned(agent, intent, version, embedder, dimensions, user_id, question, answer, vector, created_at, expires_at)
+		return tx.QueryRow(ctx, `INSERT INTO knowledge_learned(agent, intent, version, embedder, dimensions, user_id, question, answer, vector, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
-			id.agent, id.intent, id.version, id.embedder, len(q), user, question, answer, sqlite.EncodeVector(q), now.UnixNano(), expires).Scan(&entry); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO knowledge_learned_keys(agent, intent, version, embedder, generation) VALUES ($1, $2, $3, $4, 1)
-			ON CONFLICT (agent, intent, version, embedder) DO UPDATE SET generation = knowledge_learned_keys.generation + 1`,
-			id.agent, id.intent, id.version, id.embedder)
-		return err
+			id.agent, id.intent, id.version, id.embedder, len(q), user, question, answer, sqlite.EncodeVector(q), now.UnixNano(), expires).Scan(&entry)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("knowledge index: learn: %w", err)
@@ -145,13 +146,13 @@ func (x *Index) ClearLearned(ctx context.Context, f sqlite.LearnedFilter) (int, 
 			return err
 		}
 		cond, args := where(f, now)
-		if _, err := tx.Exec(ctx, `UPDATE knowledge_learned_keys SET generation = generation + 1
-			WHERE (agent, intent, version, embedder) IN (SELECT agent, intent, version, embedder FROM knowledge_learned WHERE `+cond+`)`, args...); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM knowledge_learned WHERE `+cond, args...)
-		n = tag.RowsAffected()
-		return err
+		// One statement, so the keys bumped are exactly those of the entries deleted
+		// (two would see two snapshots under READ COMMITTED).
+		return tx.QueryRow(ctx, `WITH d AS (DELETE FROM knowledge_learned WHERE `+cond+` RETURNING agent, intent, version, embedder),
+			bumped AS (UPDATE knowledge_learned_keys k SET generation = k.generation + 1
+				FROM (SELECT DISTINCT agent, intent, version, embedder FROM d) x
+				WHERE (k.agent, k.intent, k.version, k.embedder) = (x.agent, x.intent, x.version, x.embedder))
+			SELECT count(*) FROM d`, args...).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("knowledge index: clear learned entries: %w", err)

@@ -135,7 +135,7 @@ func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime
 // Seen looks the entity up by the unique index seen_entity.
 func (s *Store) Seen(ctx context.Context, conversation, kind, id string) (bool, error) {
 	query := `SELECT EXISTS (SELECT 1 FROM seen WHERE conversation_id = $1 AND kind = $2 AND value = $3)`
-	args := []any{conversation, kind, id}
+	args := []any{conversation, storable(kind), storable(id)}
 	if s.ttl > 0 {
 		query = `SELECT EXISTS (SELECT 1 FROM seen JOIN conversations c ON c.id = seen.conversation_id
 			WHERE seen.conversation_id = $1 AND kind = $2 AND value = $3 AND c.updated_at >= $4)`
@@ -211,6 +211,12 @@ const analyzeAfter = 1000
 
 // commit writes the record and returns how many entities it added.
 func (s *Store) commit(ctx context.Context, tx pgx.Tx, rec runtime.Record, now time.Time) (int, error) {
+	rec = storableRecord(rec)
+	// Shared with other commits of the user, exclusive in Forget: a user forgotten
+	// is forgotten whole, never beside a commit half seen.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, "agentrun-user:"+rec.UserID); err != nil {
+		return 0, err
+	}
 	turn := 0
 	if rec.Conversation != "" {
 		var err error
@@ -275,7 +281,7 @@ func (s *Store) lockConversation(ctx context.Context, tx pgx.Tx, rec runtime.Rec
 			return 0, runtime.ErrForeignConversation
 		}
 		turns += newTurns
-		if _, err := tx.Exec(ctx, `UPDATE conversations SET turns = $2, updated_at = $3 WHERE id = $1`,
+		if _, err := tx.Exec(ctx, `UPDATE conversations SET turns = $2, updated_at = GREATEST(updated_at, $3) WHERE id = $1`,
 			rec.Conversation, turns, now); err != nil {
 			return 0, err
 		}
@@ -297,7 +303,7 @@ func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactCh
 		switch {
 		case err == nil:
 			_, err := tx.Exec(ctx, `UPDATE facts SET value = $3, source = $4, updated_at = $5 WHERE user_id = $1 AND key = $2`,
-				userID, ch.Key, storable(runtime.ApplyFact(old, ch)), ch.Source, now)
+				userID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, now)
 			return err
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
@@ -305,7 +311,7 @@ func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactCh
 		// No fact yet: insert it, unless a concurrent commit did first — then lock
 		// and change that one.
 		tag, err := tx.Exec(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES($1, $2, $3, $4, $5)
-			ON CONFLICT (user_id, key) DO NOTHING`, userID, ch.Key, storable(runtime.ApplyFact("", ch)), ch.Source, now)
+			ON CONFLICT (user_id, key) DO NOTHING`, userID, ch.Key, runtime.ApplyFact("", ch), ch.Source, now)
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
@@ -388,16 +394,46 @@ func commitMessages(ctx context.Context, tx pgx.Tx, rec runtime.Record, turn int
 		}
 		batch.Queue(`INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id, reasoning)
 			VALUES($1, $2, $3, $4, $5, $6::json, $7, $8::json)`,
-			rec.Conversation, seq, turn, string(m.Role), storable(m.Content), jsonText(calls), m.ToolCallID, jsonText(reasoning))
+			rec.Conversation, seq, turn, string(m.Role), m.Content, jsonText(calls), m.ToolCallID, jsonText(reasoning))
 	}
 	return tx.SendBatch(ctx, batch).Close()
 }
 
-// storable is free text as PostgreSQL's text can hold it: a NUL byte (which a tool's
-// output may carry) becomes U+FFFD, rather than failing the commit and losing the
-// run's exchange.
+// storable is text as PostgreSQL's text can hold it: a NUL byte or bytes that are
+// not UTF-8 (a tool's output may carry either: a page in Latin-1) become U+FFFD,
+// rather than failing the commit and losing the run's exchange.
 func storable(s string) string {
-	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
+// storableRecord is rec with its free text storable: messages, facts and the seen
+// entities' ids (Seen looks them up the same way). The record's own ids are the
+// caller's and kept as they are.
+func storableRecord(rec runtime.Record) runtime.Record {
+	msgs := make([]runtime.Message, len(rec.Messages))
+	for i, m := range rec.Messages {
+		m.Content, m.ToolCallID = storable(m.Content), storable(m.ToolCallID)
+		msgs[i] = m
+	}
+	rec.Messages = msgs
+	facts := make([]runtime.FactChange, len(rec.Facts))
+	for i, f := range rec.Facts {
+		f.Key, f.Value, f.Source = storable(f.Key), storable(f.Value), storable(f.Source)
+		facts[i] = f
+	}
+	rec.Facts = facts
+	if rec.Seen != nil {
+		seen := make(map[string][]string, len(rec.Seen))
+		for kind, ids := range rec.Seen {
+			clean := make([]string, len(ids))
+			for i, id := range ids {
+				clean[i] = storable(id)
+			}
+			seen[storable(kind)] = clean
+		}
+		rec.Seen = seen
+	}
+	return rec
 }
 
 // jsonText is JSON as a text parameter, nil (NULL) for none.
@@ -530,9 +566,13 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 // entities.
 func (s *Store) Forget(ctx context.Context, userID string) error {
 	err := s.db.InTx(ctx, pgx.ReadCommitted, func(tx pgx.Tx) error {
+		// Waits for the user's commits in flight, and keeps new ones out until done.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun-user:"+userID); err != nil {
+			return err
+		}
 		for _, del := range []string{
-			`DELETE FROM facts WHERE user_id = $1`,
 			`DELETE FROM conversations WHERE user_id = $1`,
+			`DELETE FROM facts WHERE user_id = $1`,
 			`DELETE FROM paused_runs WHERE user_id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, del, userID); err != nil {

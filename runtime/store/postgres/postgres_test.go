@@ -543,18 +543,23 @@ func BenchmarkLoadSave(b *testing.B) {
 	})
 }
 
-// PostgreSQL's text holds no NUL byte; a tool output carrying one is stored with
-// U+FFFD in its place rather than failing the commit and losing the exchange.
+// PostgreSQL's text holds no NUL byte and only UTF-8; a tool output carrying
+// either is stored with U+FFFD in their place rather than failing the commit and
+// losing the exchange.
 func TestNULIsStorable(t *testing.T) {
 	s, _, _ := openFresh(t, 0)
 	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1",
-		Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q\x00"}, {Role: runtime.RoleAssistant, Content: "a"}},
-		Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v\x00w"}}})
+		Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q\x00"}, {Role: runtime.RoleAssistant, Content: "caf\xe9"}},
+		Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v\x00w"}},
+		Seen:     map[string][]string{"orders": {"A\x001"}}})
 	c, err := s.Conversation(ctx, "c1", 10)
-	if err != nil || len(c.Messages) != 2 || c.Messages[0].Content != "q\uFFFD" {
+	if err != nil || len(c.Messages) != 2 || c.Messages[0].Content != "q\uFFFD" || c.Messages[1].Content != "caf\uFFFD" {
 		t.Fatalf("%v %+v", err, c)
 	}
 	if facts, _ := s.Facts(ctx, "u1"); len(facts) != 1 || facts[0].Value != "v\uFFFDw" {
 		t.Fatalf("facts %+v", facts)
+	}
+	if found, err := s.Seen(ctx, "c1", "orders", "A\x001"); !found || err != nil {
+		t.Fatalf("the entity with a NUL is not found: %v %v", found, err)
 	}
 }
