@@ -99,6 +99,9 @@ var migrations = []string{
 type Index struct {
 	db       *pgdb.DB
 	pgvector bool
+	// vectorNS is the vector extension's schema (quoted) when the index scores
+	// with pgvector; "" when it scores in process.
+	vectorNS string
 
 	mu      sync.Mutex
 	cache   map[cacheKey]*sqlite.Vectors
@@ -133,6 +136,10 @@ func Migrate(ctx context.Context, url string) (version, applied int, err error) 
 // parameter, default agentrun, holds the tables) and brings the index's tables up
 // to date.
 func Open(ctx context.Context, url string) (*Index, error) {
+	url, mode, err := splitVectorSearch(url)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge index: %w", err)
+	}
 	db, err := pgdb.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge index: %w", err)
@@ -146,7 +153,27 @@ func Open(ctx context.Context, url string) (*Index, error) {
 		db.Close()
 		return nil, fmt.Errorf("knowledge index: %w", err)
 	}
+	if mode == string(VectorsPgvector) || mode != string(VectorsInProcess) && x.pgvector {
+		ns, err := x.enablePgvector(ctx)
+		switch {
+		case err == nil:
+			x.vectorNS = ns
+		case mode == string(VectorsPgvector):
+			db.Close()
+			return nil, fmt.Errorf("knowledge index: %s=pgvector: %w", vectorSearchParam, err)
+		}
+		// auto: a server that offers the extension but will not let this role use it
+		// is searched in process, as one without it.
+	}
 	return x, nil
+}
+
+// VectorSearch says where the index scores vectors.
+func (x *Index) VectorSearch() VectorSearch {
+	if x.vectorNS != "" {
+		return VectorsPgvector
+	}
+	return VectorsInProcess
 }
 
 // Close closes the connections.
@@ -159,8 +186,7 @@ func (x *Index) Close() error {
 func (x *Index) Schema() string { return x.db.Schema }
 
 // VectorExtensionAvailable reports whether the server offers the pgvector
-// extension ("vector"). The index does not use it yet: vectors are bytea and
-// searched in process whatever this says.
+// extension ("vector"); VectorSearch says whether the index uses it.
 func (x *Index) VectorExtensionAvailable() bool { return x.pgvector }
 
 // Knowledge adapts the index to runtime.Knowledge for one agent using emb, as
@@ -312,6 +338,11 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
 	if err != nil {
 		return sqlite.Stats{}, err
+	}
+	if x.vectorNS != "" {
+		if err := fillEmbeddings(ctx, tx, x.vectorNS, collection); err != nil {
+			return sqlite.Stats{}, err
+		}
 	}
 	if got != dims {
 		if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dimensions = $1 WHERE name = $2`, got, collection); err != nil {
@@ -559,7 +590,8 @@ func (x *Index) vectorsFor(ctx context.Context, tx pgx.Tx, collection, embedder 
 
 // snapshot opens a read-only repeatable-read transaction and checks the
 // collection's embedder and that its vectors have the query's dimension qdims.
-func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder, qdims int) (pgx.Tx, *sqlite.Vectors, error) {
+func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.Embedder, q []float32) (pgx.Tx, scorer, error) {
+	qdims := len(q)
 	tx, err := x.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, err
@@ -582,12 +614,15 @@ func (x *Index) snapshot(ctx context.Context, collection string, emb knowledge.E
 		tx.Rollback(ctx)
 		return nil, nil, err
 	}
+	if x.vectorNS != "" {
+		return tx, inServer{tx: tx, ns: x.vectorNS, collection: collection, embedder: stored, q: vectorLiteral(q)}, nil
+	}
 	v, err := x.vectorsFor(ctx, tx, collection, stored, dims, generation)
 	if err != nil {
 		tx.Rollback(ctx)
 		return nil, nil, err
 	}
-	return tx, v, nil
+	return tx, inProcess{v: v, q: sqlite.NewQuery(q)}, nil
 }
 
 func wrapSearchErr(op, collection string, err error) error {
@@ -621,7 +656,7 @@ func (x *Index) SearchVector(ctx context.Context, collection, query string, q []
 	if k <= 0 {
 		return nil, nil
 	}
-	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
+	tx, v, err := x.snapshot(ctx, collection, emb, q)
 	if err != nil {
 		return nil, err
 	}
@@ -634,8 +669,11 @@ func (x *Index) SearchVector(ctx context.Context, collection, query string, q []
 		rank float64
 	}
 	byID := map[int64]*fused{}
-	qv := sqlite.NewQuery(q)
-	for rank, s := range v.Top(qv, n) {
+	top, err := v.top(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	for rank, s := range top {
 		byID[s.ID] = &fused{rrf: 1 / float64(sqlite.RRFK+rank+1), vec: s.Score}
 	}
 	if match := tsquery(sqlite.QueryTerms(query)); match != "" {
@@ -687,7 +725,11 @@ func (x *Index) SearchVector(ctx context.Context, collection, query string, q []
 		}
 		h := sqlite.Hit{Chunk: c, Score: f.rrf, VectorScore: f.vec, BM25: f.rank}
 		row := -1
-		if s, r, ok := v.Best(qv, id); ok {
+		s, r, ok, err := v.best(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			h.VectorScore, row = s, r
 		} else if math.IsNaN(float64(h.VectorScore)) {
 			h.VectorScore = 0
@@ -716,12 +758,15 @@ func (x *Index) FAQ(ctx context.Context, collection, query string, emb knowledge
 
 // FAQVector is FAQ with the query's vector q (sqlite.Backend).
 func (x *Index) FAQVector(ctx context.Context, collection string, q []float32, emb knowledge.Embedder) (sqlite.Hit, bool, error) {
-	tx, v, err := x.snapshot(ctx, collection, emb, len(q))
+	tx, v, err := x.snapshot(ctx, collection, emb, q)
 	if err != nil {
 		return sqlite.Hit{}, false, err
 	}
 	defer tx.Rollback(ctx)
-	id, score, row, ok := v.BestFAQ(sqlite.NewQuery(q))
+	id, score, row, ok, err := v.bestFAQ(ctx)
+	if err != nil {
+		return sqlite.Hit{}, false, err
+	}
 	if !ok {
 		return sqlite.Hit{}, false, tx.Commit(ctx)
 	}

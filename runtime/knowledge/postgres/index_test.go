@@ -24,9 +24,13 @@ import (
 // freshSchema is a schema of the test's own (see pgtest).
 func freshSchema(tb testing.TB) (string, *pgdb.DB) { return pgtest.Schema(tb) }
 
+// openIndex opens an index that scores in process, whether or not the server has
+// pgvector: the tests that compare it with the SQLite index bit for bit need that
+// (pgvector_test.go tests the other way).
 func openIndex(tb testing.TB) (*Index, *pgdb.DB, string) {
 	tb.Helper()
 	u, db := freshSchema(tb)
+	u += "&" + vectorSearchParam + "=" + string(VectorsInProcess)
 	x, err := Open(context.Background(), u)
 	if err != nil {
 		tb.Fatal(err)
