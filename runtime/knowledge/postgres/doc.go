@@ -9,7 +9,8 @@
 // collection until its generation changes (any Update, by any process), so the
 // vector ranking and its scores are the SQLite index's, bit for bit. Full text is
 // a tsvector column (GIN index) holding the very terms the SQLite index gives
-// FTS5 (lower-cased words, plurals folded, CJK runs as bigrams), ranked by
-// ts_rank instead of BM25; the two rankings are fused by the same reciprocal rank
-// fusion. The pgvector extension is not used (see docs/knowledge.md).
+// FTS5 (lower-cased words, plurals folded, CJK runs as bigrams), ranked by FTS5's
+// BM25 computed in SQL over the same statistics; the two rankings are fused by the
+// same reciprocal rank fusion. With the pgvector extension the vectors are scored
+// in the server instead (see docs/knowledge.md).
 package postgres

@@ -93,6 +93,11 @@ var migrations = []string{
 		generation BIGINT NOT NULL,
 		PRIMARY KEY (agent, intent, version, embedder)
 	);`,
+
+	// 2: each chunk's number of terms, which BM25 weighs a match by (FTS5 counts
+	// them itself); chunks stored before it get it from their tsvector.
+	`ALTER TABLE knowledge_chunks ADD COLUMN terms_length INTEGER NOT NULL DEFAULT 0;
+	UPDATE knowledge_chunks SET terms_length = (SELECT coalesce(sum(array_length(positions, 1)), 0) FROM unnest(terms));`,
 }
 
 // Index is a knowledge index in a PostgreSQL schema. It is safe for concurrent use.
@@ -381,9 +386,10 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 		if qs == nil {
 			qs = []string{}
 		}
-		batch.Queue(`INSERT INTO knowledge_chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions, terms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::tsvector)`,
-			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, qs, tsvector(sqlite.SearchTerms(c)))
+		terms := sqlite.SearchTerms(c)
+		batch.Queue(`INSERT INTO knowledge_chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions, terms, terms_length)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::tsvector, $11)`,
+			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, qs, tsvector(terms), len(terms))
 	}
 	var leftover []int64
 	for _, rs := range existing {
@@ -634,7 +640,7 @@ func wrapSearchErr(op, collection string, err error) error {
 }
 
 // Search returns up to k chunks of collection for query, best first: the vector
-// ranking and the full-text ranking (ts_rank) fused by reciprocal rank fusion.
+// ranking and the full-text ranking (BM25) fused by reciprocal rank fusion.
 func (x *Index) Search(ctx context.Context, collection, query string, emb knowledge.Embedder, k int) ([]sqlite.Hit, error) {
 	if k <= 0 {
 		return nil, nil
@@ -651,7 +657,7 @@ func (x *Index) Search(ctx context.Context, collection, query string, emb knowle
 }
 
 // SearchVector is Search with query's vector q (sqlite.Backend). Hit.BM25 holds
-// ts_rank's relevance (higher is better; 0 when the text did not match).
+// the text match's BM25 score (higher is better; 0 when the text did not match).
 func (x *Index) SearchVector(ctx context.Context, collection, query string, q []float32, emb knowledge.Embedder, k int) ([]sqlite.Hit, error) {
 	if k <= 0 {
 		return nil, nil
@@ -676,33 +682,18 @@ func (x *Index) SearchVector(ctx context.Context, collection, query string, q []
 	for rank, s := range top {
 		byID[s.ID] = &fused{rrf: 1 / float64(sqlite.RRFK+rank+1), vec: s.Score}
 	}
-	if match := tsquery(sqlite.QueryTerms(query)); match != "" {
-		rows, err := tx.Query(ctx, `SELECT id, ts_rank(terms, $2::tsquery) AS r FROM knowledge_chunks
-			WHERE collection = $1 AND terms @@ $2::tsquery ORDER BY r DESC, id LIMIT $3`, collection, match, n)
-		if err != nil {
-			return nil, err
+	matches, err := bm25(ctx, tx, collection, sqlite.QueryTerms(query), n)
+	if err != nil {
+		return nil, err
+	}
+	for rank, m := range matches {
+		f := byID[m.id]
+		if f == nil {
+			f = &fused{vec: float32(math.NaN())}
+			byID[m.id] = f
 		}
-		rank := 0
-		for rows.Next() {
-			var id int64
-			var r float32
-			if err := rows.Scan(&id, &r); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			f := byID[id]
-			if f == nil {
-				f = &fused{vec: float32(math.NaN())}
-				byID[id] = f
-			}
-			rank++
-			f.rrf += 1 / float64(sqlite.RRFK+rank)
-			f.rank = float64(r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		f.rrf += 1 / float64(sqlite.RRFK+rank+1)
+		f.rank = m.score
 	}
 	ids := make([]int64, 0, len(byID))
 	for id := range byID {
