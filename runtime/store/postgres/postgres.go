@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,14 @@ import (
 type Store struct {
 	db  *pgdb.DB
 	ttl time.Duration
-	// swept is when expired conversations were last deleted (Unix nanoseconds).
-	swept atomic.Int64
+	// swept and analyzed are when expired conversations were last deleted and
+	// seen's statistics last refreshed (Unix nanoseconds); upkeep counts the
+	// background goroutines doing either, which Close waits for.
+	swept, analyzed atomic.Int64
+	upkeep          sync.WaitGroup
+	// upkeepCtx ends when the store closes: upkeep in flight gives up.
+	upkeepCtx  context.Context
+	stopUpkeep context.CancelFunc
 }
 
 var (
@@ -30,9 +37,15 @@ var (
 	_ runtime.PausedRuns = (*Store)(nil)
 )
 
-// sweepEvery is how often, at most, a commit deletes the conversations expired
-// under the TTL; between sweeps the reads skip them.
-const sweepEvery = time.Minute
+// Upkeep: at most once per upkeepEvery in a process, a commit starts deleting the
+// conversations expired under the TTL (between sweeps the reads skip them) and,
+// after a large commit, refreshing seen's statistics — in the background, within
+// upkeepBudget, expired conversations sweepBatch at a time.
+const (
+	upkeepEvery  = time.Minute
+	upkeepBudget = 5 * time.Minute
+	sweepBatch   = 500
+)
 
 // Open connects to the database a postgres:// or postgresql:// URL names (see
 // pgdb.Open for its parameters: schema, pool_max_conns, statement_timeout, sslmode,
@@ -49,7 +62,8 @@ func Open(ctx context.Context, url string, ttl time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	return &Store{db: db, ttl: ttl}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	return &Store{db: db, ttl: ttl, upkeepCtx: ctx, stopUpkeep: stop}, nil
 }
 
 // Schema is the schema the store's tables live in.
@@ -57,6 +71,8 @@ func (s *Store) Schema() string { return s.db.Schema }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.stopUpkeep()
+	s.upkeep.Wait()
 	s.db.Close()
 	return nil
 }
@@ -194,15 +210,34 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	if err != nil {
 		return fmt.Errorf("postgres store: commit: %w", err)
 	}
-	if added >= analyzeAfter {
+	if added >= analyzeAfter && s.due(&s.analyzed, time.Now()) {
 		// Until autovacuum analyzes seen, the planner does not know that one
 		// conversation may hold most of its rows, and may look an entity up by
-		// seen_order, reading the whole kind, instead of seen_entity. A best effort:
-		// autovacuum does it later anyway.
-		s.db.Pool.Exec(ctx, `ANALYZE seen`)
+		// seen_order, reading the whole kind, instead of seen_entity. A best effort,
+		// in the background: autovacuum does it later anyway.
+		s.background(func(ctx context.Context) { s.db.Pool.Exec(ctx, `ANALYZE seen`) })
 	}
-	s.sweep(ctx)
+	if s.ttl > 0 && s.due(&s.swept, time.Now()) {
+		s.background(s.sweep)
+	}
 	return nil
+}
+
+// due reports whether upkeep last done at *last (Unix nanoseconds) is due again,
+// claiming it for the caller: once per upkeepEvery in a process.
+func (s *Store) due(last *atomic.Int64, now time.Time) bool {
+	at := last.Load()
+	return now.UnixNano()-at >= int64(upkeepEvery) && last.CompareAndSwap(at, now.UnixNano())
+}
+
+// background runs upkeep off the commit that found it due, so no run waits for
+// it, within upkeepBudget.
+func (s *Store) background(f func(ctx context.Context)) {
+	s.upkeep.Go(func() {
+		ctx, cancel := context.WithTimeout(s.upkeepCtx, upkeepBudget)
+		defer cancel()
+		f(ctx)
+	})
 }
 
 // analyzeAfter is how many entities one commit adds before it refreshes seen's
@@ -512,18 +547,18 @@ func lastOccurrences(values []string) []string {
 	return out
 }
 
-// sweep deletes the conversations expired under the TTL, at most once per
-// sweepEvery in this process; a failure waits for the next sweep.
+// sweep deletes the conversations expired under the TTL (their messages and
+// entities cascade), sweepBatch at a time so no statement runs long or locks
+// much; a failure, or the end of ctx, leaves the rest to the next sweep.
 func (s *Store) sweep(ctx context.Context) {
-	if s.ttl <= 0 {
-		return
+	cutoff := s.cutoff(time.Now())
+	for {
+		tag, err := s.db.Pool.Exec(ctx, `DELETE FROM conversations WHERE id IN (
+			SELECT id FROM conversations WHERE updated_at < $1 LIMIT $2)`, cutoff, sweepBatch)
+		if err != nil || tag.RowsAffected() < sweepBatch {
+			return
+		}
 	}
-	now := time.Now()
-	last := s.swept.Load()
-	if now.UnixNano()-last < int64(sweepEvery) || !s.swept.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	s.db.Pool.Exec(ctx, `DELETE FROM conversations WHERE updated_at < $1`, s.cutoff(now))
 }
 
 // Conversations lists the user's conversation ids, the latest committed to first,

@@ -525,13 +525,22 @@ func TestTTL(t *testing.T) {
 	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c2", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}}})
 	time.Sleep(ttl + 100*time.Millisecond)
 	s.swept.Store(0) // sweep on the next commit
+	// Many expired conversations: the background sweep deletes them in batches.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO conversations(id, user_id, turns, updated_at)
+		SELECT 'old-' || g, 'u3', 0, now() - interval '1 hour' FROM generate_series(1, $1::int) g`, 3*sweepBatch+7); err != nil {
+		t.Fatal(err)
+	}
 	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c2", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "again"}}})
 	if c, _ := s.Conversation(ctx, "c2", 10); c.Turns != 1 || c.User != "u2" || c.Messages[0].Content != "again" {
 		t.Errorf("a commit to an expired conversation starts it again: %+v", c)
 	}
-	var n int
+	s.upkeep.Wait() // the sweep runs off the commit
+	var n, old int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("%d messages left after the sweep, want 1 (%v)", n, err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM conversations WHERE user_id = 'u3'`).Scan(&old); err != nil || old != 0 {
+		t.Errorf("%d expired conversations left after the sweep (%v)", old, err)
 	}
 }
 
