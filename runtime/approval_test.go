@@ -482,3 +482,27 @@ func TestApprovalRetryAfterRejection(t *testing.T) {
 		t.Fatalf("the finished run is still stored: %v", err)
 	}
 }
+
+// A run outside any conversation stores no messages when it resumes and ends; the
+// memory event says what the commit did: end the paused run.
+func TestApprovalOutsideAConversation(t *testing.T) {
+	f := newApprovalFixture(t, memory.New(), say("Order A2 is cancelled."))
+	res, err := f.agent.Run(context.Background(), runtime.Request{Input: "cancel my big order", User: runtime.User{ID: "u-1"}})
+	if err != nil || res.Stop != runtime.StopAwaitingApproval {
+		t.Fatalf("%v %+v", err, res)
+	}
+	decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Approve: true})
+	var saved []string
+	out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner,
+		Observer: runtime.ObserverFunc(func(e runtime.Event) {
+			if e.Kind == runtime.EventMemory {
+				saved = append(saved, e.Message)
+			}
+		})})
+	if err != nil || out.Stop != runtime.StopCompleted {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if len(saved) != 1 || saved[0] != "saved 1 fact change, the end of paused run "+res.RunID {
+		t.Fatalf("memory events %q", saved)
+	}
+}

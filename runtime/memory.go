@@ -83,8 +83,11 @@ func (r *run) commit() {
 	}
 	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.factChanges,
 		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen, Resumed: r.resumed, ResumedVersion: r.pausedVersion}
-	if r.result.Completed() {
+	if r.result.Completed() && rec.Conversation != "" {
 		rec.Messages = r.result.Messages
+	}
+	if rec.Conversation == "" {
+		rec.Seen = nil // entities are kept per conversation
 	}
 	if rec.Resumed == "" && len(rec.Facts) == 0 && (rec.Conversation == "" || len(rec.Messages) == 0 && len(rec.Seen) == 0) {
 		return
@@ -128,6 +131,9 @@ func savedParts(rec Record) string {
 		default:
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.many))
 		}
+	}
+	if rec.Resumed != "" {
+		parts = append(parts, "the end of paused run "+rec.Resumed)
 	}
 	return strings.Join(parts, ", ")
 }
