@@ -373,6 +373,7 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 		History: st.History, Seen: st.Seen, Observer: req.Observer, OnDelta: req.OnDelta, RunID: p.ID}
 	res := st.Result
 	res.RunID, res.Pending, res.Stop, res.Detail, res.Answer = p.ID, nil, "", "", ""
+	res.Prior = &Prior{Steps: len(res.Steps), Usage: res.Usage, Cost: st.Cost}
 	for i := range res.Steps {
 		if i < len(st.StepArgs) {
 			res.Steps[i].modelArgs = st.StepArgs[i]

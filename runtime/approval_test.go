@@ -183,6 +183,9 @@ func TestApprovalPauseApproveResume(t *testing.T) {
 	if out.Stop != runtime.StopCompleted || out.Answer != "Order A2 is cancelled." || out.Turns != 3 {
 		t.Fatalf("resumed: stop %s answer %q turns %d", out.Stop, out.Answer, out.Turns)
 	}
+	if p := out.Prior; p == nil || p.Steps != 1 || p.Usage != res.Usage || out.Usage.TotalTokens <= res.Usage.TotalTokens {
+		t.Fatalf("prior %+v, usage at the pause %+v, now %+v", out.Prior, res.Usage, out.Usage)
+	}
 	if got := [3]int32{f.tools["list_orders"].calls.Load(), f.tools["detail"].calls.Load(), f.tools["cancel"].calls.Load()}; got != [3]int32{1, 1, 1} {
 		t.Fatalf("calls after the decision: %v (each exactly once)", got)
 	}

@@ -130,6 +130,18 @@ type Result struct {
 	// paused. Pending are the calls a paused run (awaiting_approval) waits on.
 	RunID   string     `json:"run_id,omitempty"`
 	Pending []Approval `json:"pending,omitempty"`
+	// Prior is what the run's earlier executions did, for a run that resumed after
+	// a pause; Steps, Usage and Cost include it. Telemetry of this execution counts
+	// only what it added.
+	Prior *Prior `json:"prior,omitempty"`
+}
+
+// Prior is what a resumed run's earlier executions did: its first Steps steps,
+// their usage and cost.
+type Prior struct {
+	Steps int     `json:"steps"`
+	Usage Usage   `json:"usage"`
+	Cost  float64 `json:"cost,omitempty"`
 }
 
 // Learned describes an answer stored in the FAQ cache.

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 )
 
@@ -71,5 +73,53 @@ func TestMetrics(t *testing.T) {
 	}
 	if v, _ := runs.DataPoints[0].Attributes.Value(telemetry.AttrStopReason); v != attribute.StringValue("completed") {
 		t.Errorf("stop reason %v", v)
+	}
+}
+
+// The execution that resumes a paused run records what it added: its result
+// carries the earlier executions' steps, usage and cost (Result.Prior), which
+// their own spans counted already.
+func TestResumedRunCountsOnlyItsOwnPart(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	tp := tracenoop.NewTracerProvider()
+	total, before := 0.75, 0.5
+	res := &runtime.Result{Stop: runtime.StopCompleted, Cost: &total,
+		Usage: runtime.Usage{PromptTokens: 300, CompletionTokens: 30},
+		Steps: []runtime.Step{{Tool: "lookup", Outcome: runtime.OutcomeOK}, {Tool: "lookup", Outcome: runtime.OutcomeOK}, {Tool: "cancel", Outcome: runtime.OutcomeOK}},
+		Prior: &runtime.Prior{Steps: 2, Usage: runtime.Usage{PromptTokens: 200, CompletionTokens: 20}, Cost: before}}
+	_, span := telemetry.StartRun(context.Background(), tp, mp, telemetry.RunInfo{Agent: "shop"})
+	span.End(res, nil)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	var cost float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if m.Name == telemetry.MetricToolCalls {
+					for _, p := range d.DataPoints {
+						tool, _ := p.Attributes.Value(telemetry.AttrToolName)
+						calls[tool.AsString()] += p.Value
+					}
+				}
+			case metricdata.Sum[float64]:
+				if m.Name == telemetry.MetricCost {
+					for _, p := range d.DataPoints {
+						cost += p.Value
+					}
+				}
+			}
+		}
+	}
+	if len(calls) != 1 || calls["cancel"] != 1 {
+		t.Errorf("tool calls %v, want only the resumed execution's cancel", calls)
+	}
+	if math.Abs(cost-(total-before)) > 1e-12 {
+		t.Errorf("cost %v, want %v", cost, total-before)
 	}
 }

@@ -166,6 +166,23 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 	if cost == nil && res != nil && res.Cost != nil {
 		cost = res.Cost
 	}
+	// A resumed run's result includes what its earlier executions did, which
+	// their own spans counted: this one records what it added.
+	var usage runtime.Usage
+	var steps []runtime.Step
+	if res != nil {
+		usage, steps = res.Usage, res.Steps
+		if p := res.Prior; p != nil {
+			usage.PromptTokens -= p.Usage.PromptTokens
+			usage.CompletionTokens -= p.Usage.CompletionTokens
+			usage.CachedPromptTokens -= p.Usage.CachedPromptTokens
+			steps = steps[min(p.Steps, len(steps)):]
+			if cost != nil {
+				added := *cost - p.Cost
+				cost = &added
+			}
+		}
+	}
 	var errType string
 	switch {
 	case err != nil:
@@ -176,14 +193,14 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 	if r.span.IsRecording() {
 		if res != nil {
 			attrs := []attribute.KeyValue{
-				AttrInputTokens.Int64(res.Usage.PromptTokens),
-				AttrOutputTokens.Int64(res.Usage.CompletionTokens),
+				AttrInputTokens.Int64(usage.PromptTokens),
+				AttrOutputTokens.Int64(usage.CompletionTokens),
 				AttrStopReason.String(string(res.Stop)),
 				AttrTurns.Int(res.Turns),
 				AttrToolRounds.Int(res.ToolRounds),
 			}
-			if res.Usage.CachedPromptTokens > 0 {
-				attrs = append(attrs, AttrCacheReadTokens.Int64(res.Usage.CachedPromptTokens))
+			if usage.CachedPromptTokens > 0 {
+				attrs = append(attrs, AttrCacheReadTokens.Int64(usage.CachedPromptTokens))
 			}
 			if res.Intent != "" {
 				attrs = append(attrs, AttrIntent.String(res.Intent))
@@ -225,7 +242,7 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 			ins.runs.Add(ctx, 1, ins.opts.get(optKey{"runs", agent, string(res.Stop), ""}, func() []attribute.KeyValue {
 				return []attribute.KeyValue{AttrAgentName.String(agent), AttrStopReason.String(string(res.Stop))}
 			}))
-			for _, s := range res.Steps {
+			for _, s := range steps {
 				tool := r.info.toolName(s.Tool)
 				ins.toolCalls.Add(ctx, 1, ins.opts.get(optKey{"tools:" + agent, tool, string(s.Outcome), ""}, func() []attribute.KeyValue {
 					return []attribute.KeyValue{AttrAgentName.String(agent), AttrToolName.String(tool), AttrToolOutcome.String(string(s.Outcome))}
