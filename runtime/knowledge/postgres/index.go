@@ -327,19 +327,8 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 
 	// Vectors: embed what is missing, delete what is gone.
 	var st sqlite.Stats
-	wanted := map[string]bool{}
-	var missing []knowledge.Chunk
-	for _, c := range chunks {
-		if wanted[c.Hash] {
-			continue
-		}
-		wanted[c.Hash] = true
-		if have[c.Hash] {
-			st.Kept++
-		} else {
-			missing = append(missing, c)
-		}
-	}
+	missing, wanted := sqlite.MissingChunks(chunks, have)
+	st.Kept = len(wanted) - len(missing)
 	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
 	if err != nil {
 		return sqlite.Stats{}, err
@@ -413,57 +402,18 @@ type pending struct {
 	seq  int
 }
 
-// embedAndStore embeds the chunks' texts in batches and copies their vectors in,
-// as the SQLite index's embedAndStore does; it returns the number of vectors stored
-// and their dimension.
+// embedAndStore embeds the chunks' texts and copies their vectors in (see
+// sqlite.EmbedChunks).
 func embedAndStore(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, dims int, progress func(done, total int)) (int, int, error) {
-	id := emb.ID()
-	var texts []string
-	var keys []pending
-	for _, c := range chunks {
-		for i, t := range sqlite.EmbedTexts(c) {
-			texts = append(texts, t)
-			keys = append(keys, pending{c.Hash, i})
+	return sqlite.EmbedChunks(ctx, chunks, emb, dims, progress, func(batch []sqlite.ChunkVector, dims int) error {
+		rows := make([][]any, len(batch))
+		for i, v := range batch {
+			rows[i] = []any{collection, v.Hash, int32(v.Seq), emb.ID(), int32(dims), sqlite.EncodeVector(v.Vector)}
 		}
-	}
-	if progress != nil {
-		progress(0, len(texts))
-	}
-	if len(texts) == 0 {
-		return 0, dims, nil
-	}
-	for start := 0; start < len(texts); start += sqlite.EmbedBatch {
-		end := min(start+sqlite.EmbedBatch, len(texts))
-		vecs, err := emb.Embed(ctx, texts[start:end])
-		if err != nil {
-			return 0, 0, fmt.Errorf("embedder %s: %w", id, err)
-		}
-		if len(vecs) != end-start {
-			return 0, 0, fmt.Errorf("embedder %s: %d vectors for %d texts", id, len(vecs), end-start)
-		}
-		if dims == 0 {
-			dims = cmp.Or(emb.Dimensions(), len(vecs[0]))
-			if dims == 0 {
-				return 0, 0, fmt.Errorf("embedder %s: text %d: empty vector", id, start)
-			}
-		}
-		rows := make([][]any, len(vecs))
-		for i, v := range vecs {
-			if err := sqlite.CheckVector(v, dims); err != nil {
-				return 0, 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
-			}
-			k := keys[start+i]
-			rows[i] = []any{collection, k.hash, int32(k.seq), id, int32(dims), sqlite.EncodeVector(v)}
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_vectors"},
-			[]string{"collection", "hash", "seq", "embedder", "dimensions", "vector"}, pgx.CopyFromRows(rows)); err != nil {
-			return 0, 0, err
-		}
-		if progress != nil {
-			progress(end, len(texts))
-		}
-	}
-	return len(texts), dims, nil
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_vectors"},
+			[]string{"collection", "hash", "seq", "embedder", "dimensions", "vector"}, pgx.CopyFromRows(rows))
+		return err
+	})
 }
 
 // tsvector limits (PostgreSQL's): positions run to 16383, a lexeme keeps at most

@@ -49,18 +49,11 @@ func EmbedQuery(ctx context.Context, emb knowledge.Embedder, query string) ([]fl
 	return embedQuery(ctx, emb, query)
 }
 
-// CheckVector reports a vector of another dimension than dims, or with NaN or
-// infinite values.
-func CheckVector(v []float32, dims int) error { return checkVector(v, dims) }
-
 // EncodeVector is how the index stores a vector: little-endian float32.
 func EncodeVector(v []float32) []byte { return encode(v) }
 
 // DecodeVector decodes an EncodeVector blob into dst, whose length it must fit.
 func DecodeVector(dst []float32, b []byte) error { return decodeInto(dst, b) }
-
-// EmbedTexts are the texts embedded for a chunk, in the order of its vectors.
-func EmbedTexts(c knowledge.Chunk) []string { return embedTexts(c) }
 
 // SearchTerms are the full-text terms the index holds for a chunk, in order: its
 // heading, questions and text split into lower-cased, plural-folded words, and

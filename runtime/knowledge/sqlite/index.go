@@ -399,19 +399,8 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 
 	// Vectors: embed what is missing, delete what is gone.
 	var st Stats
-	wanted := map[string]bool{}
-	var missing []knowledge.Chunk
-	for _, c := range chunks {
-		if wanted[c.Hash] {
-			continue
-		}
-		wanted[c.Hash] = true
-		if have[c.Hash] {
-			st.Kept++
-		} else {
-			missing = append(missing, c)
-		}
-	}
+	missing, wanted := MissingChunks(chunks, have)
+	st.Kept = len(wanted) - len(missing)
 	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
 	if err != nil {
 		return Stats{}, err
@@ -508,11 +497,45 @@ type pending struct {
 	seq  int
 }
 
-// embedAndStore embeds the chunks' texts in batches and inserts their vectors,
-// calling progress (when set) before the first batch and after each; it returns the
-// number of vectors stored and their dimension. dims 0 (not known yet) takes the
-// first vector's length, which every other vector must then have.
+// embedAndStore embeds the chunks' texts and inserts their vectors (see
+// EmbedChunks).
 func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, dims int, progress func(done, total int)) (int, int, error) {
+	var stmt *sql.Stmt
+	defer func() {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}()
+	return EmbedChunks(ctx, chunks, emb, dims, progress, func(batch []ChunkVector, dims int) error {
+		if stmt == nil {
+			var err error
+			if stmt, err = tx.PrepareContext(ctx, `INSERT INTO vectors(collection, hash, seq, embedder, dimensions, vector) VALUES (?, ?, ?, ?, ?, ?)`); err != nil {
+				return err
+			}
+		}
+		for _, v := range batch {
+			if _, err := stmt.ExecContext(ctx, collection, v.Hash, v.Seq, emb.ID(), dims, encode(v.Vector)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ChunkVector is one embedded text of a chunk: its Seq-th (see EmbedTexts).
+type ChunkVector struct {
+	Hash   string
+	Seq    int
+	Vector []float32
+}
+
+// EmbedChunks embeds the chunks' texts in batches of EmbedBatch and hands each
+// batch's checked vectors to store, calling progress (when set) before the first
+// batch and after each; it returns the number of vectors and their dimension. dims
+// 0 (not known yet) takes the first vector's length, which every other vector must
+// then have. Both indexes store what it embeds.
+func EmbedChunks(ctx context.Context, chunks []knowledge.Chunk, emb knowledge.Embedder, dims int, progress func(done, total int),
+	store func(batch []ChunkVector, dims int) error) (int, int, error) {
 	id := emb.ID()
 	var texts []string
 	var keys []pending
@@ -528,11 +551,6 @@ func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []
 	if len(texts) == 0 {
 		return 0, dims, nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO vectors(collection, hash, seq, embedder, dimensions, vector) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer stmt.Close()
 	for start := 0; start < len(texts); start += embedBatch {
 		end := min(start+embedBatch, len(texts))
 		vecs, err := emb.Embed(ctx, texts[start:end])
@@ -548,20 +566,38 @@ func embedAndStore(ctx context.Context, tx *sql.Tx, collection string, chunks []
 				return 0, 0, fmt.Errorf("embedder %s: text %d: empty vector", id, start)
 			}
 		}
+		batch := make([]ChunkVector, len(vecs))
 		for i, v := range vecs {
 			if err := checkVector(v, dims); err != nil {
 				return 0, 0, fmt.Errorf("embedder %s: text %d: %w", id, start+i, err)
 			}
 			k := keys[start+i]
-			if _, err := stmt.ExecContext(ctx, collection, k.hash, k.seq, id, dims, encode(v)); err != nil {
-				return 0, 0, err
-			}
+			batch[i] = ChunkVector{Hash: k.hash, Seq: k.seq, Vector: v}
+		}
+		if err := store(batch, dims); err != nil {
+			return 0, 0, err
 		}
 		if progress != nil {
 			progress(end, len(texts))
 		}
 	}
 	return len(texts), dims, nil
+}
+
+// MissingChunks returns the contents (hashes) chunks want and, each once, the
+// chunks whose vectors are not stored yet (have): those to embed. The rest are kept.
+func MissingChunks(chunks []knowledge.Chunk, have map[string]bool) (missing []knowledge.Chunk, wanted map[string]bool) {
+	wanted = map[string]bool{}
+	for _, c := range chunks {
+		if wanted[c.Hash] {
+			continue
+		}
+		wanted[c.Hash] = true
+		if !have[c.Hash] {
+			missing = append(missing, c)
+		}
+	}
+	return missing, wanted
 }
 
 func checkVector(v []float32, dims int) error {
