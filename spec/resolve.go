@@ -58,6 +58,8 @@ const (
 
 	DefaultApprovalTimeout   = 24 * time.Hour // how long a paused run waits for decisions
 	DefaultApprovalOnTimeout = OnTimeoutReject
+	DefaultPlanMaxSteps      = 20 // steps a plan may hold
+	DefaultPlanMaxRejections = 3  // answers the plan gate refuses before plan_incomplete
 
 	DefaultReplacement   = "[redacted]"
 	DefaultDropMessage   = "[this result was withheld by a filter]"
@@ -80,6 +82,7 @@ type Settings struct {
 	Memory   MemorySettings
 	Intents  []IntentSettings // in spec order
 	Approval ApprovalSettings
+	Plan     *PlanSettings // nil: plan mode is off
 
 	defaulted map[string]bool
 }
@@ -97,6 +100,13 @@ type GuardSettings struct {
 	MaxCallsPerResponse int
 	MaxTokens           int64   // 0: no token budget
 	MaxCost             float64 // 0: no cost budget (US dollars)
+}
+
+// PlanSettings are plan mode's: see Plan.
+type PlanSettings struct {
+	Required      bool
+	MaxSteps      int
+	MaxRejections int
 }
 
 // ApprovalSettings say how long a paused run waits and what an undecided call
@@ -141,6 +151,8 @@ type IntentSettings struct {
 	Tools []string
 	Cache *CacheSettings // nil: no FAQ cache
 	RAG   *RAGSettings   // nil: no retrieval
+	Plan  *PlanSettings  // the agent's unless the intent sets its own; nil: off
+	Agent string         // the agents entry the intent hands its runs to; "" for none
 }
 
 // CacheSettings are an intent's FAQ cache with its defaults applied.
@@ -209,7 +221,8 @@ func Resolve(s *Spec) *Settings {
 		Extract:      pick(st, "memory.facts.extract", m.Facts.Extract, DefaultExtraction),
 		MaxSeen:      pick(st, "memory.max_seen", m.MaxSeen, DefaultMaxSeen),
 	}
-	st.Intents = resolveIntents(s)
+	st.Plan = resolvePlan(st, "plan", s.Plan)
+	st.Intents = resolveIntents(s, st.Plan)
 	st.Approval = ApprovalSettings{
 		Timeout:   pick(st, "approval.timeout", s.Approval.Timeout.Duration, DefaultApprovalTimeout),
 		OnTimeout: pick(st, "approval.on_timeout", s.Approval.OnTimeout, DefaultApprovalOnTimeout),
@@ -236,14 +249,32 @@ func pickPtr[T any](st *Settings, key string, v *T, def T) T {
 	return *v
 }
 
-func resolveIntents(s *Spec) []IntentSettings {
+func resolvePlan(st *Settings, key string, p *Plan) *PlanSettings {
+	if p == nil {
+		return nil
+	}
+	return &PlanSettings{
+		Required:      p.Required,
+		MaxSteps:      pick(st, key+".max_steps", p.MaxSteps, DefaultPlanMaxSteps),
+		MaxRejections: pickPtr(st, key+".max_rejections", p.MaxRejections, DefaultPlanMaxRejections),
+	}
+}
+
+func resolveIntents(s *Spec, plan *PlanSettings) []IntentSettings {
 	domains := map[string][]string{}
 	for _, d := range s.Domains {
 		domains[d.Name] = d.Tools
 	}
 	out := make([]IntentSettings, 0, len(s.Intents))
 	for _, in := range s.Intents {
-		it := IntentSettings{Name: in.Name, Kind: cmp.Or(in.Kind, DefaultIntentKind), Memory: cmp.Or(in.Memory, DefaultMemoryLevel)}
+		it := IntentSettings{Name: in.Name, Kind: cmp.Or(in.Kind, DefaultIntentKind), Memory: cmp.Or(in.Memory, DefaultMemoryLevel), Agent: in.Agent}
+		switch {
+		case in.PlanOff:
+		case in.Plan != nil:
+			it.Plan = resolvePlan(&Settings{defaulted: map[string]bool{}}, "", in.Plan)
+		default:
+			it.Plan = plan
+		}
 		if c := in.Cache; c != nil {
 			it.Cache = &CacheSettings{
 				Collection:  cmp.Or(c.Collection, onlyCollection(s)),

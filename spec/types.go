@@ -39,6 +39,8 @@ type Spec struct {
 	Embeddings   Embeddings  `yaml:"embeddings"`
 	Knowledge    Knowledge   `yaml:"knowledge"`
 	Approval     Approval    `yaml:"approval"`
+	Plan         *Plan       `yaml:"plan"`
+	Agents       []SubAgent  `yaml:"agents"`
 
 	// Unset lists the ${VAR} references that had no value and no default. They are
 	// not errors at load (a missing API key must not fail validate); whoever needs
@@ -237,6 +239,11 @@ type Intent struct {
 	Memory      MemoryLevel  `yaml:"memory"`
 	RAG         *IntentRAG   `yaml:"rag"`
 	Cache       *IntentCache `yaml:"cache"`
+	// Plan overrides the agent's plan mode for the intent; PlanOff is `plan: false`.
+	Plan    *Plan `yaml:"plan"`
+	PlanOff bool  `yaml:"-"`
+	// Agent names an agents entry the intent hands its runs to.
+	Agent string `yaml:"agent"`
 }
 
 // IntentCache is an intent's FAQ semantic cache: nil when off. `cache: true` is the
@@ -298,6 +305,8 @@ func (in *Intent) UnmarshalYAML(n *yaml.Node) error {
 				in.Cache = nil
 			case "rag":
 				in.RAG = nil
+			case "plan":
+				in.Plan, in.PlanOff = nil, true
 			}
 		}
 	}
