@@ -32,6 +32,15 @@ const (
 	// EventApprovalDecided: a resumed run applies a decision (Tool, CallID, Passed:
 	// approved, Message: who and why).
 	EventApprovalDecided EventKind = "approval_decided"
+	// EventPlan: the model wrote or updated its plan (Plan), or the plan gate
+	// refused an answer while steps were open (Message names them).
+	EventPlan EventKind = "plan"
+	// EventAgent: a sub-agent's run starts (Agent, CallID of the tool call or ""
+	// for an intent's handoff, Message: the task) or ends (Stop, Usage, Cost).
+	// The sub-run's own events follow with its Run, Parent and Depth.
+	EventAgent EventKind = "agent"
+	// EventStep: a workflow step starts or ends (Step; StepStatus; Error).
+	EventStep EventKind = "step"
 )
 
 // Purpose says what a model request is for.
@@ -72,6 +81,19 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Kind EventKind `json:"kind"`
 	Turn int       `json:"turn,omitempty"`
+	// Run is the id of the run the event belongs to; Parent the id of the run that
+	// started it and Depth how far below the top run it is (0 for the top run),
+	// so a reader can tell whose events are whose when sub-agents run.
+	Run    string `json:"run_id,omitempty"`
+	Parent string `json:"parent_id,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
+	// Agent names the agent of a sub-run (its agents entry).
+	Agent string `json:"agent,omitempty"`
+	// Step names a workflow step, StepStatus what became of it.
+	Step       string     `json:"step,omitempty"`
+	StepStatus StepStatus `json:"step_status,omitempty"`
+	// Plan is the plan after the model's update (EventPlan).
+	Plan []PlanStep `json:"plan,omitempty"`
 
 	From    State   `json:"from,omitempty"`
 	State   State   `json:"state,omitempty"`
@@ -136,3 +158,14 @@ type Observer interface {
 type ObserverFunc func(Event)
 
 func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// StepStatus is what became of a workflow step.
+type StepStatus string
+
+const (
+	StepStarted StepStatus = "started"
+	StepOK      StepStatus = "ok"
+	StepFailed  StepStatus = "failed"  // its error ended the workflow (on_error: fail)
+	StepErrored StepStatus = "errored" // it failed and the workflow went on (on_error: continue or fallback)
+	StepSkipped StepStatus = "skipped" // its when was false
+)
