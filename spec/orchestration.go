@@ -68,3 +68,7 @@ func (s *Spec) SubAgent(name string) *SubAgent {
 	}
 	return nil
 }
+
+// PlanToolName is the built-in plan tool's name, offered wherever plan mode is on;
+// no tool or sub-agent may take it.
+const PlanToolName = "update_plan"
