@@ -135,6 +135,7 @@ type pausedState struct {
 	RAG               string              `json:"rag,omitempty"`
 	Signatures        map[string]string   `json:"signatures,omitempty"`
 	Rejections        int                 `json:"rejections,omitempty"`
+	PlanRejections    int                 `json:"plan_rejections,omitempty"`
 	FactChanges       []FactChange        `json:"fact_changes,omitempty"`
 	Cost              float64             `json:"cost,omitempty"`
 	CostUnknown       bool                `json:"cost_unknown,omitempty"`
@@ -381,7 +382,7 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 	}
 	r := &run{agent: a, req: rq, ctx: ctx, state: StateToolExecuting, result: &res, messages: st.Messages,
 		signatures: st.Signatures, started: time.Now(), seen: newSeenEntities(st.Seen),
-		rejections: st.Rejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
+		rejections: st.Rejections, planRejections: st.PlanRejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
 		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided}
 	for _, c := range st.Calls {
@@ -619,7 +620,7 @@ func (r *run) storePaused(calls []call) error {
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
-		Rejections: r.rejections, FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
+		Rejections: r.rejections, PlanRejections: r.planRejections, FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
 		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
 	for _, s := range r.result.Steps {
 		st.StepArgs = append(st.StepArgs, s.modelArgs)

@@ -104,6 +104,7 @@ type agentTool struct {
 	impl      Tool
 	spec      *spec.Tool // accept, accept_message and collect rules
 	usesUser  bool       // its calls depend on the run context (see toolUsesUser)
+	plan      bool       // the built-in plan tool: it changes the run's plan, nothing outside
 }
 
 // Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
@@ -248,6 +249,19 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	}
 	a.store = opts.Store
 	a.knowledge, a.version = opts.Knowledge, opts.Version
+	if usesPlan(settings) {
+		def := planTool()
+		at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, plan: true}
+		if err := schemas.AddResource("mem://builtin/plan.json", def.Parameters); err != nil {
+			panic(err) // planTool's schema is ours: a bug, not the spec's fault
+		}
+		at.schema = schemas.MustCompile("mem://builtin/plan.json")
+		a.tools = append(a.tools, at)
+		a.byName[def.Name] = at
+		if settings.Plan != nil {
+			a.offered = append(a.offered, def)
+		}
+	}
 	a.compileIntents()
 	return a, diags
 }

@@ -71,6 +71,9 @@ const (
 	// cache hit is skipped: a miss), or max_cost cannot be checked because a
 	// model's price is unknown (said once a run; the run goes on).
 	GuardBudget Guard = "budget"
+	// GuardPlanOpen: the plan gate refused an answer while plan steps were open (or
+	// before any plan, with plan.required); the run stops after max_rejections.
+	GuardPlanOpen Guard = "plan_open"
 )
 
 // Event is one step of a run, for progress output, traces and audits. Each kind

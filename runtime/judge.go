@@ -34,6 +34,9 @@ var verdictSchema = map[string]any{
 // validate gates a draft answer. A draft the judge fails is not kept: the model gets
 // the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
 func (r *run) validate(draft *Message) {
+	if !r.planGate() {
+		return
+	}
 	if j := r.agent.settings.Judge; j != nil {
 		v, ended := r.judgeDraft(j, draft.Content)
 		var budget *budgetError

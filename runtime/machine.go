@@ -27,6 +27,7 @@ const (
 	TriggerJudgeFeedback Trigger = "judge_feedback" // the judge failed the draft; retries remain
 	TriggerAccepted      Trigger = "accepted"       // the draft passed the judge (or there is none) and the answer filters
 	TriggerCacheHit      Trigger = "cache_hit"      // the FAQ cache answered: no model call
+	TriggerPlanOpen      Trigger = "plan_open"      // the answer came while plan steps were open; refusals remain
 )
 
 // Edge is one transition of the state machine with everything that triggers it.
@@ -45,8 +46,8 @@ var edges = []Edge{
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled, StopAwaitingApproval, StopApprovalTimeout)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
-	{StateValidating, StateThinking, []Trigger{TriggerJudgeFeedback}},
-	{StateValidating, StateStopped, stops(StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},
+	{StateValidating, StateThinking, []Trigger{TriggerPlanOpen, TriggerJudgeFeedback}},
+	{StateValidating, StateStopped, stops(StopPlanIncomplete, StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},
 }
 
 func stops(reasons ...StopReason) []Trigger {

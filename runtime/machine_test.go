@@ -127,7 +127,9 @@ type machineCase struct {
 	// decides, and the execution that resumes the run is the one checked, from
 	// TOOL_EXECUTING, with approval.on_timeout stop.
 	approval string
-	stop     runtime.StopReason
+	// plan turns plan mode on with these settings.
+	plan *spec.Plan
+	stop runtime.StopReason
 	path     string // the states the run moves to, from THINKING (from TOOL_EXECUTING when resumed)
 }
 
@@ -135,6 +137,8 @@ func machineCases() []machineCase {
 	lookup := func(id string) stubReply { return stubCall("c-"+id, "lookup", `{"id":"`+id+`"}`) }
 	wait := stubCall("c-wait", "wait", "{}")
 	judge := "judge:\n  criteria: [Complete.]\n"
+	plan := func(steps string) stubReply { return stubCall("c-plan", "update_plan", `{"steps":[`+steps+`]}`) }
+	zero := 0
 	return []machineCase{
 		{name: "completed", agent: []stubReply{stubSay("done")},
 			stop: runtime.StopCompleted, path: "VALIDATING FINISHED"},
@@ -184,6 +188,12 @@ func machineCases() []machineCase {
 		{name: "judge_rejected", extra: judge + "  max_retries: 0\n",
 			agent: []stubReply{stubSay("draft")}, judge: []stubReply{stubVerdict(false, "no")},
 			stop: runtime.StopJudgeRejected, path: "VALIDATING STOPPED"},
+		{name: "completed after plan feedback", plan: &spec.Plan{},
+			agent: []stubReply{plan(`{"step":"look","status":"in_progress"}`), stubSay("early"), plan(`{"step":"look","status":"done"}`), stubSay("done")},
+			stop:  runtime.StopCompleted, path: "TOOL_EXECUTING THINKING VALIDATING THINKING TOOL_EXECUTING THINKING VALIDATING FINISHED"},
+		{name: "plan_incomplete", plan: &spec.Plan{MaxRejections: &zero},
+			agent: []stubReply{plan(`{"step":"look","status":"pending"}`), stubSay("early")},
+			stop:  runtime.StopPlanIncomplete, path: "TOOL_EXECUTING THINKING VALIDATING STOPPED"},
 		{name: "budget before a turn", maxTokens: 8000,
 			agent: []stubReply{used(lookup("1"), 5000), stubSay("never")},
 			stop:  runtime.StopBudget, path: "TOOL_EXECUTING THINKING STOPPED"},
@@ -232,6 +242,7 @@ func TestRunsFollowTheEdges(t *testing.T) {
 			}
 			a := compileWith(t, src, func(s *spec.Spec) {
 				s.Guards.MaxTokens = tt.maxTokens
+				s.Plan = tt.plan
 				if tt.approval != "" {
 					s.Tools[1].Approval = &spec.ToolApproval{}
 					s.Approval.OnTimeout = spec.OnTimeoutStop

@@ -75,12 +75,15 @@ const (
 	StopAwaitingApproval StopReason = "awaiting_approval"
 	// StopApprovalTimeout: nobody decided in time and approval.on_timeout is stop.
 	StopApprovalTimeout StopReason = "approval_timeout"
+	// StopPlanIncomplete: the model kept answering while steps of its plan were open
+	// (plan.max_rejections answers were refused).
+	StopPlanIncomplete StopReason = "plan_incomplete"
 )
 
 // StopReasons lists every stop reason.
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
 	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget,
-	StopAwaitingApproval, StopApprovalTimeout}
+	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete}
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
@@ -134,6 +137,8 @@ type Result struct {
 	// a pause; Steps, Usage and Cost include it. Telemetry of this execution counts
 	// only what it added.
 	Prior *Prior `json:"prior,omitempty"`
+	// Plan is the model's plan as it last wrote it (plan mode).
+	Plan []PlanStep `json:"plan,omitempty"`
 }
 
 // Prior is what a resumed run's earlier executions did: its first Steps steps,

@@ -37,6 +37,7 @@ type intent struct {
 	patterns          []*regexp.Regexp
 	cache             *spec.CacheSettings // nil: no FAQ cache
 	rag               *spec.RAGSettings   // nil: no retrieval
+	plan              *spec.PlanSettings  // nil: plan mode is off
 }
 
 // compileIntents gives each intent the tools of its resolved tool set, in spec
@@ -50,12 +51,17 @@ func (a *Agent) compileIntents() {
 	for i, in := range s.Intents {
 		set := a.settings.Intents[i]
 		it := &intent{name: in.Name, description: in.Description, kind: set.Kind, memory: set.Memory,
-			examples: in.Examples, allowed: map[string]bool{}, cache: set.Cache, rag: set.RAG}
+			examples: in.Examples, allowed: map[string]bool{}, cache: set.Cache, rag: set.RAG, plan: set.Plan}
 		for _, def := range a.offered {
 			if slices.Contains(set.Tools, def.Name) {
 				it.allowed[def.Name] = true
 				it.tools = append(it.tools, def)
 			}
+		}
+		if it.plan != nil {
+			def := a.byName[spec.PlanToolName].def
+			it.allowed[def.Name] = true
+			it.tools = append(it.tools, def)
 		}
 		for _, k := range in.Keywords {
 			it.keywords = append(it.keywords, strings.ToLower(k))

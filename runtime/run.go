@@ -53,6 +53,10 @@ type run struct {
 	resumed       string
 	pausedVersion int
 	decidedIDs    []string // the call ids earlier pauses of the run waited on
+	// planMu serialises the plan tool's calls of one response; planRejections
+	// counts the answers the plan gate refused.
+	planMu         sync.Mutex
+	planRejections int
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -252,7 +256,7 @@ func (r *run) think() *Message {
 	if len(msg.ToolCalls) == 0 {
 		return r.draft(msg, resp.FinishReason)
 	}
-	if r.result.ToolRounds >= g.MaxToolRounds {
+	if r.result.ToolRounds >= g.MaxToolRounds && !r.planBookkeeping(msg.ToolCalls) {
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolRounds, Message: fmt.Sprintf("%d tool rounds", g.MaxToolRounds)})
 		r.stop(StopMaxToolRounds, fmt.Sprintf("the model asked for tools after %d rounds", g.MaxToolRounds))
 		return nil
@@ -319,7 +323,11 @@ func (r *run) systemPrompt() string {
 			s = t.Source
 		}
 	}
-	for _, block := range []string{r.memory, r.rag} {
+	plan := ""
+	if r.planSettings() != nil {
+		plan = planInstructions
+	}
+	for _, block := range []string{plan, r.memory, r.rag} {
 		if block == "" {
 			continue
 		}
@@ -372,7 +380,7 @@ func (r *run) executeTools() {
 		if !r.prepare(c) {
 			continue
 		}
-		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow {
+		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow && !c.tool.plan {
 			r.emit(Event{Kind: EventGuard, Guard: GuardDuplicateCall, Tool: tc.Name, CallID: tc.ID, Args: c.modelArgs, Message: "duplicate_calls: " + string(g.DuplicateCalls)})
 			if g.DuplicateCalls == spec.DuplicateStop {
 				r.messages = r.messages[:len(r.messages)-1] // never keep a tool call without its results
@@ -393,7 +401,9 @@ func (r *run) executeTools() {
 		}
 		runnable = append(runnable, i)
 	}
-	r.result.ToolRounds++ // this response's calls run (or get their refusals)
+	if !r.planBookkeeping(last.ToolCalls) {
+		r.result.ToolRounds++ // this response's calls run (or get their refusals)
+	}
 	r.runParallel(calls, runnable, g.MaxParallelTools)
 	r.absorb(calls, runnable)
 	if waiting && r.pause(calls) {
@@ -607,6 +617,15 @@ func (r *run) runParallel(calls []call, runnable []int, limit int) {
 func (r *run) execute(c *call) {
 	t := c.tool
 	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
+	if t.plan {
+		r.updatePlan(c)
+		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result)}
+		if c.outcome == OutcomeError {
+			e.Error = c.result
+		}
+		r.emit(e)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
 	defer cancel()
 	start := time.Now()
