@@ -130,7 +130,7 @@ type machineCase struct {
 	// plan turns plan mode on with these settings.
 	plan *spec.Plan
 	stop runtime.StopReason
-	path     string // the states the run moves to, from THINKING (from TOOL_EXECUTING when resumed)
+	path string // the states the run moves to, from THINKING (from TOOL_EXECUTING when resumed)
 }
 
 func machineCases() []machineCase {

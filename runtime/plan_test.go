@@ -34,8 +34,8 @@ func TestPlanGateRefusesAnswersWhileStepsAreOpen(t *testing.T) {
 		planCall("p1", `{"step":"Look up order 1","status":"in_progress"},{"step":"Check the policy","status":"pending"}`),
 		stubSay("Order 1 is fine."), // open steps: refused
 		stubCall("l1", "lookup", `{"id":"1"}`),
-		planCall("p2", `{"step":"Look up order 1","status":"done"}`),                                                             // loses a step
-		planCall("p3", `{"step":"Look up order 1","status":"done"},{"step":"Check the policy","status":"dropped"}`),              // no reason
+		planCall("p2", `{"step":"Look up order 1","status":"done"}`), // loses a step
+		planCall("p3", `{"step":"Look up order 1","status":"done"},{"step":"Check the policy","status":"dropped"}`),                // no reason
 		planCall("p4", `{"step":"Look up order 1","status":"done"},{"step":"Check the policy","status":"dropped","reason":"n/a"}`), // fine
 		stubSay("Order 1 is on its way."),
 	}}
@@ -117,8 +117,8 @@ func TestPlanGate(t *testing.T) {
 		{name: "required: an answer before any plan is refused", plan: spec.Plan{Required: true, MaxRejections: &one},
 			agent: []stubReply{stubSay("a"), stubSay("b")}, stop: runtime.StopPlanIncomplete, detail: "you have not written one"},
 		{name: "max_rejections refusals, then plan_incomplete", plan: spec.Plan{MaxRejections: &one},
-			agent:  []stubReply{planCall("p", `{"step":"x","status":"pending"}`), stubSay("a"), stubSay("b"), stubSay("never")},
-			stop:   runtime.StopPlanIncomplete, detail: `"x" (pending)`},
+			agent: []stubReply{planCall("p", `{"step":"x","status":"pending"}`), stubSay("a"), stubSay("b"), stubSay("never")},
+			stop:  runtime.StopPlanIncomplete, detail: `"x" (pending)`},
 		{name: "plan updates are no tool rounds", guards: "max_tool_rounds: 1",
 			agent: []stubReply{planCall("p1", `{"step":"x","status":"in_progress"}`), stubCall("l", "lookup", `{}`),
 				planCall("p2", `{"step":"x","status":"done"}`), stubSay("done")},
