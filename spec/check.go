@@ -59,6 +59,7 @@ func (c *checker) check() {
 	}
 	c.checkMCPServers()
 	c.checkTools()
+	c.checkAgents()
 	c.checkDomains()
 	c.checkIntents()
 	c.checkRouting()
@@ -69,6 +70,7 @@ func (c *checker) check() {
 	c.checkApproval()
 	c.checkFilters()
 	c.checkKnowledge()
+	c.checkWorkflow()
 	c.checkDurations()
 	c.compileTemplate(&s.Instructions, EnvInstructions.Types(VarTypes{User: c.user}), c.at("instructions"))
 	c.checkUnused()
@@ -657,8 +659,8 @@ func (c *checker) checkSeenIn(src string, kinds []string, at location) {
 // toolRef reports a reference to a tool that is neither declared nor allowed from an
 // MCP server. With an MCP server that lists no tools it can only warn.
 func (c *checker) toolRef(name string, tokens ...string) {
-	if _, ok := c.tools[name]; ok || c.extraTools[name] {
-		return
+	if _, ok := c.tools[name]; ok || c.extraTools[name] || c.spec.SubAgent(name) != nil {
+		return // an agents entry is offered as a tool too
 	}
 	if _, ok := c.mcpTools[name]; ok {
 		return
@@ -672,6 +674,13 @@ func (c *checker) toolRef(name string, tokens ...string) {
 		return
 	}
 	candidates := append(slices.Clone(c.toolNames), slices.Sorted(maps.Keys(c.mcpTools))...)
+	for _, a := range c.spec.Agents {
+		candidates = append(candidates, a.Name)
+	}
+	if name == PlanToolName {
+		c.errorf(at, "plan mode offers it without being listed: set plan on the agent or the intent", "%s is the built-in plan tool", name)
+		return
+	}
 	if seen, ok := mcpRenamed(c.spec.MCPServers)[name]; ok {
 		c.errorf(at, fmt.Sprintf("write %q, the name the model sees", seen), "MCP tool %q is offered to the model as %q: chat APIs refuse its name", name, seen)
 		return

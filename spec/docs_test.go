@@ -60,7 +60,7 @@ func TestDocsDefaults(t *testing.T) {
 	headings := map[string]string{"model": "## model", "guards": "## guards", "judge": "## judge", "routing": "## routing",
 		"intents": "## intents", "memory": "## memory", "memory.facts": "### facts", "intents.cache": "### cache", "intents.rag": "### rag",
 		"embeddings": "## embeddings", "knowledge": "## knowledge", "knowledge.collections": "### collections",
-		"approval": "## approval"}
+		"approval": "## approval", "plan": "## plan"}
 	for _, d := range Defaults {
 		i := strings.LastIndex(d.Key, ".")
 		section, key := d.Key[:i], d.Key[i+1:]

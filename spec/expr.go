@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -218,15 +219,22 @@ func envNames(env exprEnv) []string {
 
 func envFieldNames(env exprEnv) []string {
 	var out []string
-	for _, v := range env {
-		if m, ok := v.(types.Map); ok {
-			for k := range m {
-				out = append(out, k)
+	var walk func(t types.Type)
+	walk = func(t types.Type) { // nested maps too: steps.NAME.FIELD
+		if m, ok := t.(types.Map); ok {
+			for k, v := range m {
+				if k != types.Extra {
+					out = append(out, k)
+				}
+				walk(v)
 			}
 		}
 	}
+	for _, v := range env {
+		walk(v)
+	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
 
 // offsetOf converts expr's 1-based line and 0-based rune column into a byte offset.

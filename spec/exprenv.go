@@ -21,6 +21,9 @@ const (
 	VarOK           Var = "ok"           // whether the tool call succeeded
 	VarInput        Var = "input"        // the user's message
 	VarAnswer       Var = "answer"       // the answer
+	VarSteps        Var = "steps"        // a workflow's earlier steps' outputs, by name
+	VarItem         Var = "item"         // the element a for_each step works on
+	VarIndex        Var = "index"        // its position in the list, from 0
 )
 
 // varInSeen is seen's hidden companion, in_seen(id, kind): `id in seen(kind)` and
@@ -43,6 +46,11 @@ var (
 	EnvApproval   = Env{VarArgs, VarUser, VarConversation, VarIntent, VarSeen}
 	EnvMCPHeaders = Env{VarUser, VarConversation}
 	EnvFactRule   = Env{VarArgs, VarResult, VarUser, VarConversation}
+	// EnvWorkflow is a workflow step's when, for_each, args, prompt and task, a
+	// loop's until and the workflow's answer; EnvWorkflowItem a for_each step's
+	// args, prompt and task.
+	EnvWorkflow     = Env{VarInput, VarUser, VarConversation, VarSteps}
+	EnvWorkflowItem = Env{VarInput, VarUser, VarConversation, VarSteps, VarItem, VarIndex}
 )
 
 // FilterEnv is the environment of a filter's when at a stage.
@@ -63,6 +71,10 @@ func FilterEnv(stage FilterStage) Env {
 type VarTypes struct {
 	Args types.Type
 	User types.Map
+	// Steps are the workflow steps an expression may read; Item is a for_each
+	// list's element type (nil: any).
+	Steps types.Map
+	Item  types.Type
 }
 
 var openMap = types.TypeOf(map[string]any{})
@@ -111,6 +123,18 @@ func (e Env) Types(t VarTypes) types.Map {
 			typ = types.Bool
 		case VarIntent, VarTool, VarText, VarInput, VarAnswer:
 			typ = types.String
+		case VarSteps:
+			typ = t.Steps
+			if t.Steps == nil {
+				typ = types.Map{}
+			}
+		case VarItem:
+			typ = t.Item
+			if typ == nil {
+				typ = types.Any
+			}
+		case VarIndex:
+			typ = types.Int
 		default:
 			panic(fmt.Sprintf("spec: variable %q has no type", v))
 		}
@@ -134,6 +158,9 @@ type Values struct {
 	OK           bool
 	Input        string
 	Answer       string
+	Steps        map[string]any // StepOutput values by step name
+	Item         any
+	Index        int
 }
 
 // Values is the environment an expression of this place runs in.
@@ -165,6 +192,12 @@ func (e Env) Values(v *Values) map[string]any {
 			val = v.Input
 		case VarAnswer:
 			val = v.Answer
+		case VarSteps:
+			val = v.Steps
+		case VarItem:
+			val = v.Item
+		case VarIndex:
+			val = v.Index
 		default:
 			panic(fmt.Sprintf("spec: variable %q has no value", name))
 		}

@@ -97,14 +97,23 @@ func (l *Loader) LoadFiles(paths []string) []Result {
 // the first syntax error, not when every run of the program starts.
 var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: (?:line (\d+): )?`) })
 
-// Load parses, validates and checks one spec. The spec is returned whenever the file
-// could be decoded, even with errors, so callers can show more than the first problem.
+// Load parses, validates and checks one spec, and loads its sub-agents (agents) the
+// same way. The spec is returned whenever the file could be decoded, even with
+// errors, so callers can show more than the first problem.
 func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
+	r := l.load(file, src, []string{agentKey(file)}, map[string]loadedSpec{})
+	return r.spec, r.diags
+}
+
+// load is Load for a file reached through stack: the real paths of the specs from
+// the one being loaded down to this one, which is last. seen holds the sub-specs
+// this Load has loaded so far (see loadAgents).
+func (l *Loader) load(file string, src []byte, stack []string, seen map[string]loadedSpec) loadedSpec {
 	d := newDocument(file, src, agentFile)
 	root, ok := l.prepare(d, l.schemas.agent, nil)
 	if !ok {
 		d.diags.Sort()
-		return nil, d.diags
+		return loadedSpec{diags: d.diags}
 	}
 	lookup := l.lookupEnv()
 	spec := &Spec{}
@@ -113,13 +122,16 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 		if !errors.As(err, &typeErr) { // not a partial decode: checking the rest would mislead
 			d.errorf(d.at(), "", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
 			d.diags.Sort()
-			return nil, d.diags
+			return loadedSpec{diags: d.diags}
 		}
 		if !d.diags.HasErrors() {
 			d.errorf(d.at(), "", "decoding: %v", err) // the schema let through what the types cannot hold
 		}
 	}
 	spec.Source = Source{Pos: d.posOf(root)}
+	if isFalse(d.at("plan").node) {
+		spec.Plan = nil // plan: false is plan mode off, as if the key were absent
+	}
 	for n, ref := range d.unset {
 		for _, v := range ref.vars {
 			spec.Unset = append(spec.Unset, UnsetVar{Name: v, Pos: d.posOf(n), Path: ref.path})
@@ -128,11 +140,12 @@ func (l *Loader) Load(file string, src []byte) (*Spec, Diagnostics) {
 	slices.SortStableFunc(spec.Unset, func(a, b UnsetVar) int { return cmp.Or(comparePos(a.Pos, b.Pos), cmp.Compare(a.Name, b.Name)) })
 	c := checker{document: d, spec: spec, loader: l, ownTools: len(spec.Tools), ownFilters: len(spec.Filters), disabled: map[string]bool{}}
 	packs := l.loadSkills(d, spec, lookup)
+	causes := l.loadAgents(d, spec, stack, seen)
 	c.check()
 	mergeInstructions(spec, packs)
 	dropDisabled(spec)
 	d.diags.Sort()
-	return spec, d.diags
+	return loadedSpec{spec: spec, diags: d.diags, causes: causes}
 }
 
 func (l *Loader) lookupEnv() func(string) (string, bool) {

@@ -386,4 +386,6 @@ var Defaults = []struct{ Key, Value string }{
 	{"filters.replacement", "`" + DefaultReplacement + "`"},
 	{"approval.timeout", "24h"},
 	{"approval.on_timeout", "`" + string(DefaultApprovalOnTimeout) + "`"},
+	{"plan.max_steps", fmt.Sprint(DefaultPlanMaxSteps)},
+	{"plan.max_rejections", fmt.Sprint(DefaultPlanMaxRejections)},
 }

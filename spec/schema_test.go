@@ -53,11 +53,19 @@ func (w *schemaWalker) resolve(s map[string]any) map[string]any {
 }
 
 func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
+	ref, _ := s["$ref"].(string)
 	s = w.resolve(s)
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
 	key := path + "|" + typ.String()
+	if ref != "" && typ.Kind() == reflect.Struct {
+		// A definition that holds itself (a workflow step's steps) is compared once.
+		if w.visited[ref+"|"+typ.String()] {
+			return
+		}
+		w.visited[ref+"|"+typ.String()] = true
+	}
 	if w.visited[key] {
 		return
 	}
@@ -136,6 +144,7 @@ var vocabularies = map[reflect.Type][]string{
 	reflect.TypeFor[CacheScope]():         values(CacheScopes),
 	reflect.TypeFor[CacheVerify]():        values(CacheVerifies),
 	reflect.TypeFor[ApprovalOnTimeout]():  values(ApprovalOnTimeouts),
+	reflect.TypeFor[StepOnError]():        values(StepOnErrors),
 }
 
 // openEnums are plain-string keys whose schema enum is not a spec vocabulary: the

@@ -129,6 +129,14 @@ type Expect struct {
 	Retrieved    []string           `yaml:"retrieved"` // sources that must have been retrieved
 	// Approvals are the tools whose calls asked for approval, in order.
 	Approvals []string `yaml:"approvals"`
+	// Plan is the model's plan at the end of the run (plan mode), step by step.
+	Plan []ExpectPlanStep `yaml:"plan"`
+}
+
+// ExpectPlanStep is a step of the expected plan: its text and status.
+type ExpectPlanStep struct {
+	Step   string `yaml:"step"`
+	Status string `yaml:"status"`
 }
 
 // ExpectCall is an expected tool call: its tool, a subset of its arguments, its outcome.

@@ -41,6 +41,7 @@ type Spec struct {
 	Approval     Approval    `yaml:"approval"`
 	Plan         *Plan       `yaml:"plan"`
 	Agents       []SubAgent  `yaml:"agents"`
+	Workflow     *Workflow   `yaml:"workflow"`
 
 	// Unset lists the ${VAR} references that had no value and no default. They are
 	// not errors at load (a missing API key must not fail validate); whoever needs
