@@ -384,7 +384,8 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 		signatures: st.Signatures, started: time.Now(), seen: newSeenEntities(st.Seen),
 		rejections: st.Rejections, planRejections: st.PlanRejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
-		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided}
+		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided, id: p.ID}
+	r.spent = spend{turns: res.Turns, tokens: max(res.Usage.TotalTokens, res.Usage.PromptTokens+res.Usage.CompletionTokens), cost: st.Cost}
 	for _, c := range st.Calls {
 		if c.Approval != nil {
 			r.decidedIDs = append(r.decidedIDs, c.ToolCall.ID)
@@ -615,7 +616,7 @@ func (r *run) discardPause(id string) {
 func (r *run) storePaused(calls []call) error {
 	a := r.agent
 	now := a.now()
-	id := cmp.Or(r.req.RunID, r.resumed, newRunID())
+	id := cmp.Or(r.req.RunID, r.resumed, r.id)
 	st := &pausedState{Format: pausedFormat, SpecVersion: a.version, SpecFile: absPath(a.spec.Pos.File), User: r.req.User, Conversation: r.req.Conversation,
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,

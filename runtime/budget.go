@@ -46,28 +46,42 @@ func (a *Agent) maxOutput(p Purpose) int {
 // call may go ahead. The caller stops the run (StopBudget) or, for a call the run
 // can do without, skips it.
 func (r *run) overBudget(p Purpose, req *ModelRequest) string {
-	g := r.agent.settings.Guards
-	if g.MaxTokens <= 0 && g.MaxCost <= 0 {
+	limited := false
+	for x := r; x != nil; x = x.parentRun() {
+		g := x.agent.settings.Guards
+		limited = limited || g.MaxTokens > 0 || g.MaxCost > 0
+	}
+	if !limited {
 		return ""
 	}
 	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(p))
+	price := r.agent.price(p)
 	detail := ""
-	u := r.result.Usage
-	if used := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens); g.MaxTokens > 0 && used+prompt+output > g.MaxTokens {
-		detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used",
-			p, prompt+output, prompt, output, used, g.MaxTokens)
-	}
-	if price := r.agent.price(p); detail == "" && g.MaxCost > 0 {
+	// A sub-run's call counts toward every run above it: the first whose budget it
+	// could break stops it.
+	for x := r; x != nil && detail == ""; x = x.parentRun() {
+		g := x.agent.settings.Guards
+		whose := ""
+		if x != r {
+			whose = fmt.Sprintf(" (the budget of the agent %s, which this run is part of)", x.agent.Name())
+		}
+		_, used, spent := x.spent.read()
+		if g.MaxTokens > 0 && used+prompt+output > g.MaxTokens {
+			detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used%s",
+				p, prompt+output, prompt, output, used, g.MaxTokens, whose)
+			break
+		}
 		switch {
+		case g.MaxCost <= 0:
 		case price == nil:
 			if !r.costUnchecked {
 				r.costUnchecked = true
 				r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p,
 					Message: fmt.Sprintf("max_cost is not checked: the price of the %s's model is unknown", p)})
 			}
-		case r.cost+price.Cost(prompt, 0, output) > g.MaxCost:
-			detail = fmt.Sprintf("the %s's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent",
-				p, price.Cost(prompt, 0, output), prompt, output, r.cost, g.MaxCost)
+		case spent+price.Cost(prompt, 0, output) > g.MaxCost:
+			detail = fmt.Sprintf("the %s's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent%s",
+				p, price.Cost(prompt, 0, output), prompt, output, spent, g.MaxCost, whose)
 		}
 	}
 	if detail != "" {
@@ -87,10 +101,12 @@ func (r *run) account(p Purpose, u Usage) *float64 {
 	price := r.agent.price(p)
 	if price == nil {
 		r.costUnknown = true
+		r.charge(0, u, 0)
 		return nil
 	}
 	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
 	r.cost += c
+	r.charge(0, u, c)
 	return &c
 }
 

@@ -43,6 +43,11 @@ type Options struct {
 	External []ExternalTool
 	// Now is the clock approvals expire by; nil means time.Now. Tests move it on.
 	Now func() time.Time
+	// Agents are the compiled agents of the spec's agents entries, by name. One
+	// missing is compiled from its loaded spec with these options (the same model,
+	// tools and store): what offline tests want, where one script plays every
+	// agent's turns.
+	Agents map[string]*Agent
 }
 
 // Prices are the prices of an agent's models: Agent is Model's, Judge is
@@ -84,6 +89,8 @@ type Agent struct {
 	// depends on who asked.
 	filtersUseUser bool
 	clock          func() time.Time
+	subAgents      map[string]*subAgent // the agents entries, by name
+	workflow       *workflow            // the spec's workflow; nil: the model decides
 }
 
 func (a *Agent) now() time.Time {
@@ -105,6 +112,7 @@ type agentTool struct {
 	spec      *spec.Tool // accept, accept_message and collect rules
 	usesUser  bool       // its calls depend on the run context (see toolUsesUser)
 	plan      bool       // the built-in plan tool: it changes the run's plan, nothing outside
+	subAgent  string     // an agents entry: a call runs that agent on a task
 }
 
 // Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
@@ -223,6 +231,37 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		a.byName[t.Name] = at
 		a.offered = append(a.offered, at.def)
 	}
+	a.subAgents = map[string]*subAgent{}
+	for i := range s.Agents {
+		entry := &s.Agents[i]
+		sub := opts.Agents[entry.Name]
+		if sub == nil && entry.Loaded != nil {
+			subOpts := opts
+			subOpts.Agents, subOpts.External, subOpts.Knowledge = nil, nil, nil
+			var subDiags spec.Diagnostics
+			if sub, subDiags = Compile(entry.Loaded, subOpts); subDiags.HasErrors() {
+				report(entry.Source, "agent %s (%s): %v", entry.Name, entry.Spec, subDiags.Errors())
+				continue
+			}
+		}
+		if sub == nil {
+			report(entry.Source, "agent %s: its spec %s was not loaded", entry.Name, entry.Spec)
+			continue
+		}
+		def := ToolDef{Name: entry.Name, Description: entry.Description, Parameters: spec.SubAgentParameters()}
+		params, _ := normalizeJSON(def.Parameters)
+		def.Parameters = params
+		url := fmt.Sprintf("mem://agents/%d/%s.json", i, entry.Name)
+		if err := schemas.AddResource(url, params); err != nil {
+			panic(err) // the sub-agent tool's schema is ours
+		}
+		at := &agentTool{def: def, schema: schemas.MustCompile(url), impl: nil, spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
+			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput}
+		a.subAgents[entry.Name] = &subAgent{name: entry.Name, agent: sub}
+		a.tools = append(a.tools, at)
+		a.byName[entry.Name] = at
+		a.offered = append(a.offered, def)
+	}
 	for i, ext := range opts.External {
 		if _, declared := a.byName[ext.Def.Name]; declared {
 			continue
@@ -244,6 +283,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		a.byName[at.def.Name] = at
 		a.offered = append(a.offered, at.def)
 	}
+	a.compileWorkflow(schemas, report)
 	if diags.HasErrors() {
 		return nil, diags
 	}

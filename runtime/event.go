@@ -32,8 +32,8 @@ const (
 	// EventApprovalDecided: a resumed run applies a decision (Tool, CallID, Passed:
 	// approved, Message: who and why).
 	EventApprovalDecided EventKind = "approval_decided"
-	// EventPlan: the model wrote or updated its plan (Plan), or the plan gate
-	// refused an answer while steps were open (Message names them).
+	// EventPlan: the model wrote or updated its plan (Plan; Message counts the
+	// steps by status). The plan gate's refusals are guard events (plan_open).
 	EventPlan EventKind = "plan"
 	// EventAgent: a sub-agent's run starts (Agent, CallID of the tool call or ""
 	// for an intent's handoff, Message: the task) or ends (Stop, Usage, Cost).

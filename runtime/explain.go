@@ -21,19 +21,23 @@ type Plan struct {
 	// with RAG adds up to RAG.MaxTokens tokens of passages to the system prompt.
 	Cache *spec.CacheSettings
 	RAG   *spec.RAGSettings
+	// PlanMode is the intent's plan mode (nil: off); Agent the agents entry the
+	// intent hands its runs to ("" for none).
+	PlanMode *spec.PlanSettings
+	Agent    string
 }
 
 // Explain lays out the request the agent would make for an intent ("" for an agent
 // without intents). ok is false for an unknown intent.
 func (a *Agent) Explain(intentName string) (Plan, bool) {
-	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: spec.MemoryNone}
+	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: spec.MemoryNone, PlanMode: a.settings.Plan}
 	var it *intent
 	if a.intents != nil {
 		if it = a.intents[intentName]; it == nil {
 			return p, false
 		}
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
-		p.Cache, p.RAG = it.cache, it.rag
+		p.Cache, p.RAG, p.PlanMode, p.Agent = it.cache, it.rag, it.plan, it.agent
 	}
 	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)

@@ -28,6 +28,8 @@ const (
 	TriggerAccepted      Trigger = "accepted"       // the draft passed the judge (or there is none) and the answer filters
 	TriggerCacheHit      Trigger = "cache_hit"      // the FAQ cache answered: no model call
 	TriggerPlanOpen      Trigger = "plan_open"      // the answer came while plan steps were open; refusals remain
+	TriggerHandoff       Trigger = "handoff"        // the intent's agent answered in the run's place
+	TriggerWorkflowDone  Trigger = "workflow_done"  // the workflow's steps ran and its answer passed the answer filters
 )
 
 // Edge is one transition of the state machine with everything that triggers it.
@@ -41,8 +43,11 @@ type Edge struct {
 var edges = []Edge{
 	{StateThinking, StateToolExecuting, []Trigger{TriggerToolCalls}},
 	{StateThinking, StateValidating, []Trigger{TriggerDraft}},
-	{StateThinking, StateFinished, []Trigger{TriggerCacheHit}},
-	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopBudget, StopTimeout, StopCanceled)},
+	{StateThinking, StateFinished, []Trigger{TriggerCacheHit, TriggerHandoff, TriggerWorkflowDone}},
+	// A handoff ends as its agent's run did: the judge's, plan's and duplicate
+	// guard's stops reach THINKING that way.
+	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopBudget, StopTimeout, StopCanceled,
+		StopDuplicateCall, StopJudgeRejected, StopPlanIncomplete, StopWorkflowFailed)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled, StopAwaitingApproval, StopApprovalTimeout)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},

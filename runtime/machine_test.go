@@ -200,6 +200,10 @@ func machineCases() []machineCase {
 		{name: "budget before the judge", maxTokens: 6000, extra: judge,
 			agent: []stubReply{used(stubSay("draft"), 3000)}, judge: []stubReply{stubVerdict(true, "")},
 			stop: runtime.StopBudget, path: "VALIDATING STOPPED"},
+		{name: "a workflow step fails", extra: "workflow: {steps: [{name: bad, tool: lookup, args: {id: 5}}]}\n",
+			stop: runtime.StopWorkflowFailed, path: "STOPPED"},
+		{name: "a workflow finishes", extra: "workflow: {steps: [{name: ok, tool: lookup, args: {id: \"5\"}}]}\n",
+			stop: runtime.StopCompleted, path: "FINISHED"},
 	}
 }
 
@@ -289,7 +293,7 @@ func TestRunsFollowTheEdges(t *testing.T) {
 			last := states[len(states)-1]
 			switch {
 			case res.Stop == runtime.StopCompleted:
-				if last.State != runtime.StateFinished || last.Trigger != runtime.TriggerAccepted {
+				if last.State != runtime.StateFinished || last.Trigger != runtime.TriggerAccepted && last.Trigger != runtime.TriggerWorkflowDone {
 					t.Errorf("a completed run ends with %s on %s", last.State, last.Trigger)
 				}
 			case last.State != runtime.StateStopped || last.Trigger != runtime.Trigger(res.Stop):

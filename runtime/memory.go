@@ -78,6 +78,9 @@ func (r *run) commit() {
 	if a.store == nil || r.req.User.ID == "" && r.req.Conversation == "" && r.resumed == "" {
 		return
 	}
+	if r.parent != nil {
+		return // a sub-run's facts and entities are its parent's to commit (absorbSub)
+	}
 	if r.foreignConversation || r.result.Stop == StopAwaitingApproval {
 		return // refused before it began; or paused, and the pause wrote its own record
 	}

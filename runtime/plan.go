@@ -171,9 +171,8 @@ func (r *run) planGate() bool {
 		return true
 	}
 	r.planRejections++
-	r.emit(Event{Kind: EventPlan, Guard: GuardPlanOpen, Plan: slices.Clone(r.result.Plan), Message: "answer refused: " + why})
+	r.emit(Event{Kind: EventGuard, Guard: GuardPlanOpen, Plan: slices.Clone(r.result.Plan), Message: "answer refused: " + why})
 	if r.planRejections > set.MaxRejections {
-		r.emit(Event{Kind: EventGuard, Guard: GuardPlanOpen, Message: fmt.Sprintf("%d answers refused", r.planRejections)})
 		r.stop(StopPlanIncomplete, "the model answered with its plan unfinished: "+why)
 		return false
 	}

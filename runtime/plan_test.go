@@ -69,12 +69,11 @@ func TestPlanGateRefusesAnswersWhileStepsAreOpen(t *testing.T) {
 	}
 	var planEvents, refusals int
 	for _, e := range events {
-		if e.Kind == runtime.EventPlan {
-			if e.Guard == runtime.GuardPlanOpen {
-				refusals++
-			} else {
-				planEvents++
-			}
+		switch {
+		case e.Kind == runtime.EventPlan:
+			planEvents++
+		case e.Kind == runtime.EventGuard && e.Guard == runtime.GuardPlanOpen:
+			refusals++
 		}
 	}
 	if planEvents != 2 || refusals != 1 {

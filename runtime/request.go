@@ -78,12 +78,15 @@ const (
 	// StopPlanIncomplete: the model kept answering while steps of its plan were open
 	// (plan.max_rejections answers were refused).
 	StopPlanIncomplete StopReason = "plan_incomplete"
+	// StopWorkflowFailed: a workflow step failed with on_error fail (Detail says
+	// which and why); the answer is the fallback message.
+	StopWorkflowFailed StopReason = "workflow_failed"
 )
 
 // StopReasons lists every stop reason.
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
 	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget,
-	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete}
+	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete, StopWorkflowFailed}
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.

@@ -38,6 +38,7 @@ type intent struct {
 	cache             *spec.CacheSettings // nil: no FAQ cache
 	rag               *spec.RAGSettings   // nil: no retrieval
 	plan              *spec.PlanSettings  // nil: plan mode is off
+	agent             string              // the agents entry the intent hands its runs to
 }
 
 // compileIntents gives each intent the tools of its resolved tool set, in spec
@@ -51,7 +52,7 @@ func (a *Agent) compileIntents() {
 	for i, in := range s.Intents {
 		set := a.settings.Intents[i]
 		it := &intent{name: in.Name, description: in.Description, kind: set.Kind, memory: set.Memory,
-			examples: in.Examples, allowed: map[string]bool{}, cache: set.Cache, rag: set.RAG, plan: set.Plan}
+			examples: in.Examples, allowed: map[string]bool{}, cache: set.Cache, rag: set.RAG, plan: set.Plan, agent: set.Agent}
 		for _, def := range a.offered {
 			if slices.Contains(set.Tools, def.Name) {
 				it.allowed[def.Name] = true

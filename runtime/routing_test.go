@@ -261,7 +261,7 @@ func TestWireRoutingAndWhitelist(t *testing.T) {
 	format := bodies[0]["response_format"].(map[string]any)
 	schema := format["json_schema"].(map[string]any)["schema"].(map[string]any)
 	enum := schema["properties"].(map[string]any)["intent"].(map[string]any)["enum"].([]any)
-	if format["type"] != "json_schema" || len(enum) != 6 || enum[1] != "cancel_order" {
+	if format["type"] != "json_schema" || len(enum) != 7 || enum[1] != "cancel_order" {
 		t.Errorf("classifier format %v", format)
 	}
 	if _, tools := bodies[0]["tools"]; tools {

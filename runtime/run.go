@@ -57,12 +57,27 @@ type run struct {
 	// counts the answers the plan gate refused.
 	planMu         sync.Mutex
 	planRejections int
+	// id names the run in its events; parent and depth place a sub-run below the
+	// run that started it; spent is what it and its sub-runs spent (see spend).
+	id     string
+	parent *parentLink
+	depth  int
+	spent  spend
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
 // expected failure — limits, loops, model faults, cancellation — ends the run with a
 // typed stop reason and the spec's fallback message as the answer.
 func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
+	r, err := a.execute(ctx, &req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r.result, nil
+}
+
+// execute runs a request to its end: a top run, or a sub-run of parent.
+func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (*run, error) {
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
@@ -70,15 +85,25 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 	defer cancel()
 	r := &run{
 		agent:      a,
-		req:        &req,
+		req:        req,
 		ctx:        ctx,
 		state:      StateThinking,
 		result:     &Result{Intent: req.Intent, Steps: []Step{}, RunID: req.RunID}, // --json shows [] rather than null
 		signatures: map[string]string{},
 		started:    time.Now(),
 		seen:       newSeenEntities(req.Seen),
+		id:         cmp.Or(req.RunID, newRunID()),
+		parent:     parent,
 	}
-	r.vars = runVars(a.spec, &req)
+	if parent != nil {
+		r.depth = parent.run.depth + 1
+		r.seen.stored = parent.run.seen.stored // the conversation's entities, as the parent sees them
+		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Message: clipText(req.Input, 200)})
+		if r.depth > spec.MaxAgentDepth {
+			return nil, fmt.Errorf("sub-agents nest deeper than %d levels", spec.MaxAgentDepth)
+		}
+	}
+	r.vars = runVars(a.spec, req)
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
 	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
@@ -86,13 +111,23 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, ErrForeignConversation)
 		}
 		// The classifier's call may have stopped the run (its budget).
-		if r.state == StateThinking && !r.answerFromCache() {
+		switch {
+		case r.state != StateThinking:
+		case r.intent != nil && r.intent.agent != "":
+			r.handoff()
+		case a.workflow != nil:
+			r.runWorkflow()
+		case !r.answerFromCache():
 			r.retrieve()
 			r.loop()
 			r.learn()
 		}
 	}
-	return r.end(), nil
+	r.end()
+	if parent != nil {
+		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Stop: r.result.Stop, Usage: &r.result.Usage, Cost: r.runCost(), Duration: r.result.Duration})
+	}
+	return r, nil
 }
 
 // end completes the result and commits what the run leaves behind.
@@ -165,6 +200,7 @@ func (r *run) emit(e Event) {
 		return
 	}
 	e.Time = time.Now()
+	r.stamp(&e)
 	if e.Turn == 0 {
 		e.Turn = r.result.Turns
 	}
@@ -212,9 +248,9 @@ func (r *run) loop() {
 // model answered without tool calls.
 func (r *run) think() *Message {
 	g := r.agent.settings.Guards
-	if r.result.Turns >= g.MaxTurns {
-		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: fmt.Sprintf("%d model calls", g.MaxTurns)})
-		r.stop(StopMaxTurns, fmt.Sprintf("the model was called %d times without finishing", g.MaxTurns))
+	if detail := r.overTurns(); detail != "" {
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: detail})
+		r.stop(StopMaxTurns, detail)
 		return nil
 	}
 	if err := r.ctx.Err(); err != nil {
@@ -227,6 +263,7 @@ func (r *run) think() *Message {
 		return nil
 	}
 	r.result.Turns++
+	r.charge(1, Usage{}, 0)
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
 	start := time.Now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
@@ -356,6 +393,7 @@ type call struct {
 	duration       time.Duration
 	approval       *Approval // the call waits for a person's decision
 	decision       *Decision // what was decided, in the execution that resumes it
+	sub            *run      // the sub-run a sub-agent's tool call ran
 }
 
 // executeTools runs every tool call of the last response — in parallel, bounded —
@@ -424,6 +462,9 @@ func (r *run) absorb(calls []call, ran []int) {
 		c := &calls[i]
 		if c.outcome.Ran() {
 			r.signatures[c.signature] = c.result // retrying the same failing call is a loop too
+		}
+		if c.sub != nil {
+			r.absorbSub(c.sub)
 		}
 		if c.outcome == OutcomeOK {
 			r.collect(c)
@@ -617,9 +658,13 @@ func (r *run) runParallel(calls []call, runnable []int, limit int) {
 func (r *run) execute(c *call) {
 	t := c.tool
 	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
-	if t.plan {
-		r.updatePlan(c)
-		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result)}
+	if t.plan || t.subAgent != "" {
+		if t.plan {
+			r.updatePlan(c)
+		} else {
+			r.callSubAgent(c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
+		}
+		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
 		if c.outcome == OutcomeError {
 			e.Error = c.result
 		}

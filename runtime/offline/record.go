@@ -60,6 +60,8 @@ func (w *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 		} else {
 			w.r.classifier = append(w.r.classifier, v)
 		}
+	case req.JSONSchema.Name != runtime.SchemaFacts: // a workflow's model step: a turn, as Script plays it
+		w.r.turns = append(w.r.turns, ScriptTurn{Text: resp.Message.Content})
 	}
 	return resp, nil
 }

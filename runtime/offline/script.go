@@ -172,8 +172,9 @@ func scriptArguments(v any) (string, error) {
 }
 
 // structured answers a request for JSON: the next scripted verdict for the judge or
-// intent for the classifier; past their lists the judge passes and the classifier
-// answers like the test model.
+// intent for the classifier (past their lists the judge passes and the classifier
+// answers like the test model), facts generated from their schema, and any other
+// request (a workflow's model step) from the next scripted turn.
 func (s *Script) structured(req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
 	v := offlineStructured(req.JSONSchema)
 	s.mu.Lock()
@@ -188,6 +189,17 @@ func (s *Script) structured(req *runtime.ModelRequest) (*runtime.ModelResponse, 
 			v = s.intents[s.nextClass]
 		}
 		s.nextClass++
+	case runtime.SchemaFacts:
+	default:
+		// Any other schema is the agent's own call (a workflow's model step): the
+		// next turn answers it, its text being the JSON, as a real model's would be.
+		i := s.next
+		s.next++
+		s.mu.Unlock()
+		if i >= len(s.turns) {
+			return nil, &exhaustedError{name: s.name, calls: i + 1, turns: len(s.turns)}
+		}
+		return respond(runtime.Message{Role: runtime.RoleAssistant, Content: s.turns[i].Text}, req), nil
 	}
 	s.mu.Unlock()
 	b, err := json.Marshal(v)

@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/spec"
+)
+
+// parentLink ties a sub-run to the run that started it.
+type parentLink struct {
+	run    *run
+	agent  string // the agents entry
+	callID string // the tool call that started it; "" for an intent's handoff
+}
+
+// spend is what a run and every sub-run below it have spent so far. A sub-run's
+// model calls count toward the limits of each run above it (guards.max_turns,
+// max_tokens, max_cost), so a sub-agent cannot spend past its parent's budget.
+// Sub-runs of one response run in parallel: the counters are shared.
+type spend struct {
+	mu     sync.Mutex
+	turns  int
+	tokens int64
+	cost   float64
+}
+
+func (s *spend) read() (turns int, tokens int64, cost float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turns, s.tokens, s.cost
+}
+
+// charge adds a model call — a turn of the agent's own, or usage and cost — to the
+// run and every run above it.
+func (r *run) charge(turns int, u Usage, cost float64) {
+	tokens := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
+	for x := r; x != nil; x = x.parentRun() {
+		x.spent.mu.Lock()
+		x.spent.turns += turns
+		x.spent.tokens += tokens
+		x.spent.cost += cost
+		x.spent.mu.Unlock()
+	}
+}
+
+func (r *run) parentRun() *run {
+	if r.parent == nil {
+		return nil
+	}
+	return r.parent.run
+}
+
+// overTurns says which run's max_turns the next model call would break: the run's
+// own or, for a sub-run, a run above it; "" when the call may go ahead.
+func (r *run) overTurns() (detail string) {
+	for x := r; x != nil; x = x.parentRun() {
+		limit := x.agent.settings.Guards.MaxTurns
+		if turns, _, _ := x.spent.read(); turns >= limit {
+			if x == r {
+				return fmt.Sprintf("the model was called %d times without finishing", limit)
+			}
+			return fmt.Sprintf("the agent %s's runs made %d model calls, its max_turns", x.agent.Name(), limit)
+		}
+	}
+	return ""
+}
+
+// subAgent is an agents entry compiled: the agent its tool and intents hand
+// tasks to.
+type subAgent struct {
+	name  string
+	agent *Agent
+}
+
+// errNoSubAgent is a sub-agent that cannot run at all.
+var errNoSubAgent = errors.New("the agent is not available")
+
+// delegate runs an agents entry on a task, as a sub-run of r: the same user and
+// conversation (so bound values and seen entities carry over; the sub-agent's
+// model sees neither), none of the conversation's history, its own instructions,
+// tools, guards and judge, and r's limits above its own. It cannot pause for an
+// approval: a call needing one is refused.
+func (r *run) delegate(name, task, callID string) (*run, error) {
+	sub := r.agent.subAgents[name]
+	if sub == nil {
+		return nil, fmt.Errorf("%w: %s", errNoSubAgent, name)
+	}
+	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
+		History: []Message{}, Observer: r.req.Observer, Approvals: ApprovalsRefuse}
+	return sub.agent.execute(r.ctx, req, &parentLink{run: r, agent: name, callID: callID})
+}
+
+// handoff hands the run to the agent its intent names: the specialist answers the
+// user's message, with the conversation's history, and its exchange becomes this
+// run's. The run's answer filters still apply; the specialist's judge replaces
+// this agent's.
+func (r *run) handoff() {
+	it := r.intent
+	req := &Request{Input: r.input(), User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
+		History: r.req.History, Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse}
+	if req.History == nil {
+		req.History = []Message{}
+	}
+	sub, err := r.agent.subAgents[it.agent].agent.execute(r.ctx, req, &parentLink{run: r, agent: it.agent})
+	if err != nil {
+		r.stop(StopModelError, fmt.Sprintf("intent %s: the agent %s could not run: %v", it.name, it.agent, err))
+		return
+	}
+	res := sub.result
+	r.absorbSub(sub)
+	r.result.Steps = append(r.result.Steps, res.Steps...)
+	r.result.Plan = res.Plan
+	if !res.Completed() {
+		r.result.Partial = res.Partial
+		r.stopWith(res.Stop, fmt.Sprintf("the agent %s stopped: %s", it.agent, cmp.Or(res.Detail, string(res.Stop))), r.agent.settings.Guards.Fallback)
+		return
+	}
+	answer := res.Answer
+	if !r.filterText(spec.StageAnswer, &answer) {
+		return
+	}
+	// The specialist's exchange starts with the user's message, as this run's does.
+	r.messages = append(r.messages[:1], res.Messages[1:]...)
+	r.messages[len(r.messages)-1].Content = answer
+	r.result.Answer = answer
+	r.result.Stop = StopCompleted
+	r.transition(StateFinished, TriggerHandoff)
+	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage, Cost: r.runCost()})
+}
+
+// absorbSub takes in what a finished sub-run leaves to its parent: its usage and
+// cost (its calls were charged to the parent's limits as they happened), the facts
+// its tools' rules wrote and the entities they revealed, all committed with the
+// parent's run.
+func (r *run) absorbSub(sub *run) {
+	res := sub.result
+	r.result.Usage.Add(res.Usage)
+	if c := sub.runCost(); c != nil {
+		r.cost += *c
+	} else if res.Turns > 0 {
+		r.costUnknown = true
+	}
+	r.factChanges = append(r.factChanges, sub.factChanges...)
+	for kind, ids := range sub.seen.revealedByKind() {
+		r.seen.reveal(kind, ids)
+	}
+}
+
+// callSubAgent is a call of a sub-agent's tool: its answer is the result; a sub-run
+// that stopped is an error the model can act on.
+func (r *run) callSubAgent(c *call) {
+	start := time.Now()
+	task, _ := c.args[spec.SubAgentTaskParam].(string)
+	sub, err := r.delegate(c.tool.subAgent, task, c.tc.ID)
+	c.duration = time.Since(start)
+	switch {
+	case err != nil:
+		c.outcome, c.result = OutcomeError, "Error: "+err.Error()
+	case sub.result.Completed():
+		c.outcome, c.result, c.sub = OutcomeOK, sub.result.Answer, sub
+	default:
+		res := sub.result
+		c.outcome, c.sub = OutcomeError, sub
+		c.result = fmt.Sprintf("Error: the agent %s stopped without an answer (%s): %s", c.tool.subAgent, res.Stop, cmp.Or(res.Detail, "no detail"))
+	}
+}
+
+// stamp fills in whose run an event is.
+func (r *run) stamp(e *Event) {
+	e.Run = r.id
+	if p := r.parent; p != nil {
+		e.Parent, e.Depth, e.Agent = p.run.id, r.depth, p.agent
+	}
+}
