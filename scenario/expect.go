@@ -71,7 +71,7 @@ func check(ctx context.Context, e spec.Expect, run *observed) []string {
 	var out []string
 	for _, group := range []expectation{
 		checkIntent, checkCalls, checkNotCalled, checkRefused, checkOffered, checkGuards,
-		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved, checkApprovals,
+		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved, checkApprovals, checkPlan,
 	} {
 		out = append(out, group(ctx, e, run)...)
 	}
@@ -400,4 +400,29 @@ func checkApprovals(_ context.Context, e spec.Expect, run *observed) []string {
 		want = strings.Join(e.Approvals, ", ")
 	}
 	return []string{fmt.Sprintf("approvals: expected approval asked for %s, got %s", want, got)}
+}
+
+// checkPlan compares the model's final plan, step by step; an empty list expects
+// no plan.
+func checkPlan(_ context.Context, e spec.Expect, run *observed) []string {
+	if e.Plan == nil {
+		return nil
+	}
+	show := func(steps []string) string {
+		if len(steps) == 0 {
+			return "no plan"
+		}
+		return strings.Join(steps, "; ")
+	}
+	var want, got []string
+	for _, s := range e.Plan {
+		want = append(want, s.Step+": "+s.Status)
+	}
+	for _, s := range run.res.Plan {
+		got = append(got, s.Step+": "+string(s.Status))
+	}
+	if slices.Equal(want, got) {
+		return nil
+	}
+	return []string{fmt.Sprintf("plan: expected %s, got %s", show(want), show(got))}
 }

@@ -109,13 +109,29 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 	return out
 }
 
+// addTools adds the names of the tools a run of the agent may call or mock: its
+// own, the plan tool in plan mode, its agents entries and, since a sub-agent's
+// calls are the case's too (and its tools mocked by the case), theirs.
+func addTools(tools map[string]bool, s *spec.Spec) {
+	for _, t := range s.Tools {
+		tools[t.Name] = true
+	}
+	if s.Plan != nil || slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Plan != nil }) {
+		tools[spec.PlanToolName] = true
+	}
+	for _, a := range s.Agents {
+		tools[a.Name] = true
+		if a.Loaded != nil {
+			addTools(tools, a.Loaded)
+		}
+	}
+}
+
 // checkAgainst reports names in the test file that the agent does not have.
 func checkAgainst(tf *spec.TestFile, s *spec.Spec) spec.Diagnostics {
 	var diags spec.Diagnostics
 	tools := map[string]bool{}
-	for _, t := range s.Tools {
-		tools[t.Name] = true
-	}
+	addTools(tools, s)
 	intents := map[string]bool{}
 	for _, in := range s.Intents {
 		intents[in.Name] = true

@@ -46,6 +46,7 @@ func TestTestSchemaEnumsMatchTheRuntime(t *testing.T) {
 		"cache":      strs(agent.CacheOutcomes),
 		"learned":    LearnedScopes,
 		"decision":   strs(spec.ApprovalDecisions),
+		"status":     strs(agent.PlanStatuses),
 	} {
 		got := slices.Sorted(slices.Values(enums[key]))
 		if !slices.Equal(got, slices.Sorted(slices.Values(want))) {
