@@ -62,6 +62,10 @@ type Options struct {
 	// RecordContent puts messages, tool arguments and results into spans, after
 	// the spec's redaction filters; off, no span holds any text of a run.
 	RecordContent bool
+
+	// model is the top agent's model, which its sub-agents share when Model
+	// overrides theirs: one offline script plays every agent's turns, in order.
+	model runtime.Model
 }
 
 // Agent is a compiled agent with everything it opened. It is safe for concurrent
@@ -163,7 +167,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		}
 	}
 	if !opts.NoModel {
-		if err := a.buildModels(&ropts, dir, lookup, opts.Record); err != nil {
+		if err := a.buildModels(&ropts, dir, lookup, opts.Record, opts.model); err != nil {
 			return nil, err
 		}
 		a.traceModels(&ropts)
@@ -209,6 +213,9 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 			ropts.External[i].Impl = telemetry.WrapTool(ropts.External[i].Impl, tp, a.topts...)
 		}
 	}
+	if err := a.buildSubAgents(ctx, &ropts, opts); err != nil {
+		return nil, err
+	}
 	agent, diags := runtime.Compile(s, ropts)
 	if diags.HasErrors() {
 		return nil, diags
@@ -219,6 +226,33 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		a.toolNames[t.Name] = true
 	}
 	return a, nil
+}
+
+// buildSubAgents assembles the agents of the spec's agents entries, each from its
+// own spec (its models, tools, MCP servers and knowledge) with the top agent's
+// store; their Close is the top agent's.
+func (a *Agent) buildSubAgents(ctx context.Context, ropts *runtime.Options, opts Options) error {
+	if len(a.Spec.Agents) == 0 {
+		return nil
+	}
+	ropts.Agents = map[string]*runtime.Agent{}
+	for _, entry := range a.Spec.Agents {
+		if entry.Loaded == nil {
+			continue // the loader said why; Compile reports the entry
+		}
+		sub := opts
+		sub.SharedStore, sub.Remember, sub.Index, sub.OnIndex = ropts.Store, false, "", nil
+		if opts.Model != "" {
+			sub.model = ropts.Model
+		}
+		b, err := Build(ctx, entry.Loaded, sub)
+		if err != nil {
+			return fmt.Errorf("agent %s (%s): %w", entry.Name, entry.Spec, err)
+		}
+		a.closers = append(a.closers, b.Close)
+		ropts.Agents[entry.Name] = b.Agent
+	}
+	return nil
 }
 
 // traceModels wraps the models in chat spans and the GenAI metrics. A model the
@@ -333,11 +367,13 @@ func (a *Agent) Resume(ctx context.Context, req runtime.ResumeRequest) (*runtime
 
 // buildModels builds the agent's model and, where the spec names others, the
 // judge's and the classifier's.
-func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool) error {
+func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool, shared runtime.Model) error {
 	s := a.Spec
 	var err error
-	if ropts.Model, err = newModel(s.Model, dir, lookup); err != nil {
-		return err
+	if ropts.Model = shared; ropts.Model == nil {
+		if ropts.Model, err = newModel(s.Model, dir, lookup); err != nil {
+			return err
+		}
 	}
 	if s.Judge != nil && s.Judge.Model != nil {
 		if ropts.JudgeModel, err = newModel(mergeModel(s.Model, *s.Judge.Model), dir, lookup); err != nil {

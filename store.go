@@ -82,7 +82,11 @@ func NeedsStore(s *spec.Spec) bool {
 	if len(s.Memory.Facts.FromTools) > 0 || s.Memory.Facts.Extract == spec.ExtractLLM || NeedsApproval(s) {
 		return true
 	}
-	return slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Memory.Injects() })
+	if slices.ContainsFunc(s.Intents, func(in spec.Intent) bool { return in.Memory.Injects() }) {
+		return true
+	}
+	// A sub-agent's runs read the store and the parent commits what they wrote.
+	return slices.ContainsFunc(s.Agents, func(a spec.SubAgent) bool { return a.Loaded != nil && NeedsStore(a.Loaded) })
 }
 
 // NeedsApproval reports whether some tool of the spec (its own or a skill's) may
