@@ -370,6 +370,9 @@ func (t *traceWriter) write(v any) {
 	_ = t.enc.Encode(v)
 }
 
+// planMark shows a plan step's status in progress lines.
+var planMark = map[runtime.PlanStatus]string{runtime.PlanPending: "[ ]", runtime.PlanInProgress: "[>]", runtime.PlanDone: "[x]", runtime.PlanDropped: "[-]"}
+
 // progress prints a run's steps for a person watching the terminal.
 type progress struct {
 	mu    sync.Mutex
@@ -377,16 +380,53 @@ type progress struct {
 	start time.Time
 }
 
+// Observe prints one event; a sub-run's events are indented under its parent's,
+// one level per depth.
 func (p *progress) Observe(e runtime.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if e.Depth == 0 {
+		p.print(p.w, e)
+		return
+	}
+	var b strings.Builder
+	p.print(&b, e)
+	indent := strings.Repeat("    ", e.Depth-1) + "  │ "
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			io.WriteString(p.w, indent+line)
+		}
+	}
+}
+
+func (p *progress) print(w io.Writer, e runtime.Event) {
 	switch e.Kind {
+	case runtime.EventAgent:
+		if e.Stop == "" {
+			fmt.Fprintf(w, "▶ agent %s: %s\n", e.Agent, clip(e.Message, 120))
+		}
+	case runtime.EventPlan:
+		fmt.Fprintf(w, "[%d]   ☰ plan · %s\n", e.Turn, e.Message)
+		for _, s := range e.Plan {
+			fmt.Fprintf(w, "[%d]     %s %s\n", e.Turn, planMark[s.Status], clip(s.Step, 100))
+		}
+	case runtime.EventStep:
+		switch e.StepStatus {
+		case runtime.StepStarted:
+			fmt.Fprintf(w, "▸ step %s\n", e.Step)
+		case runtime.StepOK:
+			fmt.Fprintf(w, "✓ step %s · %s\n", e.Step, round(e.Duration))
+		case runtime.StepSkipped:
+			fmt.Fprintf(w, "· step %s skipped\n", e.Step)
+		default:
+			fmt.Fprintf(w, "✗ step %s %s · %s\n", e.Step, e.StepStatus, clip(e.Error, 160))
+		}
 	case runtime.EventModelRequest:
 		if e.Purpose == runtime.PurposeClassifier {
-			fmt.Fprintf(p.w, "[%d] → classifier\n", e.Turn)
+			fmt.Fprintf(w, "[%d] → classifier\n", e.Turn)
 			return
 		}
-		fmt.Fprintf(p.w, "[%d] → model: %d messages, %d tools\n", e.Turn, e.Messages, e.Tools)
+		fmt.Fprintf(w, "[%d] → model: %d messages, %d tools\n", e.Turn, e.Messages, e.Tools)
 	case runtime.EventModelResponse:
 		what := "answer"
 		if e.Calls > 0 {
@@ -395,125 +435,125 @@ func (p *progress) Observe(e runtime.Event) {
 		if e.Finish != "" {
 			what += " (" + string(e.Finish) + ")"
 		}
-		fmt.Fprintf(p.w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
+		fmt.Fprintf(w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
 	case runtime.EventToolCall:
-		fmt.Fprintf(p.w, "[%d]   ⚙ %s %s\n", e.Turn, e.Tool, clip(e.Args, 120))
+		fmt.Fprintf(w, "[%d]   ⚙ %s %s\n", e.Turn, e.Tool, clip(e.Args, 120))
 	case runtime.EventToolResult:
 		mark := "✓"
 		if e.Error != "" {
 			mark = "✗"
 		}
-		fmt.Fprintf(p.w, "[%d]   %s %s · %s · %s\n", e.Turn, mark, e.Tool, round(e.Duration), clip(e.Result, 100))
+		fmt.Fprintf(w, "[%d]   %s %s · %s · %s\n", e.Turn, mark, e.Tool, round(e.Duration), clip(e.Result, 100))
 	case runtime.EventToolRefused:
 		by := ""
 		if e.Refusal == runtime.RefusedAccept {
 			by = " by accept"
 		}
-		fmt.Fprintf(p.w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
+		fmt.Fprintf(w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
 	case runtime.EventApprovalRequested:
-		fmt.Fprintf(p.w, "[%d]   ? %s waits for approval (%s)", e.Turn, e.Tool, e.CallID)
+		fmt.Fprintf(w, "[%d]   ? %s waits for approval (%s)", e.Turn, e.Tool, e.CallID)
 		if e.Message != "" {
-			fmt.Fprintf(p.w, ": %s", clip(e.Message, 160))
+			fmt.Fprintf(w, ": %s", clip(e.Message, 160))
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	case runtime.EventApprovalDecided:
 		mark, what := "✗", "rejected"
 		if e.Passed != nil && *e.Passed {
 			mark, what = "✓", "approved"
 		}
-		fmt.Fprintf(p.w, "[%d]   %s %s %s (%s)", e.Turn, mark, e.Tool, what, e.CallID)
+		fmt.Fprintf(w, "[%d]   %s %s %s (%s)", e.Turn, mark, e.Tool, what, e.CallID)
 		if e.Message != "" {
-			fmt.Fprintf(p.w, " · %s", e.Message)
+			fmt.Fprintf(w, " · %s", e.Message)
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	case runtime.EventBindDiscarded:
-		fmt.Fprintf(p.w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
+		fmt.Fprintf(w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
 	case runtime.EventGuard:
-		fmt.Fprintf(p.w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+		fmt.Fprintf(w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
 	case runtime.EventIntent:
-		fmt.Fprintf(p.w, "[%d] intent %s · by %s", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy)
+		fmt.Fprintf(w, "[%d] intent %s · by %s", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy)
 		if e.Message != "" {
-			fmt.Fprintf(p.w, " · %s", e.Message)
+			fmt.Fprintf(w, " · %s", e.Message)
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	case runtime.EventMemory:
 		switch {
 		case e.Error != "":
-			fmt.Fprintf(p.w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
+			fmt.Fprintf(w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
 		case e.Level != "":
-			fmt.Fprintf(p.w, "[%d] memory %s · %d facts\n", e.Turn, e.Level, e.Count)
+			fmt.Fprintf(w, "[%d] memory %s · %d facts\n", e.Turn, e.Level, e.Count)
 		default:
-			fmt.Fprintf(p.w, "[%d] memory %s\n", e.Turn, e.Message)
+			fmt.Fprintf(w, "[%d] memory %s\n", e.Turn, e.Message)
 		}
 	case runtime.EventVerdict:
 		if *e.Passed {
-			fmt.Fprintf(p.w, "[%d] ✓ judge passed the draft\n", e.Turn)
+			fmt.Fprintf(w, "[%d] ✓ judge passed the draft\n", e.Turn)
 		} else {
-			fmt.Fprintf(p.w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
+			fmt.Fprintf(w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
 		}
 	case runtime.EventFilter:
-		fmt.Fprintf(p.w, "[%d] ! filter %s: %s: %s", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message))
+		fmt.Fprintf(w, "[%d] ! filter %s: %s: %s", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message))
 		if e.Error != "" {
-			fmt.Fprintf(p.w, " (%s)", e.Error)
+			fmt.Fprintf(w, " (%s)", e.Error)
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	case runtime.EventCollect:
 		if e.Error != "" {
-			fmt.Fprintf(p.w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Entity, e.Tool, e.Error)
+			fmt.Fprintf(w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Entity, e.Tool, e.Error)
 		} else if e.Count > 0 {
-			fmt.Fprintf(p.w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Count, e.Entity, e.Tool)
+			fmt.Fprintf(w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Count, e.Entity, e.Tool)
 		}
 	case runtime.EventCache:
-		p.cache(e)
+		p.cache(w, e)
 	case runtime.EventRetrieve:
 		switch {
 		case e.Error != "":
-			fmt.Fprintf(p.w, "[%d] ! retrieve: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
+			fmt.Fprintf(w, "[%d] ! retrieve: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
 		case len(e.Passages) == 0:
-			fmt.Fprintf(p.w, "[%d] retrieved no passages\n", e.Turn)
+			fmt.Fprintf(w, "[%d] retrieved no passages\n", e.Turn)
 		default:
 			parts := make([]string, len(e.Passages))
 			for i, ps := range e.Passages {
 				parts[i] = fmt.Sprintf("%s %s (%.2f)", ps.ID, passageRef(ps), ps.Score)
 			}
-			fmt.Fprintf(p.w, "[%d] retrieved %s\n", e.Turn, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "[%d] retrieved %s\n", e.Turn, strings.Join(parts, ", "))
 		}
 	case runtime.EventStop:
 		tokens := int64(0)
 		if e.Usage != nil {
 			tokens = e.Usage.TotalTokens
 		}
-		fmt.Fprintf(p.w, "■ %s · %d model calls · %d tokens", e.Stop, e.Turn, tokens)
+		fmt.Fprintf(w, "■ %s · %d model calls · %d tokens", e.Stop, e.Turn, tokens)
 		if e.Cost != nil {
-			fmt.Fprintf(p.w, " · %s", formatCost(*e.Cost))
+			fmt.Fprintf(w, " · %s", formatCost(*e.Cost))
 		}
-		fmt.Fprintf(p.w, " · %s", round(time.Since(p.start)))
+		fmt.Fprintf(w, " · %s", round(time.Since(p.start)))
 		if e.Message != "" {
-			fmt.Fprintf(p.w, " · %s", e.Message)
+			fmt.Fprintf(w, " · %s", e.Message)
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	}
 }
 
 // cache prints what the FAQ cache did: a hit with its entry and score, a miss with
 // why, or what became of the answer (learned or not).
-func (p *progress) cache(e runtime.Event) {
+func (p *progress) cache(w io.Writer, e runtime.Event) {
 	switch {
 	case e.Error != "":
-		fmt.Fprintf(p.w, "[%d] ! cache: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
+		fmt.Fprintf(w, "[%d] ! cache: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
 	case e.CacheOutcome == runtime.CacheHitOutcome && e.Cached != nil:
-		fmt.Fprintf(p.w, "[%d] cache hit  %s score %.2f\n", e.Turn, cacheEntry(e.Cached), e.Cached.Score)
+		fmt.Fprintf(w, "[%d] cache hit  %s score %.2f\n", e.Turn, cacheEntry(e.Cached), e.Cached.Score)
 	case e.CacheOutcome == runtime.CacheMissOutcome:
-		fmt.Fprintf(p.w, "[%d] cache miss", e.Turn)
+		fmt.Fprintf(w, "[%d] cache miss", e.Turn)
 		if e.Message != "" {
-			fmt.Fprintf(p.w, " (%s)", e.Message)
+			fmt.Fprintf(w, " (%s)", e.Message)
 		}
 		if e.Cached != nil {
-			fmt.Fprintf(p.w, " · nearest %s", cacheEntry(e.Cached))
+			fmt.Fprintf(w, " · nearest %s", cacheEntry(e.Cached))
 		}
-		fmt.Fprintln(p.w)
+		fmt.Fprintln(w)
 	default:
-		fmt.Fprintf(p.w, "[%d] cache: %s\n", e.Turn, e.Message)
+		fmt.Fprintf(w, "[%d] cache: %s\n", e.Turn, e.Message)
 	}
 }
 

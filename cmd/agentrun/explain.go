@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -101,7 +102,11 @@ func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 		if all > 0 {
 			pct = 100 * (all - these) / all
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\t%s\n", plan.Intent, plan.Kind, plan.Memory,
+		kind := string(plan.Kind)
+		if plan.Agent != "" {
+			kind = "→ " + plan.Agent // the agent's own prompt and tools apply, not these
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\t%s\n", plan.Intent, kind, plan.Memory,
 			len(plan.Tools), len(plan.AllTools), runtime.EstimateTokens(plan.SystemPrompt), these, all-these, pct, knowledgeCell(plan))
 	}
 	tw.Flush()
@@ -148,6 +153,12 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 		title += fmt.Sprintf(" · intent %s (%s, memory %s)", plan.Intent, plan.Kind, plan.Memory)
 	}
 	fmt.Fprintf(w, "%s\n\n", title)
+	if plan.Agent != "" {
+		entry := s.SubAgent(plan.Agent)
+		fmt.Fprintf(w, "hands its runs to agent %s (%s): its instructions, tools, guards and judge apply, within this agent's limits\n", plan.Agent, entry.Spec)
+		fmt.Fprintf(w, "  agentrun explain %s\n", filepath.Join(filepath.Dir(s.Pos.File), entry.Spec))
+		return
+	}
 	prompt := runtime.EstimateTokens(plan.SystemPrompt)
 	fmt.Fprintf(w, "system prompt (~%d tokens):\n", prompt)
 	for _, line := range strings.Split(strings.TrimRight(plan.SystemPrompt, "\n"), "\n") {
@@ -170,7 +181,13 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 	} else {
 		fmt.Fprintln(w, "judge: none (every draft is accepted)")
 	}
+	if pm := plan.PlanMode; pm != nil {
+		fmt.Fprintf(w, "plan mode: %s · required %v · max_steps %d · max_rejections %d\n", spec.PlanToolName, pm.Required, pm.MaxSteps, pm.MaxRejections)
+	}
 	writeKnowledge(w, plan)
+	if s.Workflow != nil {
+		writeWorkflowSteps(w, s.Workflow, st)
+	}
 	if r := plan.RAG; r != nil {
 		fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d), plus up to ~%d of passages\n", prompt+tools, prompt, tools, r.MaxTokens)
 		return

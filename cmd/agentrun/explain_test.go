@@ -23,8 +23,8 @@ func TestExplain(t *testing.T) {
 		"intent cancel_order (task, memory summary)",
 		"│ ## Skill: orders",
 		"[summary memory of the user, added at run time]",
-		"tools offered: 3 of 4",
-		"saves ~49 tokens per model call (21%) against offering all 4 tools",
+		"tools offered: 3 of 5",
+		"saves ~139 tokens per model call (43%) against offering all 5 tools",
 		"guards: max_turns 8",
 		"judge: 1 criteria",
 	} {
@@ -92,7 +92,8 @@ func TestGraphIsMermaid(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	checkGolden(t, "graph-shop.mmd", stdout)
-	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "blocked · max_turns 8 · max_tool_rounds 4 · model_error · truncated · content_filter · budget (none set) · timeout ≤ 10m0s (default) · canceled" --> s_STOPPED`} {
+	for _, want := range []string{"i_cancel_order --> d_order", "i_cancel_order --> t_cancel_order", "d_account --> t_update_address", `s_THINKING -- "blocked · max_turns 8 · max_tool_rounds 4 · model_error · truncated · content_filter · budget (none set) · timeout ≤ 10m0s (default) · canceled · handoff stopped (its agent's stop reason)" --> s_STOPPED`,
+		`i_refund_request -- "hands off" --> t_refund_specialist`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("graph lacks %q", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/agentrun/agentrun"
@@ -58,6 +59,12 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 	for _, t := range s.Tools {
 		kinds[t.Name] = t.Kind()
 	}
+	for _, a := range s.Agents {
+		kinds[a.Name] = "agent " + a.Spec
+	}
+	if st := agent.Settings(); st.Plan != nil || slices.ContainsFunc(st.Intents, func(in spec.IntentSettings) bool { return in.Plan != nil }) {
+		kinds[spec.PlanToolName] = "plan mode"
+	}
 	st := agent.Settings()
 	if len(s.Intents) > 0 {
 		r := st.Routing
@@ -88,28 +95,74 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 		for _, t := range in.Tools {
 			fmt.Fprintf(&b, "  %s --> %s\n", from, mermaidID("t_", t))
 		}
+		if in.Agent != "" {
+			fmt.Fprintf(&b, "  %s -- %s --> %s\n", from, label("hands off"), mermaidID("t_", in.Agent))
+		}
 	}
 	for _, d := range s.Domains {
 		for _, t := range d.Tools {
 			fmt.Fprintf(&b, "  %s --> %s\n", mermaidID("d_", d.Name), mermaidID("t_", t))
 		}
 	}
-	writeStates(&b, st, agentrun.NeedsApproval(s))
+	if s.Workflow != nil {
+		writeWorkflowGraph(&b, s.Workflow, st)
+	}
+	writeStates(&b, st, machineOf(s, st))
 	io.WriteString(w, b.String())
 }
 
+// machine says which of the state machine's ways a spec can take: approvals,
+// whether some tool's calls may wait for a person's approval; workflow, whether it
+// is a workflow (its own ways to finish and stop); plan, whether plan mode is on
+// anywhere; handoff, whether an intent hands its runs to an agent.
+type machine struct{ approvals, workflow, plan, handoff bool }
+
+func machineOf(s *spec.Spec, st *spec.Settings) machine {
+	m := machine{approvals: agentrun.NeedsApproval(s), workflow: s.Workflow != nil, plan: st.Plan != nil}
+	for _, in := range st.Intents {
+		m.plan = m.plan || in.Plan != nil
+		m.handoff = m.handoff || in.Agent != ""
+	}
+	return m
+}
+
+// handoffStops are the stops a run reaches from THINKING only through a handoff:
+// the agent it handed to stopped that way.
+var handoffStops = []runtime.Trigger{runtime.Trigger(runtime.StopDuplicateCall), runtime.Trigger(runtime.StopJudgeRejected), runtime.Trigger(runtime.StopPlanIncomplete)}
+
+// possible reports whether a spec's runs can move along the edge for the trigger.
+func (m machine) possible(e runtime.Edge, t runtime.Trigger) bool {
+	switch {
+	case isWorkflowTrigger(t):
+		return m.workflow
+	case t == runtime.TriggerHandoff:
+		return m.handoff
+	case e.From == runtime.StateThinking && slices.Contains(handoffStops, t):
+		return false // drawn once, as "handoff stopped"
+	case t == runtime.TriggerPlanOpen || t == runtime.Trigger(runtime.StopPlanIncomplete):
+		return m.plan
+	}
+	return true
+}
+
 // writeStates draws the run's state machine from runtime.Edges: each edge labelled
-// with what triggers it and the effective settings that decide it.
-// approvals says whether some tool's calls may wait for a person's approval.
-func writeStates(b *strings.Builder, st *spec.Settings, approvals bool) {
+// with what triggers it and the effective settings that decide it, leaving out
+// what the spec's runs cannot do.
+func writeStates(b *strings.Builder, st *spec.Settings, m machine) {
 	fmt.Fprintf(b, "  subgraph run[%s]\n    direction LR\n", label("run · state machine"))
 	fmt.Fprintf(b, "    s_start((start)) --> s_%s\n", runtime.StateThinking)
 	for _, e := range runtime.Edges() {
 		var parts []string
 		for _, t := range e.Triggers {
-			if l := triggerLabel(t, st, approvals); l != "" {
+			if !m.possible(e, t) {
+				continue
+			}
+			if l := triggerLabel(t, st, m.approvals); l != "" {
 				parts = append(parts, l)
 			}
+		}
+		if m.handoff && e.From == runtime.StateThinking && e.To == runtime.StateStopped {
+			parts = append(parts, "handoff stopped (its agent's stop reason)")
 		}
 		fmt.Fprintf(b, "    s_%s -- %s --> s_%s\n", e.From, label(strings.Join(parts, " · ")), e.To)
 	}
@@ -132,6 +185,18 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 			return "no judge: accepted"
 		}
 		return "judge passed"
+	case runtime.TriggerHandoff:
+		var to []string
+		for _, in := range st.Intents {
+			if in.Agent != "" {
+				to = append(to, in.Name+" → "+in.Agent)
+			}
+		}
+		return "handoff · " + strings.Join(to, ", ")
+	case runtime.TriggerPlanOpen:
+		return "plan steps open"
+	case runtime.Trigger(runtime.StopPlanIncomplete):
+		return "plan_incomplete"
 	case runtime.TriggerCacheHit:
 		var hits []string
 		for _, in := range st.Intents {

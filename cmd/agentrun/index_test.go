@@ -381,7 +381,7 @@ func TestExecKnowledgeEvents(t *testing.T) {
 		t.Errorf("--json = %s", out)
 	}
 	tb, err := os.ReadFile(trace)
-	if err != nil || !bytes.Contains(tb, []byte(`"kind":"cache","cache":"hit"`)) {
+	if err != nil || !bytes.Contains(tb, []byte(`"kind":"cache","run_id":"run_`)) || !bytes.Contains(tb, []byte(`"cache":"hit","cached"`)) {
 		t.Errorf("trace (%v):\n%s", err, tb)
 	}
 

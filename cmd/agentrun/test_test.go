@@ -13,7 +13,7 @@ import (
 
 func TestAgentrunTestExamples(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "test", "../../examples/agents")
-	if code != 0 || !strings.HasSuffix(stdout, "28 passed, 0 failed\n") {
+	if code != 0 || !strings.HasSuffix(stdout, "39 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "test", "--run", "judge", "../../examples/agents")
@@ -35,6 +35,8 @@ func brokenShop(t *testing.T) string {
 	os.WriteFile(filepath.Join(dir, "shop-support.yaml"), []byte(broken), 0o644)
 	tests, _ := os.ReadFile("../../examples/agents/shop-support.test.yaml")
 	os.WriteFile(filepath.Join(dir, "shop-support.test.yaml"), tests, 0o644)
+	specialist, _ := os.ReadFile("../../examples/agents/refund-specialist.yaml")
+	os.WriteFile(filepath.Join(dir, "refund-specialist.yaml"), specialist, 0o644)
 	os.MkdirAll(filepath.Join(dir, "skills", "orders"), 0o755)
 	pack, _ := os.ReadFile("../../examples/agents/skills/orders/skill.yaml")
 	os.WriteFile(filepath.Join(dir, "skills", "orders", "skill.yaml"), pack, 0o644)
@@ -48,7 +50,7 @@ func brokenShop(t *testing.T) string {
 func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 	dir := brokenShop(t)
 	code, stdout, _ := runCLI(t, "test", dir)
-	if code != 1 || !strings.HasSuffix(stdout, "12 passed, 9 failed\n") {
+	if code != 1 || !strings.HasSuffix(stdout, "14 passed, 9 failed\n") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	for _, want := range []string{
@@ -73,7 +75,7 @@ func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 12 || out.Failed != 9 {
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 14 || out.Failed != 9 {
 		t.Errorf("json: %v %+v", err, out)
 	}
 }
@@ -102,7 +104,7 @@ func TestAgentrunTestJUnit(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Total != 21 || got.Passed != 12 || got.Failed != 9 {
+	if got.Total != 23 || got.Passed != 14 || got.Failed != 9 {
 		t.Errorf("the consumer read %+v", got)
 	}
 	failed := 0
