@@ -65,7 +65,10 @@ type Options struct {
 
 	// model is the top agent's model, which its sub-agents share when Model
 	// overrides theirs: one offline script plays every agent's turns, in order.
-	model runtime.Model
+	// recorder is the top agent's, which records its sub-agents' calls too, so
+	// the saved script replays the whole run.
+	model    runtime.Model
+	recorder *offline.Recorder
 }
 
 // Agent is a compiled agent with everything it opened. It is safe for concurrent
@@ -167,6 +170,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		}
 	}
 	if !opts.NoModel {
+		a.recorder = opts.recorder
 		if err := a.buildModels(&ropts, dir, lookup, opts.Record, opts.model); err != nil {
 			return nil, err
 		}
@@ -243,7 +247,9 @@ func (a *Agent) buildSubAgents(ctx context.Context, ropts *runtime.Options, opts
 		sub := opts
 		sub.SharedStore, sub.Remember, sub.Index, sub.OnIndex = ropts.Store, false, "", nil
 		if opts.Model != "" {
-			sub.model = ropts.Model
+			sub.model = ropts.Model // already recording, when Record is set
+		} else {
+			sub.recorder = a.recorder
 		}
 		b, err := Build(ctx, entry.Loaded, sub)
 		if err != nil {
@@ -386,8 +392,14 @@ func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(stri
 		}
 	}
 	if record {
-		a.recorder = &offline.Recorder{}
-		for _, m := range []*runtime.Model{&ropts.Model, &ropts.JudgeModel, &ropts.RouterModel} {
+		if a.recorder == nil {
+			a.recorder = &offline.Recorder{}
+		}
+		models := []*runtime.Model{&ropts.JudgeModel, &ropts.RouterModel}
+		if shared == nil { // a shared model records already
+			models = append(models, &ropts.Model)
+		}
+		for _, m := range models {
 			if *m != nil {
 				*m = a.recorder.Wrap(*m)
 			}

@@ -211,3 +211,27 @@ tools:
 		t.Errorf("the progress lines do not nest the specialist:\n%s", stderr)
 	}
 }
+
+// --record saves the sub-agents' model calls too, in the order they happened, so the
+// script replays the whole run with one model for every agent.
+func TestRecordReplaysSubAgents(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, "refunds.yaml", "version: 1\nname: refunds\ndescription: Refunds.\nmodel: {provider: test}\nskills: [calculator]\n")
+	desk := writeSpec(t, dir, "desk.yaml", "version: 1\nname: desk\nmodel: {provider: test}\nagents: [{name: refunds, spec: ./refunds.yaml}]\n")
+	script := filepath.Join(dir, "run.script.yaml")
+	code, recorded, stderr := runCLI(t, "exec", "-q", "--record", script, desk, "refund it")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	raw, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(raw), "    - text:") != 4 { // desk calls refunds, refunds calls calculator, refunds answers, desk answers
+		t.Fatalf("the script holds:\n%s", raw)
+	}
+	code, replayed, stderr := runCLI(t, "exec", "-q", "--model", "script:"+script, desk, "refund it")
+	if code != 0 || replayed != recorded {
+		t.Fatalf("replay: exit %d, %q, want %q\n%s", code, replayed, recorded, stderr)
+	}
+}
