@@ -142,6 +142,8 @@ type Result struct {
 	Prior *Prior `json:"prior,omitempty"`
 	// Plan is the model's plan as it last wrote it (plan mode).
 	Plan []PlanStep `json:"plan,omitempty"`
+	// Handoff is the run of the agent the intent handed the run to.
+	Handoff *AgentRun `json:"handoff,omitempty"`
 }
 
 // Prior is what a resumed run's earlier executions did: its first Steps steps,
@@ -196,8 +198,23 @@ type Step struct {
 	// Decision is what a person (or approval.on_timeout) decided about a call that
 	// needed approval.
 	Decision *Decision `json:"decision,omitempty"`
+	// Agent is what the sub-agent a call of an agents entry ran did.
+	Agent *AgentRun `json:"agent,omitempty"`
 
 	modelArgs string // what the model may see of the arguments: no bound values
+}
+
+// AgentRun is a sub-run as its caller's result shows it: whose it was, how it
+// ended, and what it did.
+type AgentRun struct {
+	Agent string     `json:"agent"`
+	RunID string     `json:"run_id"`
+	Stop  StopReason `json:"stop"`
+	Turns int        `json:"turns"`
+	Usage Usage      `json:"usage"`
+	// Steps are the sub-run's tool calls; a handoff's are the run's own Steps.
+	Steps []Step     `json:"steps,omitempty"`
+	Plan  []PlanStep `json:"plan,omitempty"`
 }
 
 // Outcome is what became of a tool call.

@@ -481,7 +481,7 @@ func (r *run) appendResults(calls []call) {
 		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(),
 			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
-			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Decision: c.decision})
+			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Decision: c.decision, Agent: c.agentRun()})
 	}
 }
 

@@ -114,6 +114,7 @@ func (r *run) handoff() {
 	r.absorbSub(sub)
 	r.result.Steps = append(r.result.Steps, res.Steps...)
 	r.result.Plan = res.Plan
+	r.result.Handoff = sub.summary(false)
 	if !res.Completed() {
 		r.result.Partial = res.Partial
 		r.stopWith(res.Stop, fmt.Sprintf("the agent %s stopped: %s", it.agent, cmp.Or(res.Detail, string(res.Stop))), r.agent.settings.Guards.Fallback)
@@ -150,6 +151,17 @@ func (r *run) absorbSub(sub *run) {
 	}
 }
 
+// summary is the sub-run as its caller's result shows it, with its steps or
+// without them (a handoff's are the caller's own).
+func (sub *run) summary(steps bool) *AgentRun {
+	res := sub.result
+	s := &AgentRun{Agent: sub.parent.agent, RunID: sub.id, Stop: res.Stop, Turns: res.Turns, Usage: res.Usage, Plan: res.Plan}
+	if steps {
+		s.Steps = res.Steps
+	}
+	return s
+}
+
 // callSubAgent is a call of a sub-agent's tool: its answer is the result; a sub-run
 // that stopped is an error the model can act on.
 func (r *run) callSubAgent(c *call) {
@@ -167,6 +179,14 @@ func (r *run) callSubAgent(c *call) {
 		c.outcome, c.sub = OutcomeError, sub
 		c.result = fmt.Sprintf("Error: the agent %s stopped without an answer (%s): %s", c.tool.subAgent, res.Stop, cmp.Or(res.Detail, "no detail"))
 	}
+}
+
+// agentRun is what the call's sub-run did; nil for a call of any other tool.
+func (c *call) agentRun() *AgentRun {
+	if c.sub == nil {
+		return nil
+	}
+	return c.sub.summary(true)
 }
 
 // stamp fills in whose run an event is.

@@ -124,6 +124,10 @@ func TestSubAgentAsTool(t *testing.T) {
 	if len(res.Steps) != 1 || res.Steps[0].Tool != "refunds" || res.Steps[0].Result != "Order A1 is refunded." {
 		t.Fatalf("steps %+v", res.Steps)
 	}
+	if ar := res.Steps[0].Agent; ar == nil || ar.Agent != "refunds" || ar.Stop != runtime.StopCompleted || ar.Turns != 3 ||
+		len(ar.Steps) != 2 || ar.Steps[0].Refusal != runtime.RefusedNotOffered || ar.Steps[1].Tool != "refund" {
+		t.Fatalf("the step's sub-run: %+v", ar)
+	}
 	if res.Turns != 2 || res.Usage.TotalTokens != 5*stubAgentTokens {
 		t.Fatalf("turns %d, tokens %d: want the parent's 2 turns and all 5 calls' tokens", res.Turns, res.Usage.TotalTokens)
 	}
@@ -236,6 +240,9 @@ routing: {recognizer: rules, fallback: other}
 	}
 	if len(res.Steps) != 1 || res.Steps[0].Tool != "refund" || !strings.Contains(res.Steps[0].Arguments, `"user_id":"u-1"`) {
 		t.Fatalf("steps %+v", res.Steps)
+	}
+	if res.Handoff == nil || res.Handoff.Agent != "refunds" || res.Handoff.Turns != 2 || res.Handoff.RunID == "" {
+		t.Fatalf("handoff %+v", res.Handoff)
 	}
 	conv, err := store.Conversation(context.Background(), "c-1", 10)
 	if err != nil {
