@@ -84,6 +84,8 @@ type Agent struct {
 	tel       *telemetry.Telemetry
 	topts     []telemetry.Options
 	toolNames map[string]bool
+	// model is the agent's model before tracing, for sub-agents that share it.
+	model runtime.Model
 	// index is where the agent's knowledge is ("" without knowledge).
 	index string
 }
@@ -174,6 +176,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		if err := a.buildModels(&ropts, dir, lookup, opts.Record, opts.model); err != nil {
 			return nil, err
 		}
+		a.model = ropts.Model // before tracing: a sub-agent sharing it traces its own calls
 		a.traceModels(&ropts)
 	}
 	if !opts.Inspect {
@@ -246,10 +249,9 @@ func (a *Agent) buildSubAgents(ctx context.Context, ropts *runtime.Options, opts
 		}
 		sub := opts
 		sub.SharedStore, sub.Remember, sub.Index, sub.OnIndex = ropts.Store, false, "", nil
+		sub.recorder = a.recorder
 		if opts.Model != "" {
-			sub.model = ropts.Model // already recording, when Record is set
-		} else {
-			sub.recorder = a.recorder
+			sub.model = a.model // recording already, when Record is set
 		}
 		b, err := Build(ctx, entry.Loaded, sub)
 		if err != nil {

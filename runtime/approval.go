@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/spec"
@@ -136,6 +137,7 @@ type pausedState struct {
 	Signatures        map[string]string   `json:"signatures,omitempty"`
 	Rejections        int                 `json:"rejections,omitempty"`
 	PlanRejections    int                 `json:"plan_rejections,omitempty"`
+	SpentTurns        int                 `json:"spent_turns,omitempty"` // model calls of the run and its sub-runs
 	FactChanges       []FactChange        `json:"fact_changes,omitempty"`
 	Cost              float64             `json:"cost,omitempty"`
 	CostUnknown       bool                `json:"cost_unknown,omitempty"`
@@ -380,12 +382,12 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 			res.Steps[i].modelArgs = st.StepArgs[i]
 		}
 	}
-	r := &run{agent: a, req: rq, ctx: ctx, state: StateToolExecuting, result: &res, messages: st.Messages,
+	r := &run{agent: a, req: rq, ctx: ctx, tally: &sync.Mutex{}, state: StateToolExecuting, result: &res, messages: st.Messages,
 		signatures: st.Signatures, started: time.Now(), seen: newSeenEntities(st.Seen),
 		rejections: st.Rejections, planRejections: st.PlanRejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
 		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided, id: p.ID}
-	r.spent = spend{turns: res.Turns, tokens: max(res.Usage.TotalTokens, res.Usage.PromptTokens+res.Usage.CompletionTokens), cost: st.Cost}
+	r.spent = spend{turns: max(st.SpentTurns, res.Turns), tokens: max(res.Usage.TotalTokens, res.Usage.PromptTokens+res.Usage.CompletionTokens), cost: st.Cost}
 	for _, c := range st.Calls {
 		if c.Approval != nil {
 			r.decidedIDs = append(r.decidedIDs, c.ToolCall.ID)
@@ -621,7 +623,7 @@ func (r *run) storePaused(calls []call) error {
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
-		Rejections: r.rejections, PlanRejections: r.planRejections, FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
+		Rejections: r.rejections, PlanRejections: r.planRejections, SpentTurns: r.spentTurns(), FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
 		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
 	for _, s := range r.result.Steps {
 		st.StepArgs = append(st.StepArgs, s.modelArgs)

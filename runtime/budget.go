@@ -65,7 +65,8 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) string {
 		if x != r {
 			whose = fmt.Sprintf(" (the budget of the agent %s, which this run is part of)", x.agent.Name())
 		}
-		_, used, spent := x.spent.read()
+		s := x.spentSoFar()
+		used, spent := s.tokens, s.cost
 		if g.MaxTokens > 0 && used+prompt+output > g.MaxTokens {
 			detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used%s",
 				p, prompt+output, prompt, output, used, g.MaxTokens, whose)
@@ -101,12 +102,12 @@ func (r *run) account(p Purpose, u Usage) *float64 {
 	price := r.agent.price(p)
 	if price == nil {
 		r.costUnknown = true
-		r.charge(0, u, 0)
+		r.charge(u, 0)
 		return nil
 	}
 	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
 	r.cost += c
-	r.charge(0, u, c)
+	r.charge(u, c)
 	return &c
 }
 

@@ -255,8 +255,10 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		if err := schemas.AddResource(url, params); err != nil {
 			panic(err) // the sub-agent tool's schema is ours
 		}
-		at := &agentTool{def: def, schema: schemas.MustCompile(url), impl: nil, spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
-			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput}
+		// A sub-agent acts as the user (their bound values, facts and entities):
+		// what it answers depends on who asked, like a tool binding user.id.
+		at := &agentTool{def: def, schema: schemas.MustCompile(url), spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
+			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, usesUser: true}
 		a.subAgents[entry.Name] = &subAgent{name: entry.Name, agent: sub}
 		a.tools = append(a.tools, at)
 		a.byName[entry.Name] = at

@@ -190,8 +190,11 @@ func renderPlan(plan []PlanStep) string {
 	for _, s := range plan {
 		mark := map[PlanStatus]string{PlanPending: "[ ]", PlanInProgress: "[>]", PlanDone: "[x]", PlanDropped: "[-]"}[s.Status]
 		b.WriteString(mark + " " + s.Step)
-		if s.Reason != "" {
+		switch {
+		case s.Status == PlanDropped:
 			b.WriteString(" (dropped: " + s.Reason + ")")
+		case s.Reason != "":
+			b.WriteString(" (" + s.Reason + ")")
 		}
 		b.WriteByte('\n')
 	}

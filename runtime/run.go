@@ -63,6 +63,7 @@ type run struct {
 	parent *parentLink
 	depth  int
 	spent  spend
+	tally  *sync.Mutex // guards spent of every run of the tree: the top run's
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -94,14 +95,15 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		seen:       newSeenEntities(req.Seen),
 		id:         cmp.Or(req.RunID, newRunID()),
 		parent:     parent,
+		tally:      &sync.Mutex{},
 	}
 	if parent != nil {
-		r.depth = parent.run.depth + 1
-		r.seen.stored = parent.run.seen.stored // the conversation's entities, as the parent sees them
-		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Message: clipText(req.Input, 200)})
-		if r.depth > spec.MaxAgentDepth {
+		r.tally = parent.run.tally
+		if r.depth = parent.run.depth + 1; r.depth > spec.MaxAgentDepth {
 			return nil, fmt.Errorf("sub-agents nest deeper than %d levels", spec.MaxAgentDepth)
 		}
+		r.seen.stored = parent.run.seen.stored // the conversation's earlier entities, as the parent sees them
+		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Message: clipText(req.Input, 200)})
 	}
 	r.vars = runVars(a.spec, req)
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
@@ -248,11 +250,6 @@ func (r *run) loop() {
 // model answered without tool calls.
 func (r *run) think() *Message {
 	g := r.agent.settings.Guards
-	if detail := r.overTurns(); detail != "" {
-		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: detail})
-		r.stop(StopMaxTurns, detail)
-		return nil
-	}
 	if err := r.ctx.Err(); err != nil {
 		r.stopForContext(err)
 		return nil
@@ -262,8 +259,12 @@ func (r *run) think() *Message {
 		r.stop(StopBudget, detail)
 		return nil
 	}
+	if detail := r.takeTurn(); detail != "" {
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: detail})
+		r.stop(StopMaxTurns, detail)
+		return nil
+	}
 	r.result.Turns++
-	r.charge(1, Usage{}, 0)
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
 	start := time.Now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
@@ -442,7 +443,17 @@ func (r *run) executeTools() {
 	if !r.planBookkeeping(last.ToolCalls) {
 		r.result.ToolRounds++ // this response's calls run (or get their refusals)
 	}
-	r.runParallel(calls, runnable, g.MaxParallelTools)
+	// Plan updates go first, one by one in call order: each builds on the one
+	// before, and the plan must not depend on which goroutine ran first.
+	var work []int
+	for _, i := range runnable {
+		if calls[i].tool.plan {
+			r.execute(&calls[i])
+		} else {
+			work = append(work, i)
+		}
+	}
+	r.runParallel(calls, work, g.MaxParallelTools)
 	r.absorb(calls, runnable)
 	if waiting && r.pause(calls) {
 		return
@@ -638,6 +649,9 @@ func schemaProblems(err error) string {
 
 // runParallel runs the runnable calls with at most limit at a time.
 func (r *run) runParallel(calls []call, runnable []int, limit int) {
+	if len(runnable) == 0 {
+		return
+	}
 	if len(runnable) == 1 {
 		r.execute(&calls[runnable[0]])
 		return
@@ -658,19 +672,35 @@ func (r *run) runParallel(calls []call, runnable []int, limit int) {
 func (r *run) execute(c *call) {
 	t := c.tool
 	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
-	if t.plan || t.subAgent != "" {
-		if t.plan {
-			r.updatePlan(c)
-		} else {
-			r.callSubAgent(c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
-		}
-		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
+	switch {
+	case t.plan:
+		r.updatePlan(c) // the run's own state: no filter or cap applies
+		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result)}
 		if c.outcome == OutcomeError {
 			e.Error = c.result
 		}
 		r.emit(e)
 		return
+	case t.subAgent != "":
+		r.callSubAgent(c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
+	default:
+		r.callTool(c)
 	}
+	r.filterToolResult(c)
+	if len(c.result) > t.maxOutput {
+		c.result = truncate(c.result, t.maxOutput)
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolOutput, Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})
+	}
+	e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
+	if c.outcome == OutcomeError {
+		e.Error = c.result
+	}
+	r.emit(e)
+}
+
+// callTool runs the call's tool with its timeout.
+func (r *run) callTool(c *call) {
+	t := c.tool
 	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
 	defer cancel()
 	start := time.Now()
@@ -686,16 +716,6 @@ func (r *run) execute(c *call) {
 	default:
 		c.outcome, c.result = OutcomeOK, out
 	}
-	r.filterToolResult(c)
-	if len(c.result) > t.maxOutput {
-		c.result = truncate(c.result, t.maxOutput)
-		r.emit(Event{Kind: EventGuard, Guard: GuardMaxToolOutput, Tool: c.tc.Name, CallID: c.tc.ID, Message: fmt.Sprintf("cut to %d bytes", t.maxOutput)})
-	}
-	e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result), Duration: c.duration}
-	if c.outcome == OutcomeError {
-		e.Error = c.result
-	}
-	r.emit(e)
 }
 
 // callTool runs a tool and turns a panic inside it into an error: one broken tool

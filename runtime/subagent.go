@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/spec"
@@ -20,30 +19,30 @@ type parentLink struct {
 // spend is what a run and every sub-run below it have spent so far. A sub-run's
 // model calls count toward the limits of each run above it (guards.max_turns,
 // max_tokens, max_cost), so a sub-agent cannot spend past its parent's budget.
-// Sub-runs of one response run in parallel: the counters are shared.
+// Sub-runs of one response run in parallel: every spend of a tree of runs is
+// guarded by the tree's one mutex (run.tally).
 type spend struct {
-	mu     sync.Mutex
 	turns  int
 	tokens int64
 	cost   float64
 }
 
-func (s *spend) read() (turns int, tokens int64, cost float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.turns, s.tokens, s.cost
+func (r *run) spentSoFar() spend {
+	r.tally.Lock()
+	defer r.tally.Unlock()
+	return r.spent
 }
 
-// charge adds a model call — a turn of the agent's own, or usage and cost — to the
-// run and every run above it.
-func (r *run) charge(turns int, u Usage, cost float64) {
+func (r *run) spentTurns() int { return r.spentSoFar().turns }
+
+// charge adds a model call's usage and cost to the run and every run above it.
+func (r *run) charge(u Usage, cost float64) {
 	tokens := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
+	r.tally.Lock()
+	defer r.tally.Unlock()
 	for x := r; x != nil; x = x.parentRun() {
-		x.spent.mu.Lock()
-		x.spent.turns += turns
 		x.spent.tokens += tokens
 		x.spent.cost += cost
-		x.spent.mu.Unlock()
 	}
 }
 
@@ -54,17 +53,27 @@ func (r *run) parentRun() *run {
 	return r.parent.run
 }
 
-// overTurns says which run's max_turns the next model call would break: the run's
-// own or, for a sub-run, a run above it; "" when the call may go ahead.
-func (r *run) overTurns() (detail string) {
+// takeTurn counts the agent's next model call toward the max_turns of the run and
+// of every run above it, in one step, so parallel sub-runs cannot both take the
+// last turn. It returns which limit the call would break instead ("" when it was
+// counted).
+func (r *run) takeTurn() (detail string) {
+	r.tally.Lock()
+	defer r.tally.Unlock()
 	for x := r; x != nil; x = x.parentRun() {
 		limit := x.agent.settings.Guards.MaxTurns
-		if turns, _, _ := x.spent.read(); turns >= limit {
-			if x == r {
-				return fmt.Sprintf("the model was called %d times without finishing", limit)
-			}
+		switch {
+		case x.spent.turns < limit:
+		case x == r && x.result.Turns == limit:
+			return fmt.Sprintf("the model was called %d times without finishing", limit)
+		case x == r:
+			return fmt.Sprintf("the run and its sub-agents made %d model calls, its max_turns", limit)
+		default:
 			return fmt.Sprintf("the agent %s's runs made %d model calls, its max_turns", x.agent.Name(), limit)
 		}
+	}
+	for x := r; x != nil; x = x.parentRun() {
+		x.spent.turns++
 	}
 	return ""
 }
@@ -84,13 +93,16 @@ var errNoSubAgent = errors.New("the agent is not available")
 // model sees neither), none of the conversation's history, its own instructions,
 // tools, guards and judge, and r's limits above its own. It cannot pause for an
 // approval: a call needing one is refused.
-func (r *run) delegate(name, task, callID string) (*run, error) {
+//
+// seen are the entities revealed so far, this run's included (seenSoFar), taken
+// by the caller where nothing else changes them.
+func (r *run) delegate(name, task, callID string, seen map[string][]string) (*run, error) {
 	sub := r.agent.subAgents[name]
 	if sub == nil {
 		return nil, fmt.Errorf("%w: %s", errNoSubAgent, name)
 	}
 	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: []Message{}, Observer: r.req.Observer, Approvals: ApprovalsRefuse}
+		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse}
 	return sub.agent.execute(r.ctx, req, &parentLink{run: r, agent: name, callID: callID})
 }
 
@@ -101,11 +113,16 @@ func (r *run) delegate(name, task, callID string) (*run, error) {
 func (r *run) handoff() {
 	it := r.intent
 	req := &Request{Input: r.input(), User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: r.req.History, Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse}
+		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse}
 	if req.History == nil {
 		req.History = []Message{}
 	}
-	sub, err := r.agent.subAgents[it.agent].agent.execute(r.ctx, req, &parentLink{run: r, agent: it.agent})
+	var sub *run
+	target := r.agent.subAgents[it.agent]
+	err := fmt.Errorf("%w: %s", errNoSubAgent, it.agent)
+	if target != nil {
+		sub, err = target.agent.execute(r.ctx, req, &parentLink{run: r, agent: it.agent})
+	}
 	if err != nil {
 		r.stop(StopModelError, fmt.Sprintf("intent %s: the agent %s could not run: %v", it.name, it.agent, err))
 		return
@@ -117,7 +134,11 @@ func (r *run) handoff() {
 	r.result.Handoff = sub.summary(false)
 	if !res.Completed() {
 		r.result.Partial = res.Partial
-		r.stopWith(res.Stop, fmt.Sprintf("the agent %s stopped: %s", it.agent, cmp.Or(res.Detail, string(res.Stop))), r.agent.settings.Guards.Fallback)
+		answer := r.agent.settings.Guards.Fallback
+		if res.Stop == StopBlocked {
+			answer = res.Answer // the filter's own message
+		}
+		r.stopWith(res.Stop, fmt.Sprintf("the agent %s stopped: %s", it.agent, cmp.Or(res.Detail, string(res.Stop))), answer)
 		return
 	}
 	answer := res.Answer
@@ -167,7 +188,9 @@ func (sub *run) summary(steps bool) *AgentRun {
 func (r *run) callSubAgent(c *call) {
 	start := time.Now()
 	task, _ := c.args[spec.SubAgentTaskParam].(string)
-	sub, err := r.delegate(c.tool.subAgent, task, c.tc.ID)
+	// The response's calls run in parallel, but none changes the entities until
+	// they all ran (absorb): reading them here is safe.
+	sub, err := r.delegate(c.tool.subAgent, task, c.tc.ID, r.seenSoFar())
 	c.duration = time.Since(start)
 	switch {
 	case err != nil:
@@ -180,6 +203,10 @@ func (r *run) callSubAgent(c *call) {
 		c.result = fmt.Sprintf("Error: the agent %s stopped without an answer (%s): %s", c.tool.subAgent, res.Stop, cmp.Or(res.Detail, "no detail"))
 	}
 }
+
+// seenSoFar are the entities revealed to the user: those the request passed and
+// those this run's calls revealed.
+func (r *run) seenSoFar() map[string][]string { return r.seen.result(r.req.Seen) }
 
 // agentRun is what the call's sub-run did; nil for a call of any other tool.
 func (c *call) agentRun() *AgentRun {

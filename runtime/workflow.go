@@ -444,21 +444,22 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	}
 	req := &ModelRequest{Messages: append(msgs, Message{Role: RoleUser, Content: prompt})}
 	if m.Schema != nil {
-		req.JSONSchema = &JSONSchemaFormat{Name: st.spec.Name, Schema: m.Schema}
+		// Prefixed: a step named verdict or intent must not pass for the judge's or
+		// the classifier's request.
+		req.JSONSchema = &JSONSchemaFormat{Name: "step_" + st.spec.Name, Schema: m.Schema}
 	}
 	f.mu.Lock()
-	if detail := r.overTurns(); detail != "" {
-		f.mu.Unlock()
-		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Step: st.spec.Name, Message: detail})
-		return nil, f.stop(StopMaxTurns, detail)
-	}
 	if detail := r.overBudget(PurposeWorkflow, req); detail != "" {
 		f.mu.Unlock()
 		return nil, f.stop(StopBudget, detail)
 	}
+	if detail := r.takeTurn(); detail != "" {
+		f.mu.Unlock()
+		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Step: st.spec.Name, Message: detail})
+		return nil, f.stop(StopMaxTurns, detail)
+	}
 	f.turns++
 	turn := f.base + f.turns
-	r.charge(1, Usage{}, 0)
 	f.mu.Unlock()
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Messages: len(req.Messages)})
 	start := time.Now()
@@ -528,7 +529,10 @@ func (f *flow) agentStep(st *flowStep, env map[string]any, id string) (map[strin
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
-	sub, err := r.delegate(st.spec.Agent, task, id)
+	f.mu.Lock()
+	seen := r.seenSoFar() // branches take in what they reveal under f.mu
+	f.mu.Unlock()
+	sub, err := r.delegate(st.spec.Agent, task, id, seen)
 	if err != nil {
 		return nil, err
 	}
