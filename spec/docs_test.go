@@ -121,6 +121,8 @@ func TestDocsExpressionEnvironments(t *testing.T) {
 		{"`filters[].when` with `on: input`", FilterEnv(StageInput)},
 		{"`filters[].when` with `on: tool_result`", FilterEnv(StageToolResult)},
 		{"`filters[].when` with `on: answer`", FilterEnv(StageAnswer)},
+		{"`workflow.steps[].when`, `.for_each`, `.args.*`, `.model.prompt`, `.task`, `.loop.until`, `workflow.answer`", EnvWorkflow},
+		{"the same in a `for_each` step (but `for_each` itself)", EnvWorkflowItem},
 	}
 	for _, p := range places {
 		var want []string
@@ -138,7 +140,7 @@ func TestDocsExpressionEnvironments(t *testing.T) {
 // expression was checked against is what it runs with — the hidden in_seen, which
 // the rewritten membership tests call, included.
 func TestEnvTypesMatchValues(t *testing.T) {
-	envs := []Env{EnvInstructions, EnvToolTemplate, EnvAccept, EnvCollect, EnvApproval, EnvMCPHeaders, EnvFactRule}
+	envs := []Env{EnvInstructions, EnvToolTemplate, EnvAccept, EnvCollect, EnvApproval, EnvMCPHeaders, EnvFactRule, EnvWorkflow, EnvWorkflowItem}
 	for _, fs := range FilterStages {
 		envs = append(envs, FilterEnv(fs.Stage))
 	}
