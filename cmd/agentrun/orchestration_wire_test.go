@@ -235,3 +235,75 @@ func TestRecordReplaysSubAgents(t *testing.T) {
 		t.Fatalf("replay: exit %d, %q, want %q\n%s", code, replayed, recorded, stderr)
 	}
 }
+
+// A handoff over the wire: the refund intent's turn is answered by the specialist,
+// whose exchange — its tool call with the result — is stored whole, so the next turn's
+// request (another intent, the desk's own model call) carries it in a shape the API
+// accepts.
+func TestWireHandoff(t *testing.T) {
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"refunded":true,"user":"`+r.Header.Get("X-User-Id")+`"}`)
+	}))
+	t.Cleanup(shop.Close)
+	t.Setenv("SHOP", shop.URL)
+	dir := t.TempDir()
+	writeSpec(t, dir, "refunds.yaml", `
+version: 1
+name: refunds
+description: Refunds one order of the user.
+model: {api_key_env: LLM_API_KEY}
+instructions: You handle refunds.
+tools:
+  - name: refund
+    parameters: {type: object, properties: {order: {type: string}}, required: [order]}
+    bind: {user_id: user.id}
+    http: {method: POST, url: "${SHOP}/orders/{{ args.order }}/refund", headers: {X-User-Id: "{{ args.user_id }}"}}
+`)
+	desk := writeSpec(t, dir, "desk.yaml", `
+version: 1
+name: desk
+model: {api_key_env: LLM_API_KEY}
+instructions: You run the help desk.
+agents:
+  - {name: refunds, spec: ./refunds.yaml}
+intents:
+  refund: {description: Refunds, keywords: [refund], agent: refunds}
+  other: {description: Anything else, kind: chat}
+routing: {recognizer: rules, fallback: other}
+`)
+	f := newFakeOpenAI(t,
+		calls(toolCall("call_r", "refund", `{"order":"A1"}`)), // the specialist
+		answer("A1 is refunded."),
+		answer("You're welcome."), // the desk, next turn
+	)
+	store := "sqlite:" + filepath.Join(dir, "state.db")
+	args := []string{"exec", "-q", "--json", "--store", store, "--user", "u-1", "--conversation", "c-1", desk}
+	code, stdout, stderr := runCLI(t, append(args, "refund A1 please")...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var res runtime.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != "A1 is refunded." || res.Intent != "refund" || res.Handoff == nil || res.Handoff.Agent != "refunds" ||
+		len(res.Steps) != 1 || !strings.Contains(res.Steps[0].Result, `"user":"u-1"`) {
+		t.Fatalf("result %s", stdout)
+	}
+	if code, stdout, stderr = runCLI(t, append(args, "thanks")...); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	f.checkRequests()
+	third := f.messages(2)
+	var roles []string
+	for _, m := range third {
+		roles = append(roles, m["role"].(string))
+	}
+	if strings.Join(roles, " ") != "system user assistant tool assistant user" {
+		t.Fatalf("the next turn's request has %v", roles)
+	}
+	if sys := third[0]["content"].(string); !strings.Contains(sys, "help desk") {
+		t.Fatalf("the next turn went to %q, want the desk", sys)
+	}
+}
