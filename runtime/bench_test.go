@@ -181,3 +181,43 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int, earlier bool) {
 		run()
 	}
 }
+
+// BenchmarkSubAgentCall is a run whose model hands one task to a sub-agent (one
+// model call of its own) and then answers: three model calls, one of them a
+// sub-run's, no store: the runtime's own cost of a run that delegates once.
+func BenchmarkSubAgentCall(b *testing.B) {
+	model := &roundModel{rounds: []func(int) *runtime.ModelResponse{
+		func(int) *runtime.ModelResponse { // the desk's first turn, and the specialist's only one
+			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
+				ToolCalls: []runtime.ToolCall{{ID: "c-sub", Name: "refunds", Arguments: `{"task":"Refund A1."}`}}}}
+		},
+		func(int) *runtime.ModelResponse {
+			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "A1 is refunded."}}
+		},
+	}}
+	specialist := &specialistModel{}
+	sub := loadSpec(b, "version: 1\nname: refunds\ninstructions: You handle refunds.\n")
+	subAgent, diags := runtime.Compile(sub, runtime.Options{Model: specialist})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	a := compileWith(b, parentSpec, func(s *spec.Spec) {
+		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
+	}, runtime.Options{Model: model, Agents: map[string]*runtime.Agent{"refunds": subAgent}}, map[string]*funcTool{"lookup": echo()})
+	req := runtime.Request{Input: "Refund A1", User: runtime.User{ID: "u-1"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := a.Run(ctx, req)
+		if err != nil || res.Stop != runtime.StopCompleted || len(res.Steps) != 1 || res.Steps[0].Agent == nil {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}
+
+// specialistModel answers every request at once.
+type specialistModel struct{}
+
+func (specialistModel) Complete(context.Context, *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Refunded A1."}}, nil
+}
