@@ -80,6 +80,9 @@ func (r *run) collect(c *call) {
 type seenEntities struct {
 	kinds  map[string]*seenKind
 	stored storedSeen
+	// pending are entities a workflow's parallel branch revealed that the run has
+	// not taken in yet: set only while one of the branch's own calls is checked.
+	pending map[string][]string
 }
 
 // storedSeen is where a run finds the entities of earlier runs: the conversation in
@@ -139,6 +142,9 @@ func (s *seenEntities) kind(name string) *seenKind {
 // has is in_seen(id, kind): the run's own knowledge first, then one lookup in the
 // store, whose answer the run keeps.
 func (s *seenEntities) has(ctx context.Context, kind, id string) (bool, error) {
+	if slices.Contains(s.pending[kind], id) {
+		return true, nil
+	}
 	k := s.kinds[kind]
 	if k != nil {
 		if _, ok := k.inRun[id]; ok {
@@ -175,6 +181,19 @@ func (s *seenEntities) has(ctx context.Context, kind, id string) (bool, error) {
 // list is seen(kind): every entity of the kind known to the run, the store's loaded
 // on the first call.
 func (s *seenEntities) list(ctx context.Context, kind string) ([]string, error) {
+	ids, err := s.listRun(ctx, kind)
+	if extra := s.pending[kind]; err == nil && len(extra) > 0 {
+		ids = slices.Clip(ids) // never extend the run's own list
+		for _, id := range extra {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, err
+}
+
+func (s *seenEntities) listRun(ctx context.Context, kind string) ([]string, error) {
 	k := s.kinds[kind]
 	if k != nil && k.loaded || s.stored.store == nil && s.stored.err == nil {
 		if k == nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +106,13 @@ type flow struct {
 	mu    sync.Mutex
 	base  int // the run's model calls before the workflow
 	turns int // the workflow's model calls, under mu
+	// reserved is the worst case (tokens, cost) of the model calls in flight, under
+	// mu: concurrent model steps each count the others' before they start, so
+	// together they cannot overshoot max_tokens or max_cost.
+	reserved spend
+	// ordered: the model answers calls in the order they arrive (a script, a
+	// recorder), so concurrent steps that call it run one at a time.
+	ordered bool
 	// fatal is set when a guard or the run's context ends the whole workflow,
 	// whatever the steps' on_error says; under mu.
 	fatal *flowStop
@@ -128,6 +137,15 @@ type frame struct {
 	// top: no other step runs at the same time, so the run's result may be
 	// written directly.
 	top bool
+	// turn is the run's model calls when the enclosing top-level step started: the
+	// Turn of the frame's tool and agent steps, the same whatever finishes first.
+	turn int
+	// branch: the frame is a parallel branch's, or inside one. What its calls reveal
+	// and write waits in pending (its entities in seen, which its own later steps
+	// see) until the parallel step joins and takes them in, in branch order.
+	branch  bool
+	pending []*call
+	seen    map[string][]string
 }
 
 // runWorkflow runs the agent's workflow instead of the model loop: the answer is
@@ -136,10 +154,16 @@ type frame struct {
 // workflow_failed and the fallback message.
 func (r *run) runWorkflow() {
 	w := r.agent.workflow
-	f := &flow{r: r, base: r.result.Turns}
+	f := &flow{r: r, base: r.result.Turns, ordered: isOrdered(r.agent.model)}
 	top := &frame{outputs: map[string]any{}, top: true}
 	err := f.runSteps(top, w.steps)
 	f.sync(top)
+	if r.ctx.Err() != nil {
+		// The run's time ran out or it was canceled: whatever a step made of that
+		// (an error, or one continue let pass), the run did not complete.
+		r.stopForContext(r.ctx.Err())
+		return
+	}
 	if err != nil {
 		var stop *flowStop
 		if errors.As(err, &stop) {
@@ -160,8 +184,9 @@ func (r *run) runWorkflow() {
 			r.stop(StopWorkflowFailed, "the answer: "+err.Error())
 			return
 		}
-	} else {
-		answer = lastText(w.steps, top.outputs)
+	} else if answer, err = lastText(w.steps, top.outputs); err != nil {
+		r.stop(StopWorkflowFailed, err.Error())
+		return
 	}
 	if !r.filterText(spec.StageAnswer, &answer) {
 		return
@@ -194,6 +219,11 @@ func (e *stepError) Unwrap() error { return e.err }
 // the sequence: a step's failure under on_error fail, or a *flowStop.
 func (f *flow) runSteps(fr *frame, steps []*flowStep) error {
 	for _, st := range steps {
+		if fr.top {
+			f.mu.Lock()
+			fr.turn = f.base + f.turns
+			f.mu.Unlock()
+		}
 		err := f.runStep(fr, st)
 		if fr.top {
 			f.sync(fr)
@@ -272,7 +302,7 @@ func (f *flow) runStep(fr *frame, st *flowStep) error {
 	default:
 		var calls []*call
 		out, calls, err = f.once(fr, st, nil, "")
-		f.absorb(calls)
+		f.absorb(fr, calls)
 	}
 	if err != nil {
 		return f.failed(fr, st, start, err)
@@ -299,6 +329,13 @@ func (f *flow) failed(fr *frame, st *flowStep, start time.Time, err error) error
 		fallbackOutput(st.spec, out)
 	}
 	fr.outputs[st.spec.Name] = out
+	// The steps inside a parallel or loop step that never ran read as not ok,
+	// as validate typed them, rather than failing the expression that reads them.
+	for _, n := range st.nested {
+		if _, ok := fr.outputs[n.Name]; !ok {
+			fr.outputs[n.Name] = zeroOutput(n)
+		}
+	}
 	if fatal || policy == spec.OnErrorFail {
 		f.emitStep(st, StepFailed, time.Since(start), err)
 		if fatal {
@@ -367,8 +404,11 @@ func (f *flow) once(fr *frame, st *flowStep, item *forItem, id string) (map[stri
 		out, err := f.model(st, env, id)
 		return out, nil, err
 	case spec.StepAgent:
-		out, err := f.agentStep(st, env, id)
-		return out, nil, err
+		out, c, err := f.agentStep(fr, st, env, id)
+		if c == nil {
+			return out, nil, err
+		}
+		return out, []*call{c}, err
 	}
 	return nil, nil, fmt.Errorf("step %s does not say what it does", st.spec.Name)
 }
@@ -389,18 +429,21 @@ func (f *flow) tool(fr *frame, st *flowStep, env map[string]any, id string) (map
 	}
 	c := &call{tc: ToolCall{ID: id, Name: st.spec.Tool, Arguments: string(raw)}}
 	f.mu.Lock()
-	turn := f.base + f.turns
+	// In a parallel branch, the accept rule also sees what the branch's own earlier
+	// steps revealed, which the run takes in only when the branches join.
+	r.seen.pending = fr.seen
 	if r.prepare(c) {
 		if needs, _ := r.needsApproval(c); needs {
 			msg := fmt.Sprintf("Error: %s needs a person's approval, and a workflow step cannot wait for one.", c.tc.Name)
 			r.refuse(c, RefusedNoApproval, msg, msg)
 		}
 	}
+	r.seen.pending = nil
 	f.mu.Unlock()
 	if c.outcome == "" { // prepared: it runs
 		r.execute(c)
 	}
-	fr.steps = append(fr.steps, Step{Turn: turn, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(), Discarded: c.discarded,
+	fr.steps = append(fr.steps, Step{Turn: fr.turn, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(), Discarded: c.discarded,
 		modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments), Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration})
 	out := zeroOutput(st.spec)
 	out[spec.OutText] = c.result
@@ -412,10 +455,24 @@ func (f *flow) tool(fr *frame, st *flowStep, env map[string]any, id string) (map
 	return out, c, nil
 }
 
-// absorb takes in what tool calls revealed: their entities, facts and sub-runs.
-func (f *flow) absorb(calls []*call) {
+// absorb takes in what calls revealed and wrote: their entities, facts and
+// sub-runs. In a parallel branch they wait in the frame until the branches join,
+// its entities visible to the branch's own later steps only.
+func (f *flow) absorb(fr *frame, calls []*call) {
+	if len(calls) == 0 {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if fr.branch {
+		for _, c := range calls {
+			fr.pending = append(fr.pending, c)
+			for kind, ids := range f.reveals(c) {
+				fr.seen[kind] = append(fr.seen[kind], ids...)
+			}
+		}
+		return
+	}
 	for _, c := range calls {
 		if c.sub != nil {
 			f.r.absorbSub(c.sub)
@@ -425,6 +482,31 @@ func (f *flow) absorb(calls []*call) {
 			f.r.applyFactRules(c)
 		}
 	}
+}
+
+// reveals are the entities a call will reveal once the run takes it in: a
+// sub-run's, and those its tool's collect rules find in its result (a rule that
+// fails is reported when the call is taken in). Called under f.mu.
+func (f *flow) reveals(c *call) map[string][]string {
+	out := map[string][]string{}
+	if c.sub != nil {
+		maps.Copy(out, c.sub.seen.revealedByKind())
+	}
+	if c.outcome != OutcomeOK || c.tool == nil {
+		return out
+	}
+	vars := f.r.vars
+	vars.Args, vars.Result = c.args, parseResult(c.result)
+	env := spec.EnvCollect.Values(&vars)
+	for kind, rule := range c.tool.spec.Collect {
+		if rule.Program == nil {
+			continue
+		}
+		if v, err := expr.Run(rule.Program, env); err == nil {
+			out[kind] = append(out[kind], flatten(v)...)
+		}
+	}
+	return out
 }
 
 // model makes a model step's call: the spec's instructions as the system prompt,
@@ -453,7 +535,14 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		f.mu.Unlock()
 		return nil, f.stop(StopBudget, detail)
 	}
+	worst, detail := f.reserve(req)
+	if detail != "" {
+		f.mu.Unlock()
+		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: PurposeWorkflow, Step: st.spec.Name, Message: detail})
+		return nil, f.stop(StopBudget, detail)
+	}
 	if detail := r.takeTurn(); detail != "" {
+		f.release(worst)
 		f.mu.Unlock()
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Step: st.spec.Name, Message: detail})
 		return nil, f.stop(StopMaxTurns, detail)
@@ -465,17 +554,19 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	start := time.Now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
+		f.mu.Lock()
+		f.release(worst)
 		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
-			f.mu.Lock()
 			r.account(PurposeWorkflow, me.Usage)
-			f.mu.Unlock()
 		}
+		f.mu.Unlock()
 		if stop := f.stopped(); stop != nil {
 			return nil, stop
 		}
 		return nil, err
 	}
 	f.mu.Lock()
+	f.release(worst) // settled: the call's real usage counts from now on
 	cost := r.account(PurposeWorkflow, resp.Usage)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
 	f.mu.Unlock()
@@ -492,7 +583,7 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	text := resp.Message.Content
 	out[spec.OutText] = text
 	if st.schema != nil {
-		v, err := decodeOutput(text, st.schema)
+		v, err := decodeOutput(text, st.schema, st.spec.Model.Schema)
 		if err != nil {
 			return out, err
 		}
@@ -504,9 +595,46 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	return out, nil
 }
 
+// reserve counts a model call's worst case — its estimated prompt and its whole
+// max output, as overBudget counts it — toward the calls in flight, unless the run's
+// spending plus the calls in flight plus this one could break guards.max_tokens or
+// max_cost: then it says why. overBudget knows only what finished calls spent;
+// this keeps concurrent model steps from each spending the same remainder. Under
+// f.mu; the caller releases the reservation once the call is done.
+func (f *flow) reserve(req *ModelRequest) (spend, string) {
+	r := f.r
+	g := r.agent.settings.Guards
+	if g.MaxTokens <= 0 && g.MaxCost <= 0 {
+		return spend{}, ""
+	}
+	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(PurposeWorkflow))
+	worst := spend{tokens: prompt + output}
+	if price := r.agent.price(PurposeWorkflow); price != nil {
+		worst.cost = price.Cost(prompt, 0, output)
+	}
+	used := r.spentSoFar()
+	switch {
+	case g.MaxTokens > 0 && used.tokens+f.reserved.tokens+worst.tokens > g.MaxTokens:
+		return spend{}, fmt.Sprintf("the workflow's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used and %d are held by model steps still running",
+			worst.tokens, prompt, output, used.tokens, g.MaxTokens, f.reserved.tokens)
+	case g.MaxCost > 0 && worst.cost > 0 && used.cost+f.reserved.cost+worst.cost > g.MaxCost:
+		return spend{}, fmt.Sprintf("the workflow's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent and $%.6f is held by model steps still running",
+			worst.cost, prompt, output, used.cost, g.MaxCost, f.reserved.cost)
+	}
+	f.reserved.tokens += worst.tokens
+	f.reserved.cost += worst.cost
+	return worst, ""
+}
+
+// release gives back a reservation of reserve; under f.mu.
+func (f *flow) release(worst spend) {
+	f.reserved.tokens -= worst.tokens
+	f.reserved.cost -= worst.cost
+}
+
 // decodeOutput reads a model's JSON answer, in a ```json fence or not, and checks
 // it against the step's schema.
-func decodeOutput(text string, schema *jsonschema.Schema) (any, error) {
+func decodeOutput(text string, schema *jsonschema.Schema, decl map[string]any) (any, error) {
 	content := strings.TrimSpace(text)
 	content = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(content, "```json"), "```"), "```"))
 	v, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
@@ -516,37 +644,88 @@ func decodeOutput(text string, schema *jsonschema.Schema) (any, error) {
 	if err := schema.Validate(v); err != nil {
 		return nil, fmt.Errorf("the model's answer does not match the schema: %s", schemaProblems(err))
 	}
-	// The validator's numbers are json.Number; expressions want float64.
-	var plain any
-	_ = json.Unmarshal([]byte(content), &plain)
-	return plain, nil
+	// The validator's numbers are json.Number; expressions want the types validate
+	// gave them: int where the schema says integer, float64 elsewhere.
+	return typedJSON(v, decl), nil
 }
 
-// agentStep runs an agents entry on the step's task as a sub-run.
-func (f *flow) agentStep(st *flowStep, env map[string]any, id string) (map[string]any, error) {
+// typedJSON turns the validator's json.Number values into what the step's output
+// was typed as at load (spec.SchemaType): int for a value the schema declares an
+// integer, float64 for any other number.
+func typedJSON(v any, schema map[string]any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if t, _ := schema["type"].(string); t == "integer" {
+			if n, err := x.Int64(); err == nil {
+				return int(n)
+			}
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		props, _ := schema["properties"].(map[string]any)
+		extra, _ := schema["additionalProperties"].(map[string]any)
+		for k, e := range x {
+			sub, ok := props[k].(map[string]any)
+			if !ok {
+				sub = extra
+			}
+			x[k] = typedJSON(e, sub)
+		}
+		return x
+	case []any:
+		items, _ := schema["items"].(map[string]any)
+		for i, e := range x {
+			x[i] = typedJSON(e, items)
+		}
+		return x
+	}
+	return v
+}
+
+// agentStep runs an agents entry on the step's task as a sub-run. Like a model's
+// call of the agent's tool, it is a step of the run (the entry's name as its tool,
+// {"task": …} as its arguments, the sub-run under Agent); the returned call carries
+// the sub-run, whose usage, facts and entities the caller takes in.
+func (f *flow) agentStep(fr *frame, st *flowStep, env map[string]any, id string) (map[string]any, *call, error) {
 	r := f.r
 	task, err := st.spec.Task.Render(env)
 	if err != nil {
-		return nil, fmt.Errorf("task: %w", err)
+		return nil, nil, fmt.Errorf("task: %w", err)
 	}
 	f.mu.Lock()
-	seen := r.seenSoFar() // branches take in what they reveal under f.mu
+	seen := r.seenSoFar() // what the run took in so far, and the branch's own
+	if seen == nil && len(fr.seen) > 0 {
+		seen = map[string][]string{}
+	}
+	for kind, ids := range fr.seen {
+		seen[kind] = append(slices.Clip(seen[kind]), ids...)
+	}
 	f.mu.Unlock()
+	args, _ := json.Marshal(map[string]string{spec.SubAgentTaskParam: task})
+	start := time.Now()
 	sub, err := r.delegate(st.spec.Agent, task, id, seen)
+	step := Step{Turn: fr.turn, Tool: st.spec.Agent, CallID: id, Arguments: string(args), modelArgs: string(args), Duration: time.Since(start)}
 	if err != nil {
-		return nil, err
+		step.Outcome, step.Result = OutcomeError, "Error: "+err.Error()
+		fr.steps = append(fr.steps, step)
+		return nil, nil, err
 	}
-	f.mu.Lock()
-	r.absorbSub(sub)
-	f.mu.Unlock()
 	res := sub.result
+	step.Agent = sub.summary(true)
 	out := zeroOutput(st.spec)
 	out[spec.OutAnswer], out[spec.OutStop] = res.Answer, string(res.Stop)
+	c := &call{sub: sub, outcome: OutcomeError}
 	if !res.Completed() {
-		return out, fmt.Errorf("the agent %s stopped without an answer (%s): %s", st.spec.Agent, res.Stop, cmp.Or(res.Detail, "no detail"))
+		err := fmt.Errorf("the agent %s stopped without an answer (%s): %s", st.spec.Agent, res.Stop, cmp.Or(res.Detail, "no detail"))
+		step.Outcome, step.Result = OutcomeError, "Error: "+err.Error()
+		fr.steps = append(fr.steps, step)
+		return out, c, err
 	}
+	step.Outcome, step.Result = OutcomeOK, res.Answer
+	fr.steps = append(fr.steps, step)
 	out[spec.OutOK] = true
-	return out, nil
+	return out, c, nil
 }
 
 // forEach runs a step once for each element of its list, max_parallel at once;
@@ -564,6 +743,9 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 		return nil, fmt.Errorf("for_each: %s is %s, not a list", s.ForEach.Source, jsonKind(v))
 	}
 	limit := cmp.Or(s.MaxParallel, f.r.agent.settings.Guards.MaxParallelTools)
+	if f.inOrder(st) {
+		limit = 1
+	}
 	type result struct {
 		out   map[string]any
 		calls []*call
@@ -577,7 +759,7 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			sub := &frame{outputs: fr.outputs, suffix: fr.suffix}
+			sub := &frame{outputs: fr.outputs, suffix: fr.suffix, turn: fr.turn, seen: fr.seen}
 			res := &results[i]
 			res.out, res.calls, res.err = f.once(sub, st, &forItem{el, i}, fmt.Sprintf("[%d]", i))
 			res.steps = sub.steps
@@ -591,7 +773,7 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 	for i := range results {
 		res := &results[i]
 		fr.steps = append(fr.steps, res.steps...)
-		f.absorb(res.calls)
+		f.absorb(fr, res.calls)
 		item := res.out
 		if res.err != nil {
 			var stop *flowStop
@@ -621,20 +803,29 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 }
 
 // parallel runs the branches at once, each in a frame of its own that starts from
-// the outputs before the step; their outputs and calls join the step's frame in
-// branch order. The first branch (in order) that failed fails the step, once all
-// are done.
+// the outputs before the step; their outputs, calls, entities and facts join the
+// step's frame in branch order. The first branch (in order) that failed fails the
+// step, once all are done.
 func (f *flow) parallel(fr *frame, st *flowStep) (map[string]any, error) {
 	subs := make([]*frame, len(st.branches))
 	errs := make([]error, len(st.branches))
 	var wg sync.WaitGroup
 	for i, b := range st.branches {
-		subs[i] = &frame{outputs: maps.Clone(fr.outputs), suffix: fr.suffix}
+		seen := make(map[string][]string, len(fr.seen))
+		for kind, ids := range fr.seen {
+			seen[kind] = slices.Clip(ids)
+		}
+		subs[i] = &frame{outputs: maps.Clone(fr.outputs), suffix: fr.suffix, turn: fr.turn, branch: true, seen: seen}
+		if f.inOrder(st) {
+			errs[i] = f.runSteps(subs[i], b)
+			continue
+		}
 		wg.Go(func() { errs[i] = f.runSteps(subs[i], b) })
 	}
 	wg.Wait()
 	for i, sub := range subs {
 		fr.steps = append(fr.steps, sub.steps...)
+		f.absorb(fr, sub.pending)
 		for _, s := range st.spec.Parallel[i] {
 			for _, n := range append([]*spec.Step{&s}, s.Nested()...) {
 				if o, ok := sub.outputs[n.Name]; ok {
@@ -695,20 +886,53 @@ func evalBool(p *vm.Program, env map[string]any) (bool, error) {
 	return b, nil
 }
 
+// asList is a for_each list's elements: any slice or array (1..3 is an []int).
 func asList(v any) ([]any, bool) {
 	switch x := v.(type) {
 	case []any:
 		return x, true
 	case nil:
 		return nil, true // nothing to do
-	case []string:
-		out := make([]any, len(x))
-		for i, s := range x {
-			out[i] = s
-		}
-		return out, true
 	}
-	return nil, false
+	rv := reflect.ValueOf(v)
+	if k := rv.Kind(); k != reflect.Slice && k != reflect.Array {
+		return nil, false
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, true
+}
+
+// OrderedModel is a model that answers calls in the order they come, from a list
+// (offline.Script), or keeps them in that order (offline.Recorder's wrapper).
+type OrderedModel interface {
+	Model
+	// Ordered reports whether the order of calls decides the answers.
+	Ordered() bool
+}
+
+func isOrdered(m Model) bool {
+	o, ok := m.(OrderedModel)
+	return ok && o.Ordered()
+}
+
+// inOrder reports whether a for_each or parallel step runs its items or branches
+// one at a time, in declaration order: when the model is ordered and the step
+// makes model calls (a model step, or an agent step's sub-run, inside it), so a
+// script answers them, and a recorder keeps them, in the same order on every run.
+// Real providers answer concurrent steps at once.
+func (f *flow) inOrder(st *flowStep) bool {
+	if !f.ordered {
+		return false
+	}
+	for _, s := range append([]*spec.Step{st.spec}, st.nested...) {
+		if k := s.Kind(); k == spec.StepModelK || k == spec.StepAgent {
+			return true
+		}
+	}
+	return false
 }
 
 // zeroOutput is a step's output before it produced anything: every field its type
@@ -759,8 +983,11 @@ func fallbackText(v any) string {
 
 // lastText is the default answer: the text of the last step that ran — a tool's
 // result, a model's text, an agent's answer; for a for_each step its items' texts,
-// one a line; for a loop or parallel step the last of its steps'.
-func lastText(steps []*flowStep, outputs map[string]any) string {
+// one a line; for a loop or parallel step the last of its steps'. A last step that
+// failed (and continue let the flow go on) leaves no answer: that is an error, so
+// the run stops with workflow_failed rather than answer nothing. A fallback value
+// stands in for a failed step's text.
+func lastText(steps []*flowStep, outputs map[string]any) (string, error) {
 	for i := len(steps) - 1; i >= 0; i-- {
 		st := steps[i]
 		out, _ := outputs[st.spec.Name].(map[string]any)
@@ -769,30 +996,39 @@ func lastText(steps []*flowStep, outputs map[string]any) string {
 		}
 		switch {
 		case st.kind == spec.StepLoop:
-			if t := lastText(st.body, outputs); t != "" {
-				return t
+			if t, err := lastText(st.body, outputs); t != "" || err != nil {
+				return t, err
 			}
 			continue
 		case st.kind == spec.StepParallel:
 			for b := len(st.branches) - 1; b >= 0; b-- {
-				if t := lastText(st.branches[b], outputs); t != "" {
-					return t
+				if t, err := lastText(st.branches[b], outputs); t != "" || err != nil {
+					return t, err
 				}
 			}
 			continue
 		}
+		answered := func(o map[string]any) bool {
+			return o[spec.OutOK] == true || st.spec.ErrorPolicy() == spec.OnErrorFallback
+		}
 		if items, ok := out[spec.OutItems].([]any); ok {
 			var lines []string
 			for _, it := range items {
-				if m, ok := it.(map[string]any); ok {
+				if m, ok := it.(map[string]any); ok && answered(m) {
 					lines = append(lines, outputText(m))
 				}
 			}
-			return strings.Join(lines, "\n")
+			if len(lines) == 0 && len(items) > 0 {
+				return "", fmt.Errorf("the last step, %s, failed for every item and the workflow has no answer: %v", st.spec.Name, out[spec.OutError])
+			}
+			return strings.Join(lines, "\n"), nil
 		}
-		return outputText(out)
+		if !answered(out) {
+			return "", fmt.Errorf("the last step, %s, failed and the workflow has no answer: %v", st.spec.Name, out[spec.OutError])
+		}
+		return outputText(out), nil
 	}
-	return ""
+	return "", nil
 }
 
 func outputText(out map[string]any) string {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/spec"
 )
 
 // flowSpec has every kind of control flow: a for_each over a tool's result, a
@@ -272,8 +275,9 @@ workflow:
 }
 
 // Tool steps get the checks of a model's call: bound parameters from the run
-// context (an args value for one is discarded) and accept rules against the
-// entities earlier steps revealed; the answer is stored like any run's.
+// context (validate refuses an args value for one; were one there, it would be
+// discarded) and accept rules against the entities earlier steps revealed; the
+// answer is stored like any run's.
 func TestWorkflowToolChecks(t *testing.T) {
 	src := `
 version: 1
@@ -290,7 +294,7 @@ tools:
     http: {url: "https://example.com/detail"}
 workflow:
   steps:
-    - {name: orders, tool: list, args: {user_id: mallory}}
+    - {name: orders, tool: list}
     - name: details
       for_each: '["o1", "o9"]'
       tool: detail
@@ -308,7 +312,8 @@ workflow:
 		"detail": echo(),
 	}
 	st := memory.New()
-	a := compileWith(t, src, nil, runtime.Options{Model: offline.Test{}, Store: st}, tools)
+	forge := func(s *spec.Spec) { s.Workflow.Steps[0].Args = map[string]any{"user_id": "mallory"} }
+	a := compileWith(t, src, forge, runtime.Options{Model: offline.Test{}, Store: st}, tools)
 	res, events := runAgent(t, context.Background(), a, "x")
 	if res.Stop != runtime.StopCompleted || res.Answer != "[true false]" {
 		t.Fatalf("stop %s (%s), answer %q", res.Stop, res.Detail, res.Answer)
@@ -322,5 +327,394 @@ workflow:
 	conv, err := st.Conversation(context.Background(), "c-1", 10)
 	if got := contentsOf(conv.Messages); err != nil || !reflect.DeepEqual(got, []string{"x", "[true false]"}) {
 		t.Errorf("stored history %q, %v", got, err)
+	}
+}
+
+// jitter is a script that answers after a random pause, so concurrent calls reach
+// it in any order; it stays ordered (the promoted Ordered method).
+type jitter struct{ *offline.Script }
+
+func (j jitter) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+	return j.Script.Complete(ctx, req)
+}
+
+// A script answers a workflow's concurrent model steps — for_each items and
+// parallel branches, a sub-agent's turns too — in declaration order, so a scenario
+// test of such a workflow plays the same turns on every run.
+func TestWorkflowScriptIsDeterministic(t *testing.T) {
+	src := `
+version: 1
+name: m
+tools:
+  - name: detail
+    parameters: {type: object, properties: {id: {type: string}}}
+    http: {url: "https://example.com/detail"}
+workflow:
+  steps:
+    - name: each
+      for_each: '["x", "y", "z", "w"]'
+      max_parallel: 4
+      model: {prompt: "say {{ item }}"}
+    - name: both
+      parallel:
+        - - {name: slow, tool: detail, args: {id: a}}
+          - {name: one, model: {prompt: "one"}}
+        - - {name: two, model: {prompt: "two"}}
+  answer: "{{ join(map(steps.each.items, .text), ',') }} {{ steps.one.text }} {{ steps.two.text }}"
+`
+	for i := range 20 {
+		model := jitter{offline.NewScript("s", []offline.ScriptTurn{say("X"), say("Y"), say("Z"), say("W"), say("ONE"), say("TWO")})}
+		tools := map[string]*funcTool{"detail": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			return "{}", nil
+		}}}
+		res, _ := runAgent(t, context.Background(), compile(t, src, model, tools), "go")
+		if want := "X,Y,Z,W ONE TWO"; res.Stop != runtime.StopCompleted || res.Answer != want {
+			t.Fatalf("run %d: stop %s (%s), answer %q, want %q", i, res.Stop, res.Detail, res.Answer, want)
+		}
+	}
+}
+
+// Parallel branches see only what their own earlier steps revealed, never another
+// branch's (they run at once), and the run takes in their entities and fact
+// writes after the join, in branch order, whatever finished first.
+func TestWorkflowParallelReveals(t *testing.T) {
+	src := `
+version: 1
+name: m
+tools:
+  - name: list
+    parameters: {type: object, properties: {n: {type: string}}}
+    http: {url: "https://example.com/list"}
+    collect: {orders: result.ids}
+  - name: slow
+    parameters: {type: object, properties: {}}
+    http: {url: "https://example.com/slow"}
+  - name: detail
+    parameters: {type: object, properties: {id: {type: string}}, required: [id]}
+    http: {url: "https://example.com/detail"}
+    accept: 'args.id in seen("orders")'
+memory:
+  facts:
+    from_tools:
+      - {on: list, set: {last: 'args.n'}}
+workflow:
+  steps:
+    - name: par
+      parallel:
+        - - {name: s, tool: slow}
+          - {name: l1, tool: list, args: {n: first}}
+          - {name: own, tool: detail, args: {id: o1}, on_error: continue}
+        - - {name: l2, tool: list, args: {n: second}}
+          - {name: s2, tool: slow}
+          - {name: other, tool: detail, args: {id: o1}, on_error: continue}
+    - {name: after, tool: detail, args: {id: o2}}
+  answer: "{{ steps.own.ok }} {{ steps.other.ok }} {{ steps.after.ok }}"
+`
+	tests := []struct {
+		name                string
+		slow, second, first time.Duration
+	}{
+		{"the first branch finishes first", 0, 30 * time.Millisecond, 0},
+		{"the second branch finishes first", 30 * time.Millisecond, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tools := map[string]*funcTool{
+				"list": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+					if in.Args["n"] == "first" {
+						time.Sleep(tt.first)
+						return `{"ids": ["o1"]}`, nil
+					}
+					time.Sleep(tt.second)
+					return `{"ids": ["o2"]}`, nil
+				}},
+				"slow": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+					time.Sleep(tt.slow + 10*time.Millisecond)
+					return "{}", nil
+				}},
+				"detail": echo(),
+			}
+			st := memory.New()
+			a := compileWith(t, src, nil, runtime.Options{Model: offline.Test{}, Store: st}, tools)
+			res, _ := runAgent(t, context.Background(), a, "x")
+			if want := "true false true"; res.Stop != runtime.StopCompleted || res.Answer != want {
+				t.Fatalf("stop %s (%s), answer %q, want %q", res.Stop, res.Detail, res.Answer, want)
+			}
+			facts, _ := st.Facts(context.Background(), "u-1")
+			last := ""
+			for _, f := range facts {
+				if f.Key == "last" {
+					last = f.Value
+				}
+			}
+			if last != "second" {
+				t.Errorf("fact last = %q, want the second branch's write, taken in last", last)
+			}
+		})
+	}
+}
+
+// Corner cases of a workflow's run: what a step reads of steps that never ran,
+// lists of any type, integers a schema declares, and an answer nobody gave.
+func TestWorkflowOutputs(t *testing.T) {
+	const head = `
+version: 1
+name: m
+guards: {fallback: FALLBACK}
+tools:
+  - name: detail
+    parameters: {type: object, properties: {id: {}}}
+    http: {url: "https://example.com/detail"}
+workflow:
+  steps:
+`
+	tests := []struct {
+		name, steps string
+		model       []offline.ScriptTurn
+		stop        runtime.StopReason
+		answer      string
+	}{
+		{name: "the steps a failed parallel step never ran read as not ok", steps: `
+    - name: par
+      on_error: continue
+      parallel:
+        - - {name: bad, tool: detail, args: {id: ""}}
+          - {name: q, tool: detail, args: {id: q}}
+          - name: lp
+            loop: {until: "true", max: 2}
+            steps: [{name: deep, tool: detail, args: {id: d}}]
+        - - {name: fine, tool: detail, args: {id: f}}
+    - name: poll
+      on_error: continue
+      loop: {until: "true", max: 1}
+      steps:
+        - {name: p1, tool: detail, args: {id: ""}}
+        - {name: p2, tool: detail, args: {id: x}}
+  answer: "{{ steps.par.ok }} {{ steps.q.ok }} {{ steps.deep.ok }} {{ steps.lp.iterations }} {{ steps.fine.ok }} {{ steps.p2.ok }}"
+`, stop: runtime.StopCompleted, answer: "false false false 0 true false"},
+		{name: "for_each over a range", steps: `
+    - name: each
+      for_each: 1..3
+      tool: detail
+      args: {id: "{{ item * 10 }}"}
+  answer: "{{ join(map(steps.each.items, .text), ' ') }}"
+`, stop: runtime.StopCompleted, answer: `{"id":10} {"id":20} {"id":30}`},
+		{name: "integers a schema declares are ints", steps: `
+    - name: s
+      model:
+        prompt: n
+        schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}, r: {type: number}}, required: [n, tags, r]}
+  answer: "{{ steps.s.output.n % 2 }} {{ repeat('x', steps.s.output.n) }} {{ steps.s.output.tags[steps.s.output.n - 2] }} {{ steps.s.output.r / 2 }}"
+`, model: []offline.ScriptTurn{say(`{"n": 3, "tags": ["p", "q"], "r": 3}`)}, stop: runtime.StopCompleted, answer: "1 xxx q 1.5"},
+		{name: "no answer template and a last step that failed", steps: `
+    - {name: ok, tool: detail, args: {id: a}}
+    - {name: bad, tool: detail, args: {id: ""}, on_error: continue}
+`, stop: runtime.StopWorkflowFailed, answer: "FALLBACK"},
+		{name: "no answer template and a last for_each step that failed for every item", steps: `
+    - {name: bad, for_each: '["", ""]', tool: detail, args: {id: "{{ item }}"}, on_error: continue}
+`, stop: runtime.StopWorkflowFailed, answer: "FALLBACK"},
+		{name: "no answer template and a fallback value", steps: `
+    - {name: bad, tool: detail, args: {id: ""}, on_error: fallback, fallback: none}
+`, stop: runtime.StopCompleted, answer: "none"},
+		{name: "no answer template and a for_each step that failed for some items", steps: `
+    - {name: some, for_each: '["a", ""]', tool: detail, args: {id: "{{ item }}"}, on_error: continue}
+`, stop: runtime.StopCompleted, answer: `{"id":"a"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tools := map[string]*funcTool{"detail": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+				if in.Args["id"] == "" {
+					return "", fmt.Errorf("no id")
+				}
+				b, _ := json.Marshal(in.Args)
+				return string(b), nil
+			}}}
+			var model runtime.Model = offline.Test{}
+			if tt.model != nil {
+				model = offline.NewScript("s", tt.model)
+			}
+			res, _ := runAgent(t, context.Background(), compile(t, head+tt.steps, model, tools), "go")
+			if res.Stop != tt.stop || res.Answer != tt.answer {
+				t.Errorf("stop %s (%s), answer %q; want %s, %q", res.Stop, res.Detail, res.Answer, tt.stop, tt.answer)
+			}
+		})
+	}
+}
+
+// A run whose time runs out, or that is canceled, during a tool step stops with
+// timeout or canceled, whatever the step's on_error makes of its error.
+func TestWorkflowContextEnds(t *testing.T) {
+	src := `
+version: 1
+name: m
+guards: {fallback: FALLBACK}
+tools:
+  - name: wait
+    parameters: {type: object, properties: {}}
+    http: {url: "https://example.com/wait"}
+workflow:
+  steps:
+    - {name: w, tool: wait, on_error: %s}
+    - {name: after, tool: wait}
+`
+	tests := []struct {
+		name, onError string
+		cancel        bool
+		stop          runtime.StopReason
+	}{
+		{"deadline, fail", "fail", false, runtime.StopTimeout},
+		{"deadline, continue", "continue", false, runtime.StopTimeout},
+		{"canceled, fail", "fail", true, runtime.StopCanceled},
+		{"canceled, continue", "continue", true, runtime.StopCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if !tt.cancel {
+				ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+			}
+			defer cancel()
+			tools := map[string]*funcTool{"wait": {fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+				if tt.cancel {
+					cancel()
+				}
+				<-ctx.Done()
+				return "", ctx.Err()
+			}}}
+			st := memory.New()
+			a := compileWith(t, fmt.Sprintf(src, tt.onError), nil, runtime.Options{Model: offline.Test{}, Store: st}, tools)
+			res, _ := runAgent(t, ctx, a, "go")
+			if res.Stop != tt.stop {
+				t.Errorf("stop %s (%s), want %s", res.Stop, res.Detail, tt.stop)
+			}
+			if tools["wait"].calls.Load() != 1 {
+				t.Errorf("the wait tool ran %d times", tools["wait"].calls.Load())
+			}
+		})
+	}
+}
+
+// slowModel answers after a pause with a fixed usage, so concurrent model steps
+// are in flight together.
+type slowModel struct{ calls atomic.Int32 }
+
+func (m *slowModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	m.calls.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "ok"}, FinishReason: runtime.FinishStop,
+		Usage: runtime.Usage{PromptTokens: 5, CompletionTokens: 100, TotalTokens: 105}}, nil
+}
+
+// Concurrent model steps cannot overshoot max_tokens together: each reserves its
+// worst case before it starts, so the ones that could break the budget stop the
+// run instead of running.
+func TestWorkflowBudgetConcurrent(t *testing.T) {
+	src := `
+version: 1
+name: m
+model: {max_tokens: 100}
+guards: {max_tokens: 260, fallback: FALLBACK}
+workflow:
+  steps:
+    - name: each
+      for_each: '["a", "b", "c", "d"]'
+      max_parallel: 4
+      model: {prompt: "say {{ item }}"}
+`
+	model := &slowModel{}
+	res, _ := runAgent(t, context.Background(), compile(t, src, model, nil), "go")
+	if res.Stop != runtime.StopBudget || res.Usage.TotalTokens > 260 || model.calls.Load() != 2 {
+		t.Errorf("stop %s (%s), %d tokens used in %d calls; want budget, at most 260 in 2", res.Stop, res.Detail, res.Usage.TotalTokens, model.calls.Load())
+	}
+}
+
+// The Turn of a tool step inside a parallel step is the run's model calls when the
+// parallel step started, whatever a model step in another branch did meanwhile.
+func TestWorkflowParallelTurns(t *testing.T) {
+	src := `
+version: 1
+name: m
+tools:
+  - name: slow
+    parameters: {type: object, properties: {}}
+    http: {url: "https://example.com/slow"}
+workflow:
+  steps:
+    - {name: first, model: {prompt: "x"}}
+    - name: par
+      parallel:
+        - - {name: m, model: {prompt: "x"}}
+        - - {name: s1, tool: slow}
+          - {name: s2, tool: slow}
+    - {name: last, tool: slow}
+`
+	tools := map[string]*funcTool{"slow": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+		time.Sleep(10 * time.Millisecond)
+		return "{}", nil
+	}}}
+	res, _ := runAgent(t, context.Background(), compile(t, src, offline.Test{}, tools), "go")
+	var turns []string
+	for _, s := range res.Steps {
+		turns = append(turns, fmt.Sprintf("%s:%d", s.CallID, s.Turn))
+	}
+	if want := "step:s1:1 step:s2:1 step:last:2"; strings.Join(turns, " ") != want {
+		t.Errorf("turns %s, want %s", strings.Join(turns, " "), want)
+	}
+}
+
+// An agent step is a step of the run, as a model's call of the agent's tool would
+// be: the entry's name, the task as its arguments, the answer or error as its
+// result and the sub-run under Agent, in declaration order with the tool steps.
+func TestWorkflowAgentStepIsAStep(t *testing.T) {
+	sub := filepath.Join(t.TempDir(), "refunds.yaml")
+	if err := os.WriteFile(sub, []byte(specialistSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `
+version: 1
+name: flow
+guards: {max_turns: 3}
+agents: [{name: refunds, spec: ` + sub + `, description: Refunds.}]
+workflow:
+  steps:
+    - name: ask
+      agent: refunds
+      task: "Refund {{ input }}"
+    - name: again
+      agent: refunds
+      task: "Refund it again"
+      on_error: continue
+  answer: "{{ steps.ask.answer }}"
+`
+	model := &stubModel{agent: []stubReply{stubCall("s-1", "refund", `{"order":"A1"}`), stubSay("A1 refunded."), stubCall("s-2", "refund", `{"order":"A1"}`)}}
+	a := compileWith(t, src, nil, runtime.Options{Model: model}, map[string]*funcTool{"refund": echo()})
+	res, _ := runAgent(t, context.Background(), a, "A1")
+	if res.Stop != runtime.StopCompleted {
+		t.Fatalf("stop %s (%s)", res.Stop, res.Detail)
+	}
+	type shown struct {
+		Tool, CallID, Arguments string
+		Outcome                 runtime.Outcome
+		Result                  string
+		Stop                    runtime.StopReason
+		SubSteps                int
+	}
+	var got []shown
+	for _, s := range res.Steps {
+		sh := shown{Tool: s.Tool, CallID: s.CallID, Arguments: s.Arguments, Outcome: s.Outcome}
+		sh.Result, _, _ = strings.Cut(s.Result, " (")
+		if s.Agent != nil {
+			sh.Stop, sh.SubSteps = s.Agent.Stop, len(s.Agent.Steps)
+		}
+		got = append(got, sh)
+	}
+	want := []shown{
+		{"refunds", "step:ask", `{"task":"Refund A1"}`, runtime.OutcomeOK, "A1 refunded.", runtime.StopCompleted, 1},
+		{"refunds", "step:again", `{"task":"Refund it again"}`, runtime.OutcomeError, "Error: the agent refunds stopped without an answer", runtime.StopMaxTurns, 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("steps\n%+v\nwant\n%+v", got, want)
 	}
 }

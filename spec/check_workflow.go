@@ -3,11 +3,13 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/expr-lang/expr/checker/nature"
 	"github.com/expr-lang/expr/types"
 	"go.yaml.in/yaml/v3"
 )
@@ -120,13 +122,14 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 			c.errorf(a.keyPos(c.file), hint, format, args...)
 		}
 	}
-	if kind != StepTool {
+	// A step of two kinds is reported as that; its keys are not misplaced too.
+	if s.Tool == "" {
 		misplaced("args", "args are a tool step's arguments", "args without tool")
 	}
-	if kind != StepAgent {
+	if s.Agent == "" {
 		misplaced("task", "task is an agent step's task", "task without agent")
 	}
-	if kind != StepLoop {
+	if s.Loop == nil {
 		misplaced("steps", "steps is a loop's body: add loop: {until: …, max: …}", "steps without loop")
 	}
 	if kind == StepParallel || kind == StepLoop {
@@ -157,12 +160,23 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 		if c.compileWorkflowExpr(wc, s.ForEach, visible, nil, false, at) && s.ForEach.Program != nil {
 			var ok bool
 			if item, ok = elemType(*s.ForEach.Program.Node().Nature()); !ok {
-				c.errorf(at, "give an expression whose value is a list, like steps.orders.result.orders", "for_each must give a list, not %s", s.ForEach.Program.Node().Nature().String())
+				c.errorf(at, "give an expression whose value is a list, like steps.orders.result.orders", "for_each must give a list, not %s", describeNature(*s.ForEach.Program.Node().Nature()))
 			}
 		}
 		if item == nil {
 			item = types.Any
 		}
+	}
+	if s.Agent != "" && c.spec.SubAgent(s.Agent) == nil {
+		var names []string
+		for _, a := range c.spec.Agents {
+			names = append(names, a.Name)
+		}
+		hint := suggest(s.Agent, names)
+		if hint == "" {
+			hint = "declare it under agents: {name: " + s.Agent + ", spec: …}"
+		}
+		c.errorf(c.at(sub("agent")...), hint, "unknown agent %q", s.Agent)
 	}
 	switch kind {
 	case StepTool:
@@ -174,6 +188,9 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 			args, _ := v.(map[string]any)
 			s.Args = args
 			c.walkArgs(wc, s, v, sub("args"), "", visible, item)
+		}
+		if !c.failed[c.at(sub("args")...).path] {
+			c.checkStepArgs(s, sub)
 		}
 	case StepModelK:
 		c.compileWorkflowTemplate(wc, &s.Model.Prompt, visible, item, c.at(sub("model", "prompt")...))
@@ -189,17 +206,6 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 			}
 		}
 	case StepAgent:
-		if c.spec.SubAgent(s.Agent) == nil {
-			var names []string
-			for _, a := range c.spec.Agents {
-				names = append(names, a.Name)
-			}
-			hint := suggest(s.Agent, names)
-			if hint == "" {
-				hint = "declare it under agents: {name: " + s.Agent + ", spec: …}"
-			}
-			c.errorf(c.at(sub("agent")...), hint, "unknown agent %q", s.Agent)
-		}
 		if s.Task == nil {
 			c.errorf(at, "give the agent its task, e.g. task: \"Check refunds for {{ input }}\"", "agent step %q needs a task", s.Name)
 		} else {
@@ -245,8 +251,12 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 		} else {
 			c.compileWorkflowExpr(wc, s.Loop.Until, untilSees, nil, true, c.at(sub("loop", "until")...))
 		}
-		if s.Loop.Max < 1 && !c.failed[c.at(sub("loop", "max")...).path] && !c.failed[c.at(sub("loop")...).path] {
+		switch maxAt := c.at(sub("loop", "max")...); {
+		case c.failed[maxAt.path] || c.failed[c.at(sub("loop")...).path]:
+		case s.Loop.Max < 1:
 			c.errorf(c.at(sub("loop")...), "give the most iterations, e.g. max: 5: a loop must end", "loop needs max of at least 1")
+		case s.Loop.Max > MaxLoopIterations:
+			c.errorf(maxAt, fmt.Sprintf("a loop runs at most %d times: poll less often, or split the work", MaxLoopIterations), "loop max %d is more than %d", s.Loop.Max, MaxLoopIterations)
 		}
 	}
 	s.Output = StepOutputType(s)
@@ -254,6 +264,67 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 		added[s.Name] = s.Output
 	}
 	return added
+}
+
+// checkStepArgs checks what can be known at load of a tool step's args against
+// the tool's parameters: a bound parameter (the run context sets it, never the
+// workflow), a parameter the tool does not take (additionalProperties: false), a
+// required one missing. The values are checked against the parameters' schema when
+// the step runs, as a model's arguments are: templates decide most of them.
+func (c *checker) checkStepArgs(s *Step, sub func(...string) []string) {
+	i, ok := c.tools[s.Tool]
+	if !ok {
+		return
+	}
+	t := &c.spec.Tools[i]
+	if t.Builtin != "" || t.MCP != nil {
+		return
+	}
+	props, _ := t.Parameters["properties"].(map[string]any)
+	closed := t.Parameters["additionalProperties"] == false
+	names := slices.Sorted(maps.Keys(props))
+	for _, k := range slices.Sorted(maps.Keys(s.Args)) {
+		at := c.at(sub("args", k)...)
+		if from, bound := t.Bind[k]; bound {
+			c.errorf(at.keyPos(c.file), fmt.Sprintf("remove it: the run context sets %s from %s, never a step", k, from), "%s is a bound parameter of %s", k, s.Tool)
+			continue
+		}
+		if _, known := props[k]; !known && closed {
+			hint := suggest(k, names)
+			if hint == "" {
+				hint = "its parameters: " + strings.Join(names, ", ")
+			}
+			c.errorf(at.keyPos(c.file), hint, "tool %s has no parameter %q", s.Tool, k)
+		}
+	}
+	required, _ := t.Parameters["required"].([]any)
+	for _, r := range required {
+		name, _ := r.(string)
+		if _, given := s.Args[name]; !given && name != "" {
+			if _, bound := t.Bind[name]; !bound {
+				c.errorf(c.at(sub("tool")...), fmt.Sprintf("add it under args: {%s: …}", name), "%s needs %q, a required parameter", s.Tool, name)
+			}
+		}
+	}
+}
+
+// describeNature says what kind of value an expression gives, in words.
+func describeNature(n nature.Nature) string {
+	if n.Type == nil {
+		return "an unknown value"
+	}
+	switch n.Kind {
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return n.String()
 }
 
 // walkArgs compiles the templates in the string leaves of a tool step's args.

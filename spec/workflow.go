@@ -64,7 +64,12 @@ type StepModel struct {
 	Schema map[string]any `yaml:"schema"`
 }
 
-// Loop repeats a step's body until Until holds, at most Max times.
+// MaxLoopIterations is the most a loop's max may be: a loop polls a few times; a
+// bound in the thousands would be a run that never ends in practice.
+const MaxLoopIterations = 100
+
+// Loop repeats a step's body until Until holds, at most Max times (1 to
+// MaxLoopIterations).
 type Loop struct {
 	Until *Expr `yaml:"until"`
 	Max   int   `yaml:"max"`

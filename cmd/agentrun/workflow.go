@@ -74,19 +74,31 @@ func writeWorkflowSteps(w io.Writer, wf *spec.Workflow, st *spec.Settings) {
 // flowEdge is an edge waiting for the node it leads to.
 type flowEdge struct{ from, label string }
 
+// Node ids: a step's is w_NAME; the nodes the drawing adds start with W_, which a
+// step's name (lower-case) cannot produce, so a step named start, answer or
+// x_when never shares a node with them.
+const (
+	flowStartID  = "W_start"
+	flowAnswerID = "W_answer"
+)
+
+// flowNodeID is the id of a node drawn for a step besides its own: its when, a
+// parallel step's join, a loop's until.
+func flowNodeID(what, step string) string { return mermaidID("W_"+what+"_", step) }
+
 // writeWorkflowGraph draws a workflow as a Mermaid flowchart: a when as a diamond
 // with yes and skip edges, a parallel step as a fork and a join, a loop as its body
 // with a back edge labelled with until and max, a for_each step with its list.
 func writeWorkflowGraph(b *strings.Builder, wf *spec.Workflow, st *spec.Settings) {
 	fmt.Fprintf(b, "  subgraph workflow[%s]\n    direction TB\n", label("workflow"))
-	b.WriteString("    w_start((start))\n")
-	outs := writeFlowSteps(b, wf.Steps, []flowEdge{{from: "w_start"}}, st)
+	fmt.Fprintf(b, "    %s((start))\n", flowStartID)
+	outs := writeFlowSteps(b, wf.Steps, []flowEdge{{from: flowStartID}}, st)
 	answer := "answer · last step's text"
 	if wf.Answer != nil {
 		answer = "answer · " + wf.Answer.Source
 	}
-	fmt.Fprintf(b, "    w_answer([%s])\n", label(clip(answer, 80)))
-	connect(b, outs, "w_answer")
+	fmt.Fprintf(b, "    %s([%s])\n", flowAnswerID, label(clip(answer, 80)))
+	connect(b, outs, flowAnswerID)
 	b.WriteString("  end\n")
 }
 
@@ -113,7 +125,7 @@ func writeFlowStep(b *strings.Builder, s *spec.Step, in []flowEdge, st *spec.Set
 	id := mermaidID("w_", s.Name)
 	var skip []flowEdge
 	if s.When != nil && s.When.Source != "" {
-		q := id + "_when"
+		q := flowNodeID("when", s.Name)
 		fmt.Fprintf(b, "    %s{%s}\n", q, label("when "+clip(s.When.Source, 60)))
 		connect(b, in, q)
 		in = []flowEdge{{from: q, label: "yes"}}
@@ -122,7 +134,7 @@ func writeFlowStep(b *strings.Builder, s *spec.Step, in []flowEdge, st *spec.Set
 	text := s.Name + "\n" + stepSummary(s, st)
 	switch s.Kind() {
 	case spec.StepParallel:
-		fork, join := id, id+"_join"
+		fork, join := id, flowNodeID("join", s.Name)
 		fmt.Fprintf(b, "    %s[/%s/]\n", fork, label(s.Name+"\nparallel · fork"))
 		connect(b, in, fork)
 		var outs []flowEdge
@@ -133,7 +145,7 @@ func writeFlowStep(b *strings.Builder, s *spec.Step, in []flowEdge, st *spec.Set
 		connect(b, outs, join)
 		return append([]flowEdge{{from: join}}, skip...)
 	case spec.StepLoop:
-		head, until := id, id+"_until"
+		head, until := id, flowNodeID("until", s.Name)
 		fmt.Fprintf(b, "    %s([%s])\n", head, label(s.Name+"\nloop"))
 		connect(b, in, head)
 		outs := writeFlowSteps(b, s.Steps, []flowEdge{{from: head}}, st)

@@ -21,23 +21,30 @@ func TestGraphWorkflow(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{
-		`w_summary_when{"when len(steps.details.items) > 2"}`,
-		`w_summary_when -- "yes" --> w_summary`,
-		`w_summary_when -- "skip" --> w_checks`,
+		`W_when_summary{"when len(steps.details.items) > 2"}`,
+		`W_when_summary -- "yes" --> w_summary`,
+		`W_when_summary -- "skip" --> w_checks`,
 		`w_checks -- "branch 1" --> w_a`,
 		`w_checks -- "branch 2" --> w_b`,
-		`w_a2 --> w_checks_join`,
-		`w_b --> w_checks_join`,
-		`w_poll_until{"until steps.st.result.n >= 3"}`,
-		`w_poll_until -- "no · again, at most 5 times" --> w_poll`,
+		`w_a2 --> W_join_checks`,
+		`w_b --> W_join_checks`,
+		`W_until_poll{"until steps.st.result.n >= 3"}`,
+		`W_until_poll -- "no · again, at most 5 times" --> w_poll`,
 		`w_details[["details<br/>tool detail · for_each steps.orders.result.ids · 3 at once · on_error fail (default)"]]`,
-		`w_poll_until -- "yes" --> w_answer`,
+		`W_until_poll -- "yes" --> W_answer`,
 		`· workflow_done" --> s_FINISHED`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("graph lacks %q:\n%s", want, out)
 		}
 	}
+	checkMermaid(t, out)
+}
+
+// checkMermaid runs Mermaid's own parser on a graph and fails the test unless it
+// accepts it as a flowchart.
+func checkMermaid(t *testing.T, out string) {
+	t.Helper()
 	tools := nodetools.Dir(t)
 	f := filepath.Join(t.TempDir(), "flow.mmd")
 	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
@@ -57,6 +64,70 @@ func TestGraphWorkflow(t *testing.T) {
 	}
 	if r := results[f]; !r.OK || r.Type != "flowchart-v2" {
 		t.Errorf("%+v\n%s", r, out)
+	}
+}
+
+// Steps named like the nodes graph adds (start, answer, NAME_when, NAME_join,
+// NAME_until) keep nodes of their own: no edge loops back on itself and every
+// step's node is drawn once.
+func TestGraphWorkflowNames(t *testing.T) {
+	tests := []struct{ name, steps string }{
+		{"start and answer", `
+    - {name: start, tool: echo}
+    - {name: answer, tool: echo}`},
+		{"a when", `
+    - {name: a, when: "input != ''", tool: echo}
+    - {name: a_when, tool: echo}
+    - {name: w_a_when, tool: echo}`},
+		{"a join and an until", `
+    - name: end
+      parallel:
+        - - name: lp
+            loop: {until: "true", max: 2}
+            steps: [{name: lp_until, tool: echo}]
+        - - {name: end_join, tool: echo}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := `version: 1
+name: names
+tools:
+  - name: echo
+    parameters: {type: object, properties: {}}
+    http: {url: "https://example.com/echo"}
+workflow:
+  steps:` + tt.steps + "\n"
+			f := filepath.Join(t.TempDir(), "names.yaml")
+			if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, stderr := runCLI(t, "graph", f)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			defined := map[string]int{}
+			for _, line := range strings.Split(out, "\n") {
+				line = strings.TrimSpace(line)
+				if from, rest, ok := strings.Cut(line, " -"); ok {
+					to := rest[strings.LastIndex(rest, "> ")+2:]
+					if from == to {
+						t.Errorf("self-loop %q", line)
+					}
+					continue
+				}
+				if id, _, ok := strings.Cut(line, "["); ok && strings.HasPrefix(id, "w_") {
+					defined[id]++
+				} else if id, _, ok := strings.Cut(line, "("); ok && strings.HasPrefix(id, "w_") {
+					defined[id]++
+				}
+			}
+			for id, n := range defined {
+				if n > 1 {
+					t.Errorf("node %s drawn %d times", id, n)
+				}
+			}
+			checkMermaid(t, out)
+		})
 	}
 }
 

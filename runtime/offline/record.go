@@ -31,6 +31,13 @@ type recording struct {
 	r *Recorder
 }
 
+var _ runtime.OrderedModel = (*recording)(nil)
+
+// Ordered: a recording keeps turns in the order the calls come, which a replay
+// must repeat, so a workflow makes the calls of concurrent steps one at a time,
+// in declaration order.
+func (*recording) Ordered() bool { return true }
+
 func (w *recording) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
 	resp, err := w.m.Complete(ctx, req)
 	if err != nil {

@@ -24,7 +24,9 @@ import (
 // A call beyond the last turn is an error, so a run that loops fails clearly instead
 // of hanging. The judge's requests are answered from a list of their own, `judge:`
 // (verdicts such as {passed: false, missing: …}); past its end, or without one, the
-// judge passes. A Script is used by one run at a time.
+// judge passes. A Script is used by one run at a time. A workflow's model steps
+// take the turns in declaration order, for_each items and parallel branches too
+// (see Ordered).
 type Script struct {
 	name      string
 	turns     []ScriptTurn
@@ -60,7 +62,11 @@ type ScriptTurn = spec.ScriptTurn
 // string (sent verbatim, e.g. to test malformed JSON).
 type ScriptToolCall = spec.ScriptToolCall
 
-var _ runtime.Model = (*Script)(nil)
+var _ runtime.OrderedModel = (*Script)(nil)
+
+// Ordered: a script's turns answer calls in the order they come, so a workflow
+// makes the calls of concurrent steps one at a time, in declaration order.
+func (*Script) Ordered() bool { return true }
 
 // MaxScriptSize is the most LoadScript reads: more than specs get, because
 // `exec --record` writes scripts and a long run's model output adds up.
