@@ -629,20 +629,24 @@ func (t *Template) RenderEscaped(env map[string]any, escape func(before, value s
 // RenderBody returns Body with every string leaf rendered as the template compiled
 // for it at load.
 func (h *HTTPTool) RenderBody(env map[string]any) (any, error) {
-	return h.renderBody(h.Body, "", env)
-}
-
-func (h *HTTPTool) renderBody(v any, path string, env map[string]any) (any, error) {
-	switch x := v.(type) {
-	case string:
+	return renderLeaves(h.Body, "", func(path, s string) (any, error) {
 		if t := h.BodyTemplates[path]; t != nil {
 			return t.Render(env)
 		}
-		return x, nil
+		return s, nil
+	})
+}
+
+// renderLeaves rebuilds a YAML value with each string leaf replaced by what leaf
+// makes of it, given its path below the root (e.g. "items[0].ref").
+func renderLeaves(v any, path string, leaf func(path, s string) (any, error)) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return leaf(path, x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			r, err := h.renderBody(e, joinKey(path, k), env)
+			r, err := renderLeaves(e, joinKey(path, k), leaf)
 			if err != nil {
 				return nil, err
 			}
@@ -652,7 +656,7 @@ func (h *HTTPTool) renderBody(v any, path string, env map[string]any) (any, erro
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := h.renderBody(e, path+"["+strconv.Itoa(i)+"]", env)
+			r, err := renderLeaves(e, path+"["+strconv.Itoa(i)+"]", leaf)
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"reflect"
-	"strconv"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/checker/nature"
@@ -164,47 +163,21 @@ func (s *Step) Nested() []*Step {
 // RenderArgs returns Args with every string leaf rendered by its template. A leaf
 // that is one {{ expr }} keeps the expression's value.
 func (s *Step) RenderArgs(env map[string]any) (map[string]any, error) {
-	out, err := s.renderArg(s.Args, "", env)
+	out, err := renderLeaves(s.Args, "", func(path, x string) (any, error) {
+		t := s.ArgTemplates[path]
+		switch {
+		case t == nil:
+			return x, nil
+		case len(t.Parts) == 1 && t.Parts[0].Program != nil:
+			return t.Parts[0].Value(env) // one {{ expr }} keeps its value's type
+		}
+		return t.Render(env)
+	})
 	m, _ := out.(map[string]any)
 	if m == nil {
 		m = map[string]any{}
 	}
 	return m, err
-}
-
-func (s *Step) renderArg(v any, path string, env map[string]any) (any, error) {
-	switch x := v.(type) {
-	case string:
-		t := s.ArgTemplates[path]
-		if t == nil {
-			return x, nil
-		}
-		if len(t.Parts) == 1 && t.Parts[0].Program != nil {
-			return t.Parts[0].Value(env)
-		}
-		return t.Render(env)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			r, err := s.renderArg(e, joinKey(path, k), env)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			r, err := s.renderArg(e, path+"["+strconv.Itoa(i)+"]", env)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
-	}
-	return v, nil
 }
 
 // Output fields of a step, as expressions see them under steps.NAME.
