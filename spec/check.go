@@ -944,11 +944,8 @@ func joinValues[T ~string](vs []T, sep string) string {
 	return strings.Join(out, sep)
 }
 
-// checkUnused warns about declared tools that no intent can ever offer.
-func (c *checker) checkUnused() {
-	if len(c.spec.Intents) == 0 {
-		return
-	}
+// listedTools are the names the domains' and intents' tools lists name.
+func (c *checker) listedTools() map[string]bool {
 	used := map[string]bool{}
 	for _, d := range c.spec.Domains {
 		for _, t := range d.Tools {
@@ -960,6 +957,15 @@ func (c *checker) checkUnused() {
 			used[t] = true
 		}
 	}
+	return used
+}
+
+// checkUnused warns about declared tools that no intent can ever offer.
+func (c *checker) checkUnused() {
+	if len(c.spec.Intents) == 0 {
+		return
+	}
+	used := c.listedTools()
 	for i, t := range c.spec.Tools {
 		if t.Name == "" || used[t.Name] || t.Enabled != nil && !*t.Enabled {
 			continue

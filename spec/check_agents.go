@@ -116,16 +116,8 @@ func (c *checker) checkUnusedAgents() {
 	if len(c.spec.Intents) == 0 {
 		return
 	}
-	used := map[string]bool{}
-	for _, d := range c.spec.Domains {
-		for _, t := range d.Tools {
-			used[t] = true
-		}
-	}
+	used := c.listedTools()
 	for _, in := range c.spec.Intents {
-		for _, t := range in.Tools {
-			used[t] = true
-		}
 		used[in.Agent] = true
 	}
 	for i, a := range c.spec.Agents {
