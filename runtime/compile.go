@@ -89,8 +89,8 @@ type Agent struct {
 	// depends on who asked.
 	filtersUseUser bool
 	clock          func() time.Time
-	subAgents      map[string]*subAgent // the agents entries, by name
-	workflow       *workflow            // the spec's workflow; nil: the model decides
+	subAgents      map[string]*Agent // the agents entries' agents, by name
+	workflow       *workflow         // the spec's workflow; nil: the model decides
 }
 
 func (a *Agent) now() time.Time {
@@ -231,7 +231,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		a.byName[t.Name] = at
 		a.offered = append(a.offered, at.def)
 	}
-	a.subAgents = map[string]*subAgent{}
+	a.subAgents = map[string]*Agent{}
 	for i := range s.Agents {
 		entry := &s.Agents[i]
 		sub := opts.Agents[entry.Name]
@@ -259,7 +259,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		// what it answers depends on who asked, like a tool binding user.id.
 		at := &agentTool{def: def, schema: schemas.MustCompile(url), spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
 			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, usesUser: true}
-		a.subAgents[entry.Name] = &subAgent{name: entry.Name, agent: sub}
+		a.subAgents[entry.Name] = sub
 		a.tools = append(a.tools, at)
 		a.byName[entry.Name] = at
 		a.offered = append(a.offered, def)

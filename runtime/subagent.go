@@ -78,13 +78,6 @@ func (r *run) takeTurn() (detail string) {
 	return ""
 }
 
-// subAgent is an agents entry compiled: the agent its tool and intents hand
-// tasks to.
-type subAgent struct {
-	name  string
-	agent *Agent
-}
-
 // errNoSubAgent is a sub-agent that cannot run at all.
 var errNoSubAgent = errors.New("the agent is not available")
 
@@ -103,7 +96,7 @@ func (r *run) delegate(name, task, callID string, seen map[string][]string) (*ru
 	}
 	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
 		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse}
-	return sub.agent.execute(r.ctx, req, &parentLink{run: r, agent: name, callID: callID})
+	return sub.execute(r.ctx, req, &parentLink{run: r, agent: name, callID: callID})
 }
 
 // handoff hands the run to the agent its intent names: the specialist answers the
@@ -121,7 +114,7 @@ func (r *run) handoff() {
 	target := r.agent.subAgents[it.agent]
 	err := fmt.Errorf("%w: %s", errNoSubAgent, it.agent)
 	if target != nil {
-		sub, err = target.agent.execute(r.ctx, req, &parentLink{run: r, agent: it.agent})
+		sub, err = target.execute(r.ctx, req, &parentLink{run: r, agent: it.agent})
 	}
 	if err != nil {
 		r.stop(StopModelError, fmt.Sprintf("intent %s: the agent %s could not run: %v", it.name, it.agent, err))
