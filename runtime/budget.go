@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"fmt"
+	"sync"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -40,59 +41,95 @@ func (a *Agent) maxOutput(p Purpose) int {
 }
 
 // overBudget runs before every model call. It reports why the call could break the
-// run's budget — the tokens used so far plus the call's worst case (its estimated
-// prompt and its whole max output) over guards.max_tokens, or the same priced at
-// its model's price over guards.max_cost — and emits the guard event; "" when the
-// call may go ahead. The caller stops the run (StopBudget) or, for a call the run
-// can do without, skips it.
-func (r *run) overBudget(p Purpose, req *ModelRequest) string {
+// run's budget — the tokens used so far, plus the worst case of the calls still in
+// flight (the run's and its sub-runs', which may run in parallel), plus this call's
+// worst case (its estimated prompt and its whole max output) over guards.max_tokens,
+// or the same priced at its model's price over guards.max_cost, of the run or of any
+// run above it — and emits the guard event; "" when the call may go ahead. Then the
+// call's worst case is held toward those budgets until release is called, which the
+// caller does once the call ended (its real usage counted by account). The caller
+// stops the run (StopBudget) or, for a call the run can do without, skips it.
+func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release func()) {
+	none := func() {}
 	limited := false
 	for x := r; x != nil; x = x.parentRun() {
 		g := x.agent.settings.Guards
 		limited = limited || g.MaxTokens > 0 || g.MaxCost > 0
 	}
 	if !limited {
-		return ""
+		return "", none
 	}
 	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(p))
 	price := r.agent.price(p)
-	detail := ""
-	// A sub-run's call counts toward every run above it: the first whose budget it
-	// could break stops it.
+	worst := spend{tokens: prompt + output}
+	if price != nil {
+		worst.cost = price.Cost(prompt, 0, output)
+	}
+	r.tally.Lock()
 	for x := r; x != nil && detail == ""; x = x.parentRun() {
 		g := x.agent.settings.Guards
 		whose := ""
 		if x != r {
 			whose = fmt.Sprintf(" (the budget of the agent %s, which this run is part of)", x.agent.Name())
 		}
-		s := x.spentSoFar()
-		used, spent := s.tokens, s.cost
-		if g.MaxTokens > 0 && used+prompt+output > g.MaxTokens {
-			detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used%s",
-				p, prompt+output, prompt, output, used, g.MaxTokens, whose)
+		held := ""
+		if x.spent.heldTokens > 0 {
+			held = fmt.Sprintf(", %d more held by calls in flight", x.spent.heldTokens)
+		}
+		s := x.spent
+		if g.MaxTokens > 0 && s.tokens+s.heldTokens+worst.tokens > g.MaxTokens {
+			detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used%s%s",
+				p, worst.tokens, prompt, output, s.tokens, g.MaxTokens, held, whose)
 			break
 		}
-		switch {
-		case g.MaxCost <= 0:
-		case price == nil:
-			if !r.costUnchecked {
-				r.costUnchecked = true
-				r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p,
-					Message: fmt.Sprintf("max_cost is not checked: the price of the %s's model is unknown", p)})
-			}
-		case spent+price.Cost(prompt, 0, output) > g.MaxCost:
+		if g.MaxCost > 0 && price != nil && s.cost+s.heldCost+worst.cost > g.MaxCost {
 			detail = fmt.Sprintf("the %s's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent%s",
-				p, price.Cost(prompt, 0, output), prompt, output, spent, g.MaxCost, whose)
+				p, worst.cost, prompt, output, s.cost, g.MaxCost, whose)
 		}
+	}
+	if detail == "" {
+		r.hold(worst, 1)
+	}
+	r.tally.Unlock()
+	if detail == "" && price == nil && !r.costUnchecked && r.costLimited() {
+		r.costUnchecked = true
+		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p,
+			Message: fmt.Sprintf("max_cost is not checked: the price of the %s's model is unknown", p)})
 	}
 	if detail != "" {
 		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p, Message: detail})
-		return detail
+		return detail, none
 	}
 	// The call was counted at output tokens: it may not produce more, so the
 	// worst case is a bound, also for a model without max_tokens of its own.
 	req.MaxTokens = int(output)
-	return ""
+	var once sync.Once
+	return "", func() {
+		once.Do(func() {
+			r.tally.Lock()
+			r.hold(worst, -1)
+			r.tally.Unlock()
+		})
+	}
+}
+
+// hold adds (sign 1) or removes (sign -1) a call's worst case to what the calls in
+// flight hold toward the budgets of the run and every run above it. r.tally is held.
+func (r *run) hold(worst spend, sign int) {
+	for x := r; x != nil; x = x.parentRun() {
+		x.spent.heldTokens += int64(sign) * worst.tokens
+		x.spent.heldCost += float64(sign) * worst.cost
+	}
+}
+
+// costLimited reports whether the run or a run above it has a max_cost.
+func (r *run) costLimited() bool {
+	for x := r; x != nil; x = x.parentRun() {
+		if x.agent.settings.Guards.MaxCost > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // account adds a model call's usage to the run's and prices it by the model that

@@ -134,9 +134,11 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 // that could break it is not made (a *budgetError). The call's usage and cost are
 // the run's and, for the verdict event, r.judged's.
 func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
-	if detail := r.overBudget(PurposeJudge, req); detail != "" {
+	detail, release := r.overBudget(PurposeJudge, req)
+	if detail != "" {
 		return nil, &budgetError{detail}
 	}
+	defer release()
 	resp, err := r.agent.judgeModel.Complete(r.ctx, req)
 	if err != nil {
 		return nil, err

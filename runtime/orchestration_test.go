@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -324,4 +325,65 @@ guards: {max_tokens: 100000}
 	}, runtime.Options{Model: model, Store: memory.New()}, tools)
 	res, _ := runAgent(t, context.Background(), a, "go")
 	t.Logf("stop %s (%s) usage %+v", res.Stop, res.Detail, res.Usage)
+}
+
+// concurrencyModel answers the desk (offered the refunds tool) by calling two
+// sub-agents at once, then by text; it answers the sub-agents after a pause, and
+// records how many of their calls were in flight at the same time.
+type concurrencyModel struct {
+	mu             sync.Mutex
+	deskCalls      int
+	inFlight, most int
+	subCalls       int
+}
+
+func (m *concurrencyModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	usage := runtime.Usage{TotalTokens: 100}
+	if slices.ContainsFunc(req.Tools, func(d runtime.ToolDef) bool { return d.Name == "refunds" }) {
+		m.mu.Lock()
+		m.deskCalls++
+		first := m.deskCalls == 1
+		m.mu.Unlock()
+		if first {
+			return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{ToolCalls: []runtime.ToolCall{
+				{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "refunds", Arguments: task("two")}}}}, nil
+		}
+		return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{Content: "done"}}, nil
+	}
+	m.mu.Lock()
+	m.subCalls++
+	m.inFlight++
+	m.most = max(m.most, m.inFlight)
+	m.mu.Unlock()
+	time.Sleep(30 * time.Millisecond)
+	m.mu.Lock()
+	m.inFlight--
+	m.mu.Unlock()
+	return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{Content: "refunded"}}, nil
+}
+
+// A caller's token budget holds the worst case of every model call in flight, its
+// sub-runs' included: when it leaves room for one call, parallel sub-agents cannot
+// both spend it.
+func TestParallelSubAgentsShareTheBudget(t *testing.T) {
+	sub := loadSpec(t, "version: 1\nname: refunds\ninstructions: You handle refunds.\n")
+	model := &concurrencyModel{}
+	// A call's worst case is its prompt (a few dozen tokens) and 4096 out: 6000
+	// leaves room for one at a time, not two.
+	a := compileWith(t, parentSpec+"guards: {max_tokens: 6000}\n", func(s *spec.Spec) {
+		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
+	}, runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo()})
+	for range 5 {
+		model.deskCalls, model.subCalls, model.most = 0, 0, 0
+		res, _ := runAgent(t, context.Background(), a, "refund both")
+		if model.most > 1 {
+			t.Fatalf("%d sub-agent model calls were in flight at once under a budget for one", model.most)
+		}
+		if res.Usage.TotalTokens > 6000 {
+			t.Fatalf("the run used %d tokens of max_tokens 6000", res.Usage.TotalTokens)
+		}
+		if model.subCalls == 0 {
+			t.Fatalf("no sub-agent call was made: stop %s (%s)", res.Stop, res.Detail)
+		}
+	}
 }

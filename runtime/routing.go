@@ -181,10 +181,12 @@ func (r *run) classify() (string, float64, error) {
 		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
 		JSONSchema: &JSONSchemaFormat{Name: SchemaIntent, Schema: schema},
 	}
-	if detail := r.overBudget(PurposeClassifier, req); detail != "" {
+	detail, release := r.overBudget(PurposeClassifier, req)
+	if detail != "" {
 		r.stop(StopBudget, detail)
 		return "", 0, &budgetError{detail}
 	}
+	defer release()
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages)})
 	start := time.Now()
 	resp, err := a.routerModel.Complete(r.ctx, req)

@@ -255,10 +255,12 @@ func (r *run) think() *Message {
 		return nil
 	}
 	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
-	if detail := r.overBudget(PurposeAgent, req); detail != "" {
+	detail, release := r.overBudget(PurposeAgent, req)
+	if detail != "" {
 		r.stop(StopBudget, detail)
 		return nil
 	}
+	defer release()
 	if detail := r.takeTurn(); detail != "" {
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Message: detail})
 		r.stop(StopMaxTurns, detail)

@@ -25,6 +25,10 @@ type spend struct {
 	turns  int
 	tokens int64
 	cost   float64
+	// heldTokens and heldCost are the worst cases of the model calls in flight
+	// (see overBudget): parallel sub-runs must not each spend the same remainder.
+	heldTokens int64
+	heldCost   float64
 }
 
 func (r *run) spentSoFar() spend {

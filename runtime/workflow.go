@@ -106,10 +106,6 @@ type flow struct {
 	mu    sync.Mutex
 	base  int // the run's model calls before the workflow
 	turns int // the workflow's model calls, under mu
-	// reserved is the worst case (tokens, cost) of the model calls in flight, under
-	// mu: concurrent model steps each count the others' before they start, so
-	// together they cannot overshoot max_tokens or max_cost.
-	reserved spend
 	// ordered: the model answers calls in the order they arrive (a script, a
 	// recorder), so concurrent steps that call it run one at a time.
 	ordered bool
@@ -531,18 +527,15 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		req.JSONSchema = &JSONSchemaFormat{Name: "step_" + st.spec.Name, Schema: m.Schema}
 	}
 	f.mu.Lock()
-	if detail := r.overBudget(PurposeWorkflow, req); detail != "" {
-		f.mu.Unlock()
-		return nil, f.stop(StopBudget, detail)
-	}
-	worst, detail := f.reserve(req)
+	// The budget holds the call's worst case while it is in flight: model steps
+	// running at once cannot each spend the same remainder.
+	detail, release := r.overBudget(PurposeWorkflow, req)
 	if detail != "" {
 		f.mu.Unlock()
-		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: PurposeWorkflow, Step: st.spec.Name, Message: detail})
 		return nil, f.stop(StopBudget, detail)
 	}
+	defer release()
 	if detail := r.takeTurn(); detail != "" {
-		f.release(worst)
 		f.mu.Unlock()
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Step: st.spec.Name, Message: detail})
 		return nil, f.stop(StopMaxTurns, detail)
@@ -555,7 +548,6 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
 		f.mu.Lock()
-		f.release(worst)
 		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
 			r.account(PurposeWorkflow, me.Usage)
 		}
@@ -566,7 +558,6 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		return nil, err
 	}
 	f.mu.Lock()
-	f.release(worst) // settled: the call's real usage counts from now on
 	cost := r.account(PurposeWorkflow, resp.Usage)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
 	f.mu.Unlock()
@@ -593,43 +584,6 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	}
 	out[spec.OutOK] = true
 	return out, nil
-}
-
-// reserve counts a model call's worst case — its estimated prompt and its whole
-// max output, as overBudget counts it — toward the calls in flight, unless the run's
-// spending plus the calls in flight plus this one could break guards.max_tokens or
-// max_cost: then it says why. overBudget knows only what finished calls spent;
-// this keeps concurrent model steps from each spending the same remainder. Under
-// f.mu; the caller releases the reservation once the call is done.
-func (f *flow) reserve(req *ModelRequest) (spend, string) {
-	r := f.r
-	g := r.agent.settings.Guards
-	if g.MaxTokens <= 0 && g.MaxCost <= 0 {
-		return spend{}, ""
-	}
-	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(PurposeWorkflow))
-	worst := spend{tokens: prompt + output}
-	if price := r.agent.price(PurposeWorkflow); price != nil {
-		worst.cost = price.Cost(prompt, 0, output)
-	}
-	used := r.spentSoFar()
-	switch {
-	case g.MaxTokens > 0 && used.tokens+f.reserved.tokens+worst.tokens > g.MaxTokens:
-		return spend{}, fmt.Sprintf("the workflow's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used and %d are held by model steps still running",
-			worst.tokens, prompt, output, used.tokens, g.MaxTokens, f.reserved.tokens)
-	case g.MaxCost > 0 && worst.cost > 0 && used.cost+f.reserved.cost+worst.cost > g.MaxCost:
-		return spend{}, fmt.Sprintf("the workflow's next model call could cost $%.6f (about %d tokens in, up to %d out); $%.6f of max_cost $%g is spent and $%.6f is held by model steps still running",
-			worst.cost, prompt, output, used.cost, g.MaxCost, f.reserved.cost)
-	}
-	f.reserved.tokens += worst.tokens
-	f.reserved.cost += worst.cost
-	return worst, ""
-}
-
-// release gives back a reservation of reserve; under f.mu.
-func (f *flow) release(worst spend) {
-	f.reserved.tokens -= worst.tokens
-	f.reserved.cost -= worst.cost
 }
 
 // decodeOutput reads a model's JSON answer, in a ```json fence or not, and checks
