@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,25 +107,9 @@ skills: [calculator]
 	}
 }
 
-// A sub-agent over the wire: the desk hands a task to the refund specialist, which
-// runs on its own whitelist (the desk's tool is refused to it), binds the user's id
-// into its http tool where its model never sees it, and answers; its events nest
-// under the desk's run in the trace.
-func TestWireSubAgent(t *testing.T) {
-	var mu sync.Mutex
-	var backend []string // "path user" of every call the shop's API got
-	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		backend = append(backend, r.URL.Path+" "+r.Header.Get("X-User-Id")+" "+string(body))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"refunded":true}`)
-	}))
-	t.Cleanup(shop.Close)
-	t.Setenv("SHOP", shop.URL)
-	dir := t.TempDir()
-	writeSpec(t, dir, "refunds.yaml", `
+// refundsSpec is a specialist whose refund tool binds the user's id into a header
+// of the shop's API (${SHOP}).
+const refundsSpec = `
 version: 1
 name: refunds
 description: Refunds one order of the user.
@@ -135,7 +120,43 @@ tools:
     parameters: {type: object, properties: {order: {type: string}}, required: [order]}
     bind: {user_id: user.id}
     http: {method: POST, url: "${SHOP}/orders/{{ args.order }}/refund", headers: {X-User-Id: "{{ args.user_id }}"}}
-`)
+`
+
+// shopBackend serves the shop's API at ${SHOP}, answering every call that it was
+// refunded — with the user it was made for, when showUser is set; calls lists "path
+// user body" of each call so far.
+func shopBackend(t *testing.T, showUser bool) (calls func() []string) {
+	var mu sync.Mutex
+	var got []string
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.URL.Path+" "+r.Header.Get("X-User-Id")+" "+string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if showUser {
+			io.WriteString(w, `{"refunded":true,"user":"`+r.Header.Get("X-User-Id")+`"}`)
+			return
+		}
+		io.WriteString(w, `{"refunded":true}`)
+	}))
+	t.Cleanup(shop.Close)
+	t.Setenv("SHOP", shop.URL)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// A sub-agent over the wire: the desk hands a task to the refund specialist, which
+// runs on its own whitelist (the desk's tool is refused to it), binds the user's id
+// into its http tool where its model never sees it, and answers; its events nest
+// under the desk's run in the trace.
+func TestWireSubAgent(t *testing.T) {
+	backend := shopBackend(t, false)
+	dir := t.TempDir()
+	writeSpec(t, dir, "refunds.yaml", refundsSpec)
 	desk := writeSpec(t, dir, "desk.yaml", `
 version: 1
 name: desk
@@ -164,8 +185,8 @@ tools:
 		t.Fatalf("stdout %q", stdout)
 	}
 	f.checkRequests()
-	if len(backend) != 1 || !strings.HasPrefix(backend[0], "/orders/A1/refund u-1") {
-		t.Fatalf("the shop got %q: want one refund for u-1 and no lookup", backend)
+	if got := backend(); len(got) != 1 || !strings.HasPrefix(got[0], "/orders/A1/refund u-1") {
+		t.Fatalf("the shop got %q: want one refund for u-1 and no lookup", got)
 	}
 	for i, req := range f.requests {
 		raw, _ := json.Marshal(req)
@@ -241,25 +262,9 @@ func TestRecordReplaysSubAgents(t *testing.T) {
 // request (another intent, the desk's own model call) carries it in a shape the API
 // accepts.
 func TestWireHandoff(t *testing.T) {
-	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"refunded":true,"user":"`+r.Header.Get("X-User-Id")+`"}`)
-	}))
-	t.Cleanup(shop.Close)
-	t.Setenv("SHOP", shop.URL)
+	shopBackend(t, true)
 	dir := t.TempDir()
-	writeSpec(t, dir, "refunds.yaml", `
-version: 1
-name: refunds
-description: Refunds one order of the user.
-model: {api_key_env: LLM_API_KEY}
-instructions: You handle refunds.
-tools:
-  - name: refund
-    parameters: {type: object, properties: {order: {type: string}}, required: [order]}
-    bind: {user_id: user.id}
-    http: {method: POST, url: "${SHOP}/orders/{{ args.order }}/refund", headers: {X-User-Id: "{{ args.user_id }}"}}
-`)
+	writeSpec(t, dir, "refunds.yaml", refundsSpec)
 	desk := writeSpec(t, dir, "desk.yaml", `
 version: 1
 name: desk
