@@ -201,9 +201,7 @@ func BenchmarkSubAgentCall(b *testing.B) {
 	if diags.HasErrors() {
 		b.Fatal(diags)
 	}
-	a := compileWith(b, parentSpec, func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model, Agents: map[string]*runtime.Agent{"refunds": subAgent}}, map[string]*funcTool{"lookup": echo()})
+	a := compileWith(b, parentSpec, withRefunds(sub), runtime.Options{Model: model, Agents: map[string]*runtime.Agent{"refunds": subAgent}}, map[string]*funcTool{"lookup": echo()})
 	req := runtime.Request{Input: "Refund A1", User: runtime.User{ID: "u-1"}}
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -81,6 +81,22 @@ knowledge:
 routing: {recognizer: rules}
 judge: {criteria: [The answer is correct.]}
 ` + intents
+	s := loadSpecIn(t, dir, src)
+	idx, help := indexHelp(t, dir, s)
+	tools := map[string]*funcTool{"my_orders": echo(), "menu": echo(), "vip_menu": echo(), "track": echo()}
+	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: model, Store: memory.New(),
+		Knowledge: help, Version: "v1"})
+	if cd.HasErrors() {
+		t.Fatalf("compile: %v", cd)
+	}
+	return a, idx
+}
+
+// loadSpecIn loads src as the spec file agent.yaml of dir, so its relative paths
+// (knowledge sources, agents) resolve there.
+func loadSpecIn(t *testing.T, dir, src string) *spec.Spec {
+	t.Helper()
 	l, err := spec.NewLoader()
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +106,14 @@ judge: {criteria: [The answer is correct.]}
 	if diags.HasErrors() {
 		t.Fatalf("spec: %v", diags)
 	}
+	return s
+}
+
+// indexHelp indexes the spec's first collection, its sources in dir, as
+// collection help of a fresh index (closed when the test ends), and returns the
+// index and the knowledge an agent's runs use.
+func indexHelp(t *testing.T, dir string, s *spec.Spec) (*ksqlite.Index, runtime.Knowledge) {
+	t.Helper()
 	chunks, _, err := knowledge.ReadSources(dir, s.Knowledge.Collections[0].Sources, knowledge.ChunkOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,14 +127,7 @@ judge: {criteria: [The answer is correct.]}
 	if _, err := idx.Update(context.Background(), "shop/help", chunks, emb); err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]*funcTool{"my_orders": echo(), "menu": echo(), "vip_menu": echo(), "track": echo()}
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil }}
-	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: model, Store: memory.New(),
-		Knowledge: idx.Knowledge(emb, map[string]string{"help": "shop/help"}), Version: "v1"})
-	if cd.HasErrors() {
-		t.Fatalf("compile: %v", cd)
-	}
-	return a, idx
+	return idx, idx.Knowledge(emb, map[string]string{"help": "shop/help"})
 }
 
 func runAs(t *testing.T, a *runtime.Agent, user, conv, input string) (*runtime.Result, []runtime.Event) {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/knowledge"
-	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -54,9 +52,7 @@ tools:
 		"list_orders": {fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
 		"refund":      refund,
 	}
-	a := compileWith(t, parent, func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model, Store: memory.New()}, tools)
+	a := compileWith(t, parent, withRefunds(sub), runtime.Options{Model: model, Store: memory.New()}, tools)
 	res, events := runAgent(t, context.Background(), a, "refund A1")
 	for _, e := range events {
 		if e.Kind == runtime.EventToolRefused {
@@ -93,9 +89,7 @@ func TestParallelSubAgentsShareMaxTurns(t *testing.T) {
 		stubSay("sub answer"), stubSay("sub answer"),
 		stubSay("parent answer"),
 	}}
-	a := compileWith(t, parentSpec+"guards: {max_turns: 2}\n", func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "refund": echo()})
+	a := compileWith(t, parentSpec+"guards: {max_turns: 2}\n", withRefunds(sub), runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "refund": echo()})
 	res, err := a.Run(context.Background(), runtime.Request{Input: "x", User: runtime.User{ID: "u-1"}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +117,7 @@ guards: {max_turns: 3}
 		stubSay("parent answer after resume"),
 	}}
 	store := memory.New()
-	a := compileWith(t, parent, func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model, Store: store}, map[string]*funcTool{"lookup": echo(), "refund": echo(), "cancel": echo()})
+	a := compileWith(t, parent, withRefunds(sub), runtime.Options{Model: model, Store: store}, map[string]*funcTool{"lookup": echo(), "refund": echo(), "cancel": echo()})
 	res, _ := runAgent(t, context.Background(), a, "do it")
 	if res.Stop != runtime.StopAwaitingApproval {
 		t.Fatalf("stop %s %s", res.Stop, res.Detail)
@@ -156,9 +148,7 @@ func TestToolResultFiltersApplyToSubAgents(t *testing.T) {
 filters:
   - {on: tool_result, redact: '\b1\d{10}\b'}
 guards: {max_tool_output: 10}
-`, func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "refund": echo()})
+`, withRefunds(sub), runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "refund": echo()})
 	runAgent(t, context.Background(), a, "refund")
 	seen := model.agentReqs[2].Messages
 	last := seen[len(seen)-1].Content
@@ -229,28 +219,8 @@ intents:
     tools: [order_agent]
     cache: {learn: true}
 `
-	l, err := spec.NewLoader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.LookupEnv = func(string) (string, bool) { return "", false }
-	s, diags := l.Load(filepath.Join(dir, "agent.yaml"), []byte(src))
-	if diags.HasErrors() {
-		t.Fatalf("spec: %v", diags)
-	}
-	chunks, _, err := knowledge.ReadSources(dir, s.Knowledge.Collections[0].Sources, knowledge.ChunkOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := ksqlite.Open(filepath.Join(t.TempDir(), "knowledge.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
-	emb := &knowledge.Local{}
-	if _, err := idx.Update(context.Background(), "shop/help", chunks, emb); err != nil {
-		t.Fatal(err)
-	}
+	s := loadSpecIn(t, dir, src)
+	_, help := indexHelp(t, dir, s)
 	m := &stubModel{agent: []stubReply{
 		stubCall("1", "order_agent", task("list the user's orders")),
 		stubCall("s1", "my_orders", `{}`),
@@ -259,7 +229,7 @@ intents:
 	}}
 	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return echo(), nil }}
 	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: m, Store: memory.New(),
-		Knowledge: idx.Knowledge(emb, map[string]string{"help": "shop/help"}), Version: "v1"})
+		Knowledge: help, Version: "v1"})
 	if cd.HasErrors() {
 		t.Fatalf("compile: %v", cd)
 	}
@@ -320,9 +290,7 @@ guards: {max_tokens: 100000}
 		"list_orders": {fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
 		"refund":      echo(),
 	}
-	a := compileWith(t, parentSpec+"plan: {}\nguards: {max_tokens: 200000}\n", func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model, Store: memory.New()}, tools)
+	a := compileWith(t, parentSpec+"plan: {}\nguards: {max_tokens: 200000}\n", withRefunds(sub), runtime.Options{Model: model, Store: memory.New()}, tools)
 	res, _ := runAgent(t, context.Background(), a, "go")
 	t.Logf("stop %s (%s) usage %+v", res.Stop, res.Detail, res.Usage)
 }
@@ -370,9 +338,7 @@ func TestParallelSubAgentsShareTheBudget(t *testing.T) {
 	model := &concurrencyModel{}
 	// A call's worst case is its prompt (a few dozen tokens) and 4096 out: 6000
 	// leaves room for one at a time, not two.
-	a := compileWith(t, parentSpec+"guards: {max_tokens: 6000}\n", func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
-	}, runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo()})
+	a := compileWith(t, parentSpec+"guards: {max_tokens: 6000}\n", withRefunds(sub), runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo()})
 	for range 5 {
 		model.deskCalls, model.subCalls, model.most = 0, 0, 0
 		res, _ := runAgent(t, context.Background(), a, "refund both")

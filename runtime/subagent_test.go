@@ -70,6 +70,13 @@ func newSubAgentFixture(t *testing.T, parentExtra, subExtra string, edit func(*s
 	return f
 }
 
+// withRefunds gives the spec sub as its agents entry "refunds".
+func withRefunds(sub *spec.Spec) func(*spec.Spec) {
+	return func(s *spec.Spec) {
+		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
+	}
+}
+
 func task(text string) string {
 	b, _ := json.Marshal(map[string]string{"task": text})
 	return string(b)
@@ -223,7 +230,7 @@ intents:
   other: {description: Anything else, tools: [lookup]}
 routing: {recognizer: rules, fallback: other}
 `, func(s *spec.Spec) {
-		s.Agents = []spec.SubAgent{{Name: "refunds", Description: "Refunds.", Loaded: sub}}
+		withRefunds(sub)(s)
 		s.Intents[0].Agent = "refunds"
 	}, runtime.Options{Model: model, Store: store}, map[string]*funcTool{"lookup": echo(), "refund": refunded})
 	if err := store.Commit(context.Background(), runtime.Record{UserID: "u-1", Conversation: "c-1", Messages: []runtime.Message{

@@ -197,13 +197,7 @@ workflow:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tools := map[string]*funcTool{"detail": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
-				if in.Args["id"] == "" {
-					return "", fmt.Errorf("no id")
-				}
-				b, _ := json.Marshal(in.Args)
-				return string(b), nil
-			}}}
+			tools := map[string]*funcTool{"detail": detailByID()}
 			a := compile(t, head+tt.steps, offline.Test{}, tools)
 			res, events := runAgent(t, context.Background(), a, "go")
 			if res.Stop != tt.stop || res.Answer != tt.answer {
@@ -524,13 +518,7 @@ workflow:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tools := map[string]*funcTool{"detail": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
-				if in.Args["id"] == "" {
-					return "", fmt.Errorf("no id")
-				}
-				b, _ := json.Marshal(in.Args)
-				return string(b), nil
-			}}}
+			tools := map[string]*funcTool{"detail": detailByID()}
 			var model runtime.Model = offline.Test{}
 			if tt.model != nil {
 				model = offline.NewScript("s", tt.model)
@@ -717,4 +705,15 @@ workflow:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("steps\n%+v\nwant\n%+v", got, want)
 	}
+}
+
+// detailByID echoes its arguments, and fails for an empty id.
+func detailByID() *funcTool {
+	return &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+		if in.Args["id"] == "" {
+			return "", fmt.Errorf("no id")
+		}
+		b, _ := json.Marshal(in.Args)
+		return string(b), nil
+	}}
 }

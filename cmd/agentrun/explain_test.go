@@ -1,14 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentrun/agentrun/internal/nodetools"
 )
 
 func TestExplain(t *testing.T) {
@@ -98,7 +94,6 @@ func TestGraphIsMermaid(t *testing.T) {
 			t.Errorf("graph lacks %q", want)
 		}
 	}
-	tools := nodetools.Dir(t)
 	dir := t.TempDir()
 	files := []string{}
 	examples := exampleAgents(t)
@@ -110,18 +105,7 @@ func TestGraphIsMermaid(t *testing.T) {
 	}
 	broken := filepath.Join(dir, "broken.mmd")
 	os.WriteFile(broken, []byte("flowchart LR\n  a[\"x\" --> b\n"), 0o644)
-	out, err := exec.Command("node", append([]string{filepath.Join(tools, "mermaid-check.mjs"), broken}, files...)...).Output()
-	if err != nil {
-		t.Fatalf("mermaid-check: %v\n%s", err, out)
-	}
-	var results map[string]struct {
-		OK    bool
-		Type  string
-		Error string
-	}
-	if err := json.Unmarshal(out, &results); err != nil {
-		t.Fatal(err)
-	}
+	results := mermaidCheck(t, append([]string{broken}, files...)...)
 	if results[broken].OK {
 		t.Error("the parser accepted a broken diagram: the check checks nothing")
 	}

@@ -45,26 +45,35 @@ func TestGraphWorkflow(t *testing.T) {
 // accepts it as a flowchart.
 func checkMermaid(t *testing.T, out string) {
 	t.Helper()
-	tools := nodetools.Dir(t)
 	f := filepath.Join(t.TempDir(), "flow.mmd")
 	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := exec.Command("node", filepath.Join(tools, "mermaid-check.mjs"), f).Output()
-	if err != nil {
-		t.Fatalf("mermaid-check: %v\n%s", err, res)
-	}
-	var results map[string]struct {
-		OK    bool
-		Type  string
-		Error string
-	}
-	if err := json.Unmarshal(res, &results); err != nil {
-		t.Fatal(err)
-	}
-	if r := results[f]; !r.OK || r.Type != "flowchart-v2" {
+	if r := mermaidCheck(t, f)[f]; !r.OK || r.Type != "flowchart-v2" {
 		t.Errorf("%+v\n%s", r, out)
 	}
+}
+
+// mermaidResult is what Mermaid's parser made of one file.
+type mermaidResult struct {
+	OK    bool
+	Type  string
+	Error string
+}
+
+// mermaidCheck parses the files with Mermaid's own parser (tools/node).
+func mermaidCheck(t *testing.T, files ...string) map[string]mermaidResult {
+	t.Helper()
+	tools := nodetools.Dir(t)
+	out, err := exec.Command("node", append([]string{filepath.Join(tools, "mermaid-check.mjs")}, files...)...).Output()
+	if err != nil {
+		t.Fatalf("mermaid-check: %v\n%s", err, out)
+	}
+	var results map[string]mermaidResult
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatal(err)
+	}
+	return results
 }
 
 // Steps named like the nodes graph adds (start, answer, NAME_when, NAME_join,
