@@ -25,6 +25,11 @@ var PlanStatuses = []PlanStatus{PlanPending, PlanInProgress, PlanDone, PlanDropp
 // while any step is open.
 func (s PlanStatus) Open() bool { return s == PlanPending || s == PlanInProgress }
 
+// Mark shows the status in a rendered plan: [ ], [>], [x] or [-].
+func (s PlanStatus) Mark() string {
+	return map[PlanStatus]string{PlanPending: "[ ]", PlanInProgress: "[>]", PlanDone: "[x]", PlanDropped: "[-]"}[s]
+}
+
 // PlanStep is one step of the model's plan.
 type PlanStep struct {
 	Step   string     `json:"step"`
@@ -51,7 +56,7 @@ func planTool() ToolDef {
 						"type": "object",
 						"properties": map[string]any{
 							"step":   map[string]any{"type": "string", "minLength": 1, "description": "What the step does, in a few words."},
-							"status": map[string]any{"type": "string", "enum": []any{"pending", "in_progress", "done", "dropped"}},
+							"status": map[string]any{"type": "string", "enum": planStatusEnum()},
 							"reason": map[string]any{"type": "string", "description": "Why a dropped step is no longer needed."},
 						},
 						"required":             []any{"step", "status"},
@@ -86,11 +91,9 @@ func (r *run) planSettings() *spec.PlanSettings {
 }
 
 // updatePlan is a call of the plan tool: the model's new plan replaces the run's
-// when it keeps every step written before. Parallel calls in one response take
-// turns.
+// when it keeps every step written before. The plan calls of one response run one
+// after the other, in call order (executeTools).
 func (r *run) updatePlan(c *call) {
-	r.planMu.Lock()
-	defer r.planMu.Unlock()
 	c.outcome = OutcomeError
 	set := r.planSettings()
 	raw, _ := c.args["steps"].([]any)
@@ -188,8 +191,7 @@ func (r *run) planGate() bool {
 func renderPlan(plan []PlanStep) string {
 	var b strings.Builder
 	for _, s := range plan {
-		mark := map[PlanStatus]string{PlanPending: "[ ]", PlanInProgress: "[>]", PlanDone: "[x]", PlanDropped: "[-]"}[s.Status]
-		b.WriteString(mark + " " + s.Step)
+		b.WriteString(s.Status.Mark() + " " + s.Step)
 		switch {
 		case s.Status == PlanDropped:
 			b.WriteString(" (dropped: " + s.Reason + ")")
@@ -238,4 +240,12 @@ func (r *run) planBookkeeping(calls []ToolCall) bool {
 		}
 	}
 	return len(calls) > 0
+}
+
+func planStatusEnum() []any {
+	out := make([]any, len(PlanStatuses))
+	for i, s := range PlanStatuses {
+		out[i] = string(s)
+	}
+	return out
 }

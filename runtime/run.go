@@ -50,13 +50,10 @@ type run struct {
 	judged                     judgeCalls // the judge's calls behind its latest verdict
 	// resumed is the id of the paused run this execution resumes ("" for a new
 	// run); pausedVersion the version of its record once claimed.
-	resumed       string
-	pausedVersion int
-	decidedIDs    []string // the call ids earlier pauses of the run waited on
-	// planMu serialises the plan tool's calls of one response; planRejections
-	// counts the answers the plan gate refused.
-	planMu         sync.Mutex
-	planRejections int
+	resumed        string
+	pausedVersion  int
+	decidedIDs     []string // the call ids earlier pauses of the run waited on
+	planRejections int      // answers the plan gate refused
 	// id names the run in its events; parent and depth place a sub-run below the
 	// run that started it; spent is what it and its sub-runs spent (see spend).
 	id     string

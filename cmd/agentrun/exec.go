@@ -370,9 +370,6 @@ func (t *traceWriter) write(v any) {
 	_ = t.enc.Encode(v)
 }
 
-// planMark shows a plan step's status in progress lines.
-var planMark = map[runtime.PlanStatus]string{runtime.PlanPending: "[ ]", runtime.PlanInProgress: "[>]", runtime.PlanDone: "[x]", runtime.PlanDropped: "[-]"}
-
 // progress prints a run's steps for a person watching the terminal.
 type progress struct {
 	mu    sync.Mutex
@@ -408,7 +405,7 @@ func (p *progress) print(w io.Writer, e runtime.Event) {
 	case runtime.EventPlan:
 		fmt.Fprintf(w, "[%d]   ☰ plan · %s\n", e.Turn, e.Message)
 		for _, s := range e.Plan {
-			fmt.Fprintf(w, "[%d]     %s %s\n", e.Turn, planMark[s.Status], clip(s.Step, 100))
+			fmt.Fprintf(w, "[%d]     %s %s\n", e.Turn, s.Status.Mark(), clip(s.Step, 100))
 		}
 	case runtime.EventStep:
 		switch e.StepStatus {
