@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -22,11 +24,23 @@ type ToolInput struct {
 	// Name and CallID are the tool's name and the model's id for this call (for
 	// traces: gen_ai.tool.name, gen_ai.tool.call.id).
 	Name, CallID string
+	// IdempotencyKey names this call of this run (the run's id and the call's):
+	// the same on every attempt, so a service that a retried call reaches twice
+	// can tell it is one call. The http tool sends it as the Idempotency-Key
+	// header, the command tool as AGENTRUN_IDEMPOTENCY_KEY, MCP tools in _meta.
+	IdempotencyKey string
+	// Timeout is how long the call may take (the tool's timeout): a tool that
+	// runs elsewhere (a durable engine's activity) is given it there.
+	Timeout time.Duration
 
 	// vars are the run's variables, so templates see user exactly as the spec's
 	// checks typed it (every declared attribute, "" when unset).
 	vars *spec.Values
 }
+
+// ErrToolTimeout is a call that took longer than its timeout where the context
+// could not say so (it ran elsewhere): the run reports it as a timeout.
+var ErrToolTimeout = errors.New("the tool call timed out")
 
 // ToolInfo is what a tool tells the model about itself when the spec does not say:
 // builtins and MCP tools bring their description and parameters.

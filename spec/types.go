@@ -141,12 +141,22 @@ type Tool struct {
 	Enabled       *bool             `yaml:"enabled"`
 	// Approval, when set, makes a person decide before a call of the tool runs.
 	Approval *ToolApproval `yaml:"approval"`
+	// Idempotent false marks a tool whose call must not be repeated once it may have
+	// started: a durable engine runs it at most once. Absent or true, a call is safe
+	// to retry (at least once). See Retryable.
+	Idempotent *bool `yaml:"idempotent"`
 
 	// Skill names the skill pack that brought the tool in; "" for the agent's own.
 	Skill string `yaml:"-"`
 	// SkillDir is that pack's directory when it is one on disk: a command tool's
 	// program and working directory are the pack's own files.
 	SkillDir string `yaml:"-"`
+}
+
+// Retryable reports whether a call of the tool may be sent again after it may have
+// started (a retried activity on a durable engine): true unless idempotent is false.
+func (t *Tool) Retryable() bool {
+	return t.Idempotent == nil || *t.Idempotent
 }
 
 // Kind names what runs the tool: builtin, command, http or mcp ("" if none is set).

@@ -29,6 +29,9 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ"}
 
 // Command runs a program without a shell. The arguments (bound parameters included)
 // arrive as a JSON object on stdin; stdout is the result; a non-zero exit is an error.
+// Its environment holds the basics (inheritedEnv), AGENTRUN_USER_ID,
+// AGENTRUN_CONVERSATION_ID, AGENTRUN_IDEMPOTENCY_KEY (the same on every attempt of
+// one call) and what the spec's env declares.
 type Command struct {
 	run []string
 	dir string
@@ -63,6 +66,9 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 		return "", err
 	}
 	env := append(BaseEnv(), "AGENTRUN_USER_ID="+in.User.ID, "AGENTRUN_CONVERSATION_ID="+in.Conversation)
+	if in.IdempotencyKey != "" {
+		env = append(env, "AGENTRUN_IDEMPOTENCY_KEY="+in.IdempotencyKey)
+	}
 	if len(c.env) > 0 {
 		vars := in.Env()
 		for k, t := range c.env {

@@ -21,13 +21,18 @@ import (
 const (
 	maxHTTPResponse = 1 << 20
 	maxRedirects    = 10 // as many as net/http follows by default
+
+	// idempotencyHeader carries the call's idempotency key, the same on every attempt
+	// of one call (IETF draft-ietf-httpapi-idempotency-key-header).
+	idempotencyHeader = "Idempotency-Key"
 )
 
 // HTTP calls an endpoint whose URL, headers, query and body are templates over the
 // arguments and the run context. Values placed into the URL's path are escaped, so
 // an argument cannot walk the path (`../admin`) or add a query, and a value that
 // would still make a path segment empty, `.` or `..` is refused. Redirects are
-// followed only as the spec's redirects key allows.
+// followed only as the spec's redirects key allows. The call's idempotency key goes
+// out as the Idempotency-Key header, unless the spec's headers set one.
 type HTTP struct {
 	cfg       *spec.HTTPTool
 	method    string
@@ -115,6 +120,9 @@ func (h *HTTP) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
+	if in.IdempotencyKey != "" {
+		req.Header.Set(idempotencyHeader, in.IdempotencyKey) // the spec's own header, set below, wins
+	}
 	for k, t := range h.cfg.Headers {
 		v, err := t.Render(env)
 		if err != nil {
@@ -172,7 +180,8 @@ func (e *redirectError) Error() string { return e.msg }
 // for another host name (not another port): so a hop to another origin that the spec
 // allows is sent without any of the tool's headers (they may carry bound values or
 // secrets) and without a Referer (which names the first URL), and a hop that would
-// re-send the body there (307, 308) is refused.
+// re-send the body there (307, 308) is refused. The idempotency key, which names
+// the run, is not sent there either.
 func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 	from, to := via[0].URL, req.URL
 	where := to.Host
@@ -199,6 +208,7 @@ func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 	for k := range h.cfg.Headers {
 		req.Header.Del(k)
 	}
+	req.Header.Del(idempotencyHeader)
 	req.Header.Del("Referer")
 	return nil
 }

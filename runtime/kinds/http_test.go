@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +135,7 @@ func TestHTTPRedirects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := tool(t, tt.spec)
-			out, err := h.Call(context.Background(), runtime.ToolInput{Args: map[string]any{"owner": "u-7"}, User: user})
+			out, err := h.Call(context.Background(), runtime.ToolInput{Args: map[string]any{"owner": "u-7"}, User: user, IdempotencyKey: "run-1/call-1"})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("err = %v\nwant %q", err, tt.err)
@@ -150,13 +151,53 @@ func TestHTTPRedirects(t *testing.T) {
 				t.Fatalf("the other host received %d requests, want %d: %+v", len(seen), tt.otherSeen, seen)
 			}
 			for _, r := range seen {
-				for _, k := range []string{"X-User-Id", "Authorization", "Referer", "Content-Type"} {
+				for _, k := range []string{"X-User-Id", "Authorization", "Referer", "Content-Type", "Idempotency-Key"} {
 					if v := r.header.Get(k); v != "" {
 						t.Errorf("the other host received %s: %s", k, v)
 					}
 				}
 				if r.method != "GET" || r.body != "" || strings.Contains(r.path, "u-7") {
 					t.Errorf("the other host received %s %s with body %q", r.method, r.path, r.body)
+				}
+			}
+		})
+	}
+}
+
+// The call's idempotency key goes out as the Idempotency-Key header, the same on
+// every attempt; a header of that name in the spec wins, whatever its spelling.
+func TestHTTPIdempotencyKey(t *testing.T) {
+	api := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	orders := func(headers string) string {
+		return "  - name: orders\n    parameters: {type: object, properties: {ref: {type: string}}}\n" +
+			"    http:\n      method: POST\n      url: \"" + api.URL + "/orders\"\n" + headers
+	}
+	tests := []struct {
+		name string
+		spec string
+		key  string
+		want []string // the Idempotency-Key values the server received
+	}{
+		{name: "the key", spec: orders(""), key: "run-1/call-1", want: []string{"run-1/call-1"}},
+		{name: "no key, no header", spec: orders(""), key: "", want: nil},
+		{name: "the spec's header wins", spec: orders("      headers: {Idempotency-Key: \"order-{{ args.ref }}\"}\n"), key: "run-1/call-1", want: []string{"order-A1"}},
+		{name: "in any spelling", spec: orders("      headers: {idempotency-key: \"order-{{ args.ref }}\"}\n"), key: "run-1/call-1", want: []string{"order-A1"}},
+		{name: "the spec's header without a key", spec: orders("      headers: {Idempotency-Key: \"order-{{ args.ref }}\"}\n"), key: "", want: []string{"order-A1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tool(t, tt.spec)
+			in := runtime.ToolInput{Args: map[string]any{"ref": "A1"}, User: user, IdempotencyKey: tt.key}
+			for attempt := 1; attempt <= 2; attempt++ { // a retried call sends the same key
+				if out, err := h.Call(context.Background(), in); err != nil || out != "ok" {
+					t.Fatalf("attempt %d: out %q, err %v", attempt, out, err)
+				}
+				got := api.take()
+				if len(got) != 1 {
+					t.Fatalf("attempt %d: the server received %d requests, want 1", attempt, len(got))
+				}
+				if v := got[0].header.Values("Idempotency-Key"); !slices.Equal(v, tt.want) {
+					t.Errorf("attempt %d: Idempotency-Key %q, want %q", attempt, v, tt.want)
 				}
 			}
 		})

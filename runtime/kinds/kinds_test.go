@@ -70,6 +70,32 @@ func TestCommandEnvironment(t *testing.T) {
 	}
 }
 
+// The command gets the call's idempotency key in AGENTRUN_IDEMPOTENCY_KEY, beside
+// the rest of its environment; without a key the variable is not set.
+func TestCommandIdempotencyKey(t *testing.T) {
+	t.Setenv("LLM_API_KEY", "sk-secret")
+	script := filepath.Join(t.TempDir(), "show")
+	body := "#!/bin/sh\nprintf %s \"${AGENTRUN_IDEMPOTENCY_KEY-unset}|$AGENTRUN_USER_ID|$TENANT|${LLM_API_KEY-}\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	show := tool(t, "  - name: show\n    command:\n      run: ["+script+"]\n      env: {TENANT: \"{{ user.tenant }}\"}\n")
+	tests := []struct {
+		name, key, want string
+	}{
+		{"a key", "run-1/call-1", "run-1/call-1|u-7|acme|"},
+		{"no key", "", "unset|u-7|acme|"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := show.Call(context.Background(), runtime.ToolInput{Args: map[string]any{}, User: user, IdempotencyKey: tt.key})
+			if err != nil || out != tt.want {
+				t.Errorf("out %q, err %v; want %q", out, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestCommandExitStatus(t *testing.T) {
 	fail := tool(t, "  - name: fail\n    command: {run: [ls, /no/such/dir]}\n")
 	_, err := fail.Call(context.Background(), runtime.ToolInput{Args: map[string]any{}})

@@ -417,7 +417,7 @@ func (t *tool) Describe() runtime.ToolInfo {
 
 func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	start := time.Now()
-	out, outcome, err := t.call(ctx, in.Args)
+	out, outcome, err := t.call(ctx, in.Args, in.IdempotencyKey)
 	if t.m.opts.Audit != nil {
 		rec := AuditRecord{Time: start.UTC(), Server: t.s.spec.Name, Tool: t.remote, Arguments: in.Args, User: in.User.ID,
 			Conversation: in.Conversation, Outcome: outcome, Duration: time.Since(start)}
@@ -429,7 +429,7 @@ func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	return out, err
 }
 
-func (t *tool) call(ctx context.Context, args map[string]any) (string, string, error) {
+func (t *tool) call(ctx context.Context, args map[string]any, key string) (string, string, error) {
 	s := t.s
 	s.mu.Lock()
 	session := s.session
@@ -440,8 +440,7 @@ func (t *tool) call(ctx context.Context, args map[string]any) (string, string, e
 	if args == nil {
 		args = map[string]any{} // servers validate arguments as an object
 	}
-	params := &sdk.CallToolParams{Name: t.remote, Arguments: args}
-	res, err := session.CallTool(ctx, params)
+	res, err := session.CallTool(ctx, callParams(t.remote, args, key))
 	if t.died(ctx, err) {
 		// A connection found closed before sending means the process died while idle:
 		// the server never saw the call. Otherwise it may have acted before dying, and
@@ -456,7 +455,7 @@ func (t *tool) call(ctx context.Context, args map[string]any) (string, string, e
 		case !unsent && !t.idempotent:
 			return "", "interrupted", fmt.Errorf("the MCP server %s stopped during this call and was restarted; whether %s took effect is unknown, so it was not sent again", s.spec.Name, t.remote)
 		}
-		res, err = session.CallTool(ctx, params)
+		res, err = session.CallTool(ctx, callParams(t.remote, args, key))
 		if t.died(ctx, err) {
 			t.stop(session)
 			msg := fmt.Sprintf("MCP server %s, tool %s: it stopped again after one restart; its tools are unavailable for now", s.spec.Name, t.remote)
@@ -474,6 +473,20 @@ func (t *tool) call(ctx context.Context, args map[string]any) (string, string, e
 		return "", "tool_error", errors.New(cmp.Or(text, "the tool failed"))
 	}
 	return text, "ok", nil
+}
+
+// MetaIdempotencyKey is the _meta key under which a call carries its idempotency
+// key (runtime.ToolInput.IdempotencyKey): the same on every attempt of one call.
+const MetaIdempotencyKey = "agentrun.dev/idempotency-key"
+
+// callParams builds the parameters of one attempt. Each attempt gets its own _meta
+// map, since the SDK adds the session's protocol version and client info to it.
+func callParams(name string, args map[string]any, key string) *sdk.CallToolParams {
+	params := &sdk.CallToolParams{Name: name, Arguments: args}
+	if key != "" {
+		params.Meta = sdk.Meta{MetaIdempotencyKey: key}
+	}
+	return params
 }
 
 // died reports whether a call failed because a stdio server's process is gone,

@@ -93,6 +93,22 @@ func serve(mode string) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "bye"}}}, nil, nil
 	})
 
+	// idempotency_key answers the key the call carried in _meta; with a marker, it
+	// first exits once before answering, so the call is sent again after a restart.
+	sdk.AddTool(s, &sdk.Tool{Name: "idempotency_key", Description: "Answers the call's idempotency key."}, func(ctx context.Context, req *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+		if marker := os.Getenv("AGENTRUN_TEST_MCP_MARKER"); marker != "" {
+			if _, err := os.Stat(marker + ".key"); err != nil {
+				os.WriteFile(marker+".key", nil, 0o644)
+				os.Exit(3)
+			}
+		}
+		key, ok := req.Params.GetMeta()[mcp.MetaIdempotencyKey].(string)
+		if !ok {
+			key = "(none)"
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: key}}}, nil, nil
+	})
+
 	// Structured results: with a stub text, and with the data as text too (what the
 	// SDK sends for a tool with an output type).
 	sdk.AddTool(s, &sdk.Tool{Name: "stats", Description: "Order statistics."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
@@ -436,6 +452,34 @@ func TestCallAfterIdleCrash(t *testing.T) {
 	time.Sleep(time.Second) // the process exits 100ms after answering
 	if out, err := find(t, m, "ping").Call(ctx, runtime.ToolInput{}); err != nil || out != "pong" {
 		t.Errorf("the call after the crash: %q %v", out, err)
+	}
+}
+
+// The call's idempotency key reaches the server in _meta, and the same key again
+// when the call is sent once more to a restarted server.
+func TestIdempotencyKeyInMeta(t *testing.T) {
+	ctx := context.Background()
+	plain := start(t, []spec.MCPServer{self(t, "once", map[string]string{})}, nil)
+	server := self(t, "once", map[string]string{"AGENTRUN_TEST_MCP_MARKER": filepath.Join(t.TempDir(), "crashed")})
+	server.Idempotent = []string{"idempotency_key"}
+	crashing := start(t, []spec.MCPServer{server}, nil)
+	tests := []struct {
+		name string
+		m    *mcp.Manager
+		key  string
+		want string
+	}{
+		{"a key", plain, "run-1/call-1", "run-1/call-1"},
+		{"no key", plain, "", "(none)"},
+		{"the same key after a restart", crashing, "run-1/call-2", "run-1/call-2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := find(t, tt.m, "idempotency_key").Call(ctx, runtime.ToolInput{Args: map[string]any{}, IdempotencyKey: tt.key})
+			if err != nil || out != tt.want {
+				t.Errorf("out %q, err %v; want %q", out, err, tt.want)
+			}
+		})
 	}
 }
 
