@@ -1,10 +1,11 @@
 // Package memory is the process-local runtime.Store: for tests, and for runs that
 // need no memory beyond the process. Each kind of seen entities keeps an index, so
-// Seen is a map lookup. It keeps paused runs too (runtime.PausedRuns), which end with
-// the process like everything else.
+// Seen is a map lookup. It keeps paused runs (runtime.PausedRuns) and blobs
+// (runtime.Blobs) too, which end with the process like everything else.
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"context"
@@ -24,6 +25,14 @@ type Store struct {
 	conversations map[string]*conversation
 	commits       uint64 // counts the commits to conversations: the latest's number
 	paused        map[string]runtime.PausedRun
+	blobs         map[string]blob
+	blobsSwept    int // how many blobs the last sweep of expired ones left
+}
+
+// blob is a value of runtime.Blobs; expires is zero for one that never expires.
+type blob struct {
+	data    []byte
+	expires time.Time
 }
 
 type conversation struct {
@@ -66,12 +75,13 @@ func (k *seenKind) list() []string {
 var (
 	_ runtime.Store      = (*Store)(nil)
 	_ runtime.PausedRuns = (*Store)(nil)
+	_ runtime.Blobs      = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{},
-		paused: map[string]runtime.PausedRun{}}
+		paused: map[string]runtime.PausedRun{}, blobs: map[string]blob{}}
 }
 
 func (s *Store) Facts(_ context.Context, userID string) ([]runtime.Fact, error) {
@@ -301,6 +311,52 @@ func (s *Store) PausedRuns(_ context.Context, q runtime.PausedQuery) ([]runtime.
 		out[i] = clonePaused(out[i])
 	}
 	return out, nil
+}
+
+// PutBlob keeps a copy of data, so the caller may reuse its slice.
+func (s *Store) PutBlob(_ context.Context, key string, data []byte, ttl time.Duration) error {
+	b := blob{data: bytes.Clone(data)}
+	if b.data == nil {
+		b.data = []byte{}
+	}
+	if ttl > 0 {
+		b.expires = time.Now().Add(ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blobs[key] = b
+	if len(s.blobs) >= 2*max(s.blobsSwept, 64) {
+		s.sweepBlobs(time.Now())
+	}
+	return nil
+}
+
+// sweepBlobs drops the expired blobs. PutBlob calls it each time their number has
+// doubled, so blobs never read again do not pile up, at an amortized O(1) a put.
+func (s *Store) sweepBlobs(now time.Time) {
+	for key, b := range s.blobs {
+		if b.expired(now) {
+			delete(s.blobs, key)
+		}
+	}
+	s.blobsSwept = len(s.blobs)
+}
+
+func (b blob) expired(now time.Time) bool { return !b.expires.IsZero() && !now.Before(b.expires) }
+
+// Blob drops the blob it finds expired.
+func (s *Store) Blob(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.blobs[key]
+	if !ok {
+		return nil, runtime.ErrBlobNotFound
+	}
+	if b.expired(time.Now()) {
+		delete(s.blobs, key)
+		return nil, runtime.ErrBlobNotFound
+	}
+	return bytes.Clone(b.data), nil
 }
 
 func (s *Store) Close() error { return nil }

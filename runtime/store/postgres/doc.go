@@ -17,6 +17,8 @@
 //	paused_runs(id, user_id, agent, status, version,        runs paused for approvals
 //	            created_at, created_nanos, expires_at,      (runtime.PausedRuns); times to the
 //	            expires_nanos, state BYTEA)                  nanosecond
+//	blobs(key, data BYTEA, expires)                         large values kept by key for a
+//	                                                         while (runtime.Blobs)
 //
 // Migrations (migrate.go) are versioned in the schema's agentrun_migrations table
 // under the component "store" and run by pgdb.Migrate: in one transaction, under an
@@ -48,6 +50,11 @@
 // committed to for that long, a commit to it starts it afresh (maybe for another
 // user), and commits delete expired conversations at most once a minute per
 // process. Facts and paused runs never expire.
+//
+// A blob's expiry is reckoned by the server's clock (now()), at PutBlob and at Blob,
+// so processes with skewed clocks agree; Blob skips an expired row, and PutBlob
+// deletes the expired ones at most once a minute per process, in the background.
+// Forget leaves blobs: they belong to no user.
 //
 // postgres imports runtime and internal/pgdb; it must not import cmd.
 package postgres

@@ -86,6 +86,16 @@ var migrations = []string{
 	);
 	CREATE INDEX paused_runs_user ON paused_runs(user_id, created_at DESC, created_nanos DESC, id);
 	CREATE INDEX paused_runs_expires ON paused_runs(expires_at, expires_nanos, id);`,
+
+	// 2: blobs (runtime.Blobs), the values a durable engine's history holds by
+	// reference. expires is NULL for a blob that never expires; the partial index
+	// finds the expired ones for the sweep.
+	`CREATE TABLE blobs (
+		key     TEXT PRIMARY KEY,
+		data    BYTEA NOT NULL,
+		expires TIMESTAMPTZ
+	);
+	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
 }
 
 // Version is the schema version this agentrun writes.

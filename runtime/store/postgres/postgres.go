@@ -22,11 +22,12 @@ import (
 type Store struct {
 	db  *pgdb.DB
 	ttl time.Duration
-	// swept and analyzed are when expired conversations were last deleted and
-	// seen's statistics last refreshed (Unix nanoseconds); upkeep counts the
-	// background goroutines doing either, which Close waits for.
-	swept, analyzed atomic.Int64
-	upkeep          sync.WaitGroup
+	// swept, analyzed and blobsSwept are when expired conversations were last
+	// deleted, seen's statistics last refreshed and expired blobs last deleted (Unix
+	// nanoseconds); upkeep counts the background goroutines doing any, which Close
+	// waits for.
+	swept, analyzed, blobsSwept atomic.Int64
+	upkeep                      sync.WaitGroup
 	// upkeepCtx ends when the store closes: upkeep in flight gives up.
 	upkeepCtx  context.Context
 	stopUpkeep context.CancelFunc
@@ -35,6 +36,7 @@ type Store struct {
 var (
 	_ runtime.Store      = (*Store)(nil)
 	_ runtime.PausedRuns = (*Store)(nil)
+	_ runtime.Blobs      = (*Store)(nil)
 )
 
 // Upkeep: at most once per upkeepEvery in a process, a commit starts deleting the
@@ -736,4 +738,59 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 		return nil, nil
 	}
 	return out, nil
+}
+
+// PutBlob upserts the key's row. Its expiry is reckoned by the server's clock, as
+// Blob's check is, so processes with skewed clocks agree on it. At most once per
+// upkeepEvery in a process it starts deleting the expired blobs in the background.
+func (s *Store) PutBlob(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	if data == nil {
+		data = []byte{} // NOT NULL: an empty blob, as it was given
+	}
+	var ms *int64
+	if ttl > 0 {
+		ms = new(ttl.Milliseconds())
+		if *ms == 0 {
+			*ms = 1 // a ttl under a millisecond still expires
+		}
+	}
+	_, err := s.db.Pool.Exec(ctx, `INSERT INTO blobs(key, data, expires)
+		VALUES($1, $2, now() + $3::bigint * interval '1 millisecond')
+		ON CONFLICT(key) DO UPDATE SET data = excluded.data, expires = excluded.expires`, key, data, ms)
+	if err != nil {
+		return fmt.Errorf("postgres store: put blob %q: %w", key, err)
+	}
+	if s.due(&s.blobsSwept, time.Now()) {
+		s.background(s.sweepBlobs)
+	}
+	return nil
+}
+
+// sweepBlobs deletes the expired blobs, found by blobs_expires, sweepBatch at a
+// time; a failure, or the end of ctx, leaves the rest to the next sweep.
+func (s *Store) sweepBlobs(ctx context.Context) {
+	for {
+		tag, err := s.db.Pool.Exec(ctx, `DELETE FROM blobs WHERE key IN (
+			SELECT key FROM blobs WHERE expires <= now() LIMIT $1)`, sweepBatch)
+		if err != nil || tag.RowsAffected() < sweepBatch {
+			return
+		}
+	}
+}
+
+// Blob reads the key's row unless it expired; the sweep deletes it later.
+func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
+	var data []byte
+	err := s.db.Pool.QueryRow(ctx, `SELECT data FROM blobs WHERE key = $1 AND (expires IS NULL OR expires > now())`,
+		key).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, runtime.ErrBlobNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: blob %q: %w", key, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
 }

@@ -22,6 +22,7 @@
 //	                                        (Unix milliseconds)
 //	<prefix>paused:expires           ZSET   the ids of every paused run, scored by expires
 //	                                        (Unix milliseconds)
+//	<prefix>blob:<key>               STRING a blob (runtime.Blobs), its ttl the key's expiry (PX)
 //
 // A commit adds only the entities its run revealed, each with the next score, and
 // drops the lowest scored beyond Record.MaxSeen. Seen asks for one entity's score
@@ -44,6 +45,7 @@
 // PausedRuns reads ids from an index — with a limit, on through the ids sharing the
 // last one's millisecond — then the hashes, and orders them to the nanosecond. Forget
 // deletes the user's paused runs; DeleteConversation leaves them.
+// Blobs belong to no user: Forget leaves them, and they go when their ttl ends.
 //
 // A conversation belongs to the user of its first commit, as in the memory store.
 // With Options.TTL set, each commit resets the expiry of every key of the

@@ -42,6 +42,7 @@ type Store struct {
 var (
 	_ runtime.Store      = (*Store)(nil)
 	_ runtime.PausedRuns = (*Store)(nil)
+	_ runtime.Blobs      = (*Store)(nil)
 )
 
 const (
@@ -115,6 +116,9 @@ func (s *Store) userConvsKey(user string) string { return s.userKey(user, "conve
 func (s *Store) pausedKey(id string) string       { return s.runKey(id, "paused") }
 func (s *Store) userPausedKey(user string) string { return s.userKey(user, "paused") }
 func (s *Store) expiringKey() string              { return s.prefix + "paused:expires" }
+
+// A blob's key is apart from every conversation's, user's and run's.
+func (s *Store) blobKey(key string) string { return s.prefix + "blob:" + escaper.Replace(key) }
 
 // storedFact is a fact's value in the user's facts hash; the key is the hash field.
 type storedFact struct {
@@ -913,6 +917,29 @@ func (s *Store) transact(ctx context.Context, fn func(*goredis.Tx) error, keys .
 // matters comes back as an error, which agentrun reports where it belongs, so its log
 // lines would only break -q and the progress output.
 var quietClient sync.Once
+
+// PutBlob sets the blob's key with the ttl as its expiry (PX), which Redis enforces:
+// an expired blob is gone for every reader at once, and Redis reclaims its memory.
+func (s *Store) PutBlob(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	if ttl > 0 && ttl < time.Millisecond {
+		ttl = time.Millisecond // PX counts milliseconds; a shorter ttl still expires
+	}
+	if err := s.client.Set(ctx, s.blobKey(key), data, max(ttl, 0)).Err(); err != nil {
+		return fmt.Errorf("redis store: put blob %q: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
+	data, err := s.client.Get(ctx, s.blobKey(key)).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, runtime.ErrBlobNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis store: blob %q: %w", key, err)
+	}
+	return data, nil
+}
 
 type discardLogger struct{}
 

@@ -3,7 +3,7 @@
 // and several agentrun processes may share the file: the database runs in WAL mode,
 // every write is one IMMEDIATE transaction and waits up to five seconds for the lock.
 //
-// The file holds six tables (PRAGMA user_version is the schema version; Open applies
+// The file holds seven tables (PRAGMA user_version is the schema version; Open applies
 // the missing migrations and refuses a file written by a newer agentrun):
 //
 //	conversations(id, user_id, turns, updated_at)           one row per conversation
@@ -15,6 +15,8 @@
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
 //	paused_runs(id, user_id, agent, status, version,        runs paused for approvals
 //	            created_at, expires_at, state)               (runtime.PausedRuns)
+//	blobs(key, data, expires)                               large values kept by key for a
+//	                                                         while (runtime.Blobs)
 //
 // A commit writes only the entities its run revealed and drops the oldest of a kind
 // beyond Record.MaxSeen, so its cost does not grow with the conversation. Seen looks
@@ -28,6 +30,11 @@
 // UpdatePaused is an UPDATE guarded by the version before. Its times are fixed-width RFC 3339, so paused_runs_user(user_id,
 // created_at) and paused_runs_expires(expires_at) give PausedRuns' orders. Forget
 // deletes the user's paused runs; deleting a conversation leaves them.
+//
+// A blob's expires is Unix milliseconds, NULL when it never expires. Blob skips an
+// expired row; PutBlob upserts its row and deletes the expired ones in one
+// transaction, found by the partial index blobs_expires. Forget leaves blobs: they
+// belong to no user.
 //
 // sqlite imports runtime only; it must not import cmd.
 package sqlite

@@ -93,6 +93,17 @@ var migrations = []string{
 	) WITHOUT ROWID;
 	CREATE INDEX paused_runs_user ON paused_runs(user_id, created_at);
 	CREATE INDEX paused_runs_expires ON paused_runs(expires_at);`,
+
+	// 5: blobs (runtime.Blobs), the values a durable engine's history holds by
+	// reference. expires is Unix milliseconds, NULL for a blob that never expires;
+	// the partial index finds the expired ones for PutBlob's sweep. A rowid table:
+	// its rows may be megabytes, which WITHOUT ROWID handles poorly.
+	`CREATE TABLE blobs (
+		key     TEXT PRIMARY KEY,
+		data    BLOB NOT NULL,
+		expires INTEGER
+	);
+	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
 }
 
 // ErrNewerSchema reports a database written by a newer agentrun, whose schema this

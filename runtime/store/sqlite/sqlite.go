@@ -34,6 +34,7 @@ type Store struct {
 var (
 	_ runtime.Store      = (*Store)(nil)
 	_ runtime.PausedRuns = (*Store)(nil)
+	_ runtime.Blobs      = (*Store)(nil)
 )
 
 // Connection settings. busy_timeout comes first so the others wait for the lock too;
@@ -624,6 +625,57 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 		return nil, fmt.Errorf("sqlite store: paused runs: %w", err)
 	}
 	return out, nil
+}
+
+// blobExpiry is when a blob written now with ttl expires, in Unix milliseconds; nil
+// (NULL) for one that never does.
+func blobExpiry(now time.Time, ttl time.Duration) *int64 {
+	if ttl <= 0 {
+		return nil
+	}
+	ms := now.Add(ttl).UnixMilli()
+	return &ms
+}
+
+// PutBlob replaces the key's row and, in the same transaction, deletes the expired
+// blobs, which the partial index blobs_expires finds: nothing else sweeps them, and
+// the cost is paid once per expired blob.
+func (s *Store) PutBlob(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	if data == nil {
+		data = []byte{} // NOT NULL: an empty blob, as it was given
+	}
+	now := time.Now()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE expires <= ?`, now.UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO blobs(key, data, expires) VALUES(?, ?, ?)
+			ON CONFLICT(key) DO UPDATE SET data = excluded.data, expires = excluded.expires`,
+			key, data, blobExpiry(now, ttl))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite store: put blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// Blob reads the key's row unless it expired; the read connection cannot delete
+// it, PutBlob's sweep does.
+func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
+	var data []byte
+	err := s.read.QueryRowContext(ctx, `SELECT data FROM blobs WHERE key = ? AND (expires IS NULL OR expires > ?)`,
+		key, time.Now().UnixMilli()).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, runtime.ErrBlobNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: blob %q: %w", key, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
 }
 
 // inTx runs fn in a write transaction and commits it unless fn fails.

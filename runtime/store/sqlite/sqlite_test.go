@@ -586,3 +586,37 @@ func BenchmarkLoadSave(b *testing.B) {
 		return s
 	})
 }
+
+// PutBlob deletes the expired blobs: nothing else would, as Blob reads on the
+// query-only connection.
+func TestPutBlobSweepsExpired(t *testing.T) {
+	s, _ := openTemp(t)
+	for _, key := range []string{"old1", "old2"} {
+		if err := s.PutBlob(ctx, key, []byte("x"), time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutBlob(ctx, "kept", []byte("y"), 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := s.PutBlob(ctx, "new", []byte("z"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.read.Query(`SELECT key FROM blobs ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if want := []string{"kept", "new"}; !slices.Equal(keys, want) {
+		t.Errorf("rows %q, want %q", keys, want)
+	}
+}

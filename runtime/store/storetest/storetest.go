@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite of runtime.Store: every store — memory,
-// sqlite, redis — runs the same tests.
+// Package storetest is the conformance suite of runtime.Store, runtime.PausedRuns and
+// runtime.Blobs: every store — memory, sqlite, redis, postgres — runs the same tests.
 package storetest
 
 import (
@@ -51,6 +51,9 @@ func Run(t *testing.T, open Open) {
 	t.Run("PausedUpdateRace", func(t *testing.T) { testPausedUpdateRace(t, open(t)) })
 	t.Run("PausedList", func(t *testing.T) { testPausedList(t, open(t)) })
 	t.Run("PausedForget", func(t *testing.T) { testPausedForget(t, open(t)) })
+	t.Run("BlobsRoundTrip", func(t *testing.T) { testBlobsRoundTrip(t, open(t)) })
+	t.Run("BlobsExpiry", func(t *testing.T) { testBlobsExpiry(t, open(t)) })
+	t.Run("BlobsConcurrent", func(t *testing.T) { testBlobsConcurrent(t, open(t)) })
 }
 
 var ctx = context.Background()
