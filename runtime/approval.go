@@ -313,6 +313,8 @@ type ResumeRequest struct {
 	Decider  Decider
 	Observer Observer
 	OnDelta  func(text string)
+	// Host runs the execution; nil is this process (see Request.Host).
+	Host Host
 }
 
 // Resume goes on with a paused run as a new execution, once every call it waits
@@ -324,7 +326,7 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		return nil, errors.New("agent has no model")
 	}
 	store := a.PausedRuns()
-	now := a.now()
+	now := a.now(req.Host)
 	var p PausedRun
 	var st *pausedState
 	abandoned := false
@@ -359,7 +361,7 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
+	ctx, cancel := hostOf(req.Host).RunContext(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
 	defer cancel()
 	r := a.restore(ctx, &p, st, &req)
 	r.finishPaused(st, now, abandoned)
@@ -373,7 +375,7 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 // restore rebuilds a paused run's state for the execution that resumes it.
 func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req *ResumeRequest) *run {
 	rq := &Request{User: st.User, Conversation: st.Conversation, TraceConversation: st.TraceConversation, Intent: st.Intent,
-		History: st.History, Seen: st.Seen, Observer: req.Observer, OnDelta: req.OnDelta, RunID: p.ID}
+		History: st.History, Seen: st.Seen, Observer: req.Observer, OnDelta: req.OnDelta, RunID: p.ID, Host: req.Host}
 	res := st.Result
 	res.RunID, res.Pending, res.Stop, res.Detail, res.Answer = p.ID, nil, "", "", ""
 	res.Prior = &Prior{Steps: len(res.Steps), Usage: res.Usage, Cost: st.Cost}
@@ -383,7 +385,7 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 		}
 	}
 	r := &run{agent: a, req: rq, ctx: ctx, tally: &sync.Mutex{}, state: StateToolExecuting, result: &res, messages: st.Messages,
-		signatures: st.Signatures, started: time.Now(), seen: newSeenEntities(st.Seen),
+		signatures: st.Signatures, started: hostOf(req.Host).Now(), seen: newSeenEntities(st.Seen),
 		rejections: st.Rejections, planRejections: st.PlanRejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
 		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided, id: p.ID}
@@ -482,7 +484,7 @@ func (r *run) finishPaused(st *pausedState, now time.Time, abandoned bool) {
 			r.emit(Event{Kind: EventToolRefused, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.shownArgs(), Error: c.result})
 		}
 	}
-	r.runParallel(calls, runnable, r.agent.settings.Guards.MaxParallelTools)
+	r.runParallel(r.ctx, calls, runnable)
 	r.absorb(calls, runnable)
 	for i := range calls {
 		// A call that waited and did not run leaves the duplicate guard: the model
@@ -617,7 +619,7 @@ func (r *run) discardPause(id string) {
 
 func (r *run) storePaused(calls []call) error {
 	a := r.agent
-	now := a.now()
+	now := a.now(r.req.Host)
 	id := cmp.Or(r.req.RunID, r.resumed, r.id)
 	st := &pausedState{Format: pausedFormat, SpecVersion: a.version, SpecFile: absPath(a.spec.Pos.File), User: r.req.User, Conversation: r.req.Conversation,
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
@@ -668,7 +670,8 @@ func (a *Agent) PausedRuns() PausedRuns {
 	return p
 }
 
-func newRunID() string {
+// NewRunID is a new random run id.
+func NewRunID() string {
 	b := make([]byte, 12)
 	rand.Read(b)
 	return "run_" + hex.EncodeToString(b)

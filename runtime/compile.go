@@ -93,11 +93,13 @@ type Agent struct {
 	workflow       *workflow         // the spec's workflow; nil: the model decides
 }
 
-func (a *Agent) now() time.Time {
+// now is the clock approvals expire by: the agent's when it has one (tests move
+// it on), else the host's.
+func (a *Agent) now(h Host) time.Time {
 	if a.clock != nil {
 		return a.clock()
 	}
-	return time.Now()
+	return hostOf(h).Now()
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled

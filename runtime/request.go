@@ -40,6 +40,9 @@ type Request struct {
 	// Approvals says what happens to a call that needs a person's approval: the
 	// default pauses the run; ApprovalsRefuse refuses the call.
 	Approvals ApprovalMode
+	// Host runs the run's time and concurrency; nil is this process (LocalHost).
+	// A durable engine's workflow passes its own.
+	Host Host
 }
 
 // ApprovalMode says what a run does with a call that needs a person's approval.

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -188,14 +187,14 @@ func (r *run) classify() (string, float64, error) {
 	}
 	defer release()
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages)})
-	start := time.Now()
+	start := r.now()
 	resp, err := a.routerModel.Complete(r.ctx, req)
 	if err != nil {
 		return "", 0, fmt.Errorf("the classifier failed: %v", err)
 	}
 	usage := resp.Usage
 	cost := r.account(PurposeClassifier, usage)
-	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeClassifier, Usage: &usage, Cost: cost, Duration: time.Since(start), Finish: resp.FinishReason})
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeClassifier, Usage: &usage, Cost: cost, Duration: r.since(start), Finish: resp.FinishReason})
 	var out struct {
 		Intent     string   `json:"intent"`
 		Confidence *float64 `json:"confidence"`

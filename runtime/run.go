@@ -79,7 +79,7 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
+	ctx, cancel := hostOf(req.Host).RunContext(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
 	defer cancel()
 	r := &run{
 		agent:      a,
@@ -88,11 +88,14 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		state:      StateThinking,
 		result:     &Result{Intent: req.Intent, Steps: []Step{}, RunID: req.RunID}, // --json shows [] rather than null
 		signatures: map[string]string{},
-		started:    time.Now(),
+		started:    hostOf(req.Host).Now(),
 		seen:       newSeenEntities(req.Seen),
-		id:         cmp.Or(req.RunID, newRunID()),
+		id:         req.RunID,
 		parent:     parent,
 		tally:      &sync.Mutex{},
+	}
+	if r.id == "" {
+		r.id = NewRunID()
 	}
 	if parent != nil {
 		r.tally = parent.run.tally
@@ -135,7 +138,7 @@ func (r *run) end() *Result {
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen.result(r.req.Seen)
 	r.commit()
-	r.result.Duration = time.Since(r.started)
+	r.result.Duration = r.since(r.started)
 	return r.result
 }
 
@@ -198,7 +201,7 @@ func (r *run) emit(e Event) {
 	if r.req.Observer == nil {
 		return
 	}
-	e.Time = time.Now()
+	e.Time = r.now()
 	r.stamp(&e)
 	if e.Turn == 0 {
 		e.Turn = r.result.Turns
@@ -265,7 +268,7 @@ func (r *run) think() *Message {
 	}
 	r.result.Turns++
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
-	start := time.Now()
+	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
 		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
@@ -289,7 +292,7 @@ func (r *run) think() *Message {
 	}
 	usage := resp.Usage
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(msg.ToolCalls), Usage: &usage, Cost: cost,
-		Duration: time.Since(start), Finish: resp.FinishReason, Reasoning: reasoning})
+		Duration: r.since(start), Finish: resp.FinishReason, Reasoning: reasoning})
 	if len(msg.ToolCalls) == 0 {
 		return r.draft(msg, resp.FinishReason)
 	}
@@ -328,7 +331,7 @@ var errMaxRunTime = errors.New("max_run_time")
 
 func (r *run) stopForContext(err error) {
 	switch {
-	case errors.Is(context.Cause(r.ctx), errMaxRunTime):
+	case errors.Is(CauseOf(r.ctx), errMaxRunTime):
 		r.stop(StopTimeout, fmt.Sprintf("the run took longer than max_run_time (%s)", r.agent.settings.Guards.MaxRunTime))
 	case errors.Is(err, context.DeadlineExceeded):
 		r.stop(StopTimeout, "the run's deadline passed")
@@ -447,12 +450,12 @@ func (r *run) executeTools() {
 	var work []int
 	for _, i := range runnable {
 		if calls[i].tool.plan {
-			r.execute(&calls[i])
+			r.execute(r.ctx, &calls[i])
 		} else {
 			work = append(work, i)
 		}
 	}
-	r.runParallel(calls, work, g.MaxParallelTools)
+	r.runParallel(r.ctx, calls, work)
 	r.absorb(calls, runnable)
 	if waiting && r.pause(calls) {
 		return
@@ -646,29 +649,19 @@ func schemaProblems(err error) string {
 	return strings.Join(out, "; ")
 }
 
-// runParallel runs the runnable calls with at most limit at a time.
-func (r *run) runParallel(calls []call, runnable []int, limit int) {
+// runParallel runs the runnable calls, at most guards.max_parallel_tools at a time.
+func (r *run) runParallel(ctx context.Context, calls []call, runnable []int) {
 	if len(runnable) == 0 {
 		return
 	}
-	if len(runnable) == 1 {
-		r.execute(&calls[runnable[0]])
-		return
-	}
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for _, i := range runnable {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			r.execute(&calls[i])
-		})
-	}
-	wg.Wait()
+	r.host().Go(ctx, len(runnable), r.agent.settings.Guards.MaxParallelTools, func(ctx context.Context, i int) {
+		r.execute(ctx, &calls[runnable[i]])
+	})
 }
 
-// execute runs one prepared call with its timeout and output cap.
-func (r *run) execute(c *call) {
+// execute runs one prepared call with its timeout and output cap; ctx is the
+// context of the branch it runs in.
+func (r *run) execute(ctx context.Context, c *call) {
 	t := c.tool
 	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
 	switch {
@@ -681,9 +674,9 @@ func (r *run) execute(c *call) {
 		r.emit(e)
 		return
 	case t.subAgent != "":
-		r.callSubAgent(c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
+		r.callSubAgent(ctx, c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
 	default:
-		r.callTool(c)
+		r.callTool(ctx, c)
 	}
 	r.filterToolResult(c)
 	if len(c.result) > t.maxOutput {
@@ -698,16 +691,16 @@ func (r *run) execute(c *call) {
 }
 
 // callTool runs the call's tool with its timeout.
-func (r *run) callTool(c *call) {
+func (r *run) callTool(ctx context.Context, c *call) {
 	t := c.tool
-	ctx, cancel := context.WithTimeout(r.ctx, t.timeout)
+	ctx, cancel := r.host().CallContext(ctx, t.timeout)
 	defer cancel()
-	start := time.Now()
+	start := r.now()
 	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
-		Name: c.tc.Name, CallID: c.tc.ID, vars: &r.vars})
-	c.duration = time.Since(start)
+		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: r.id + "/" + c.tc.ID, Timeout: t.timeout, vars: &r.vars})
+	c.duration = r.since(start)
 	switch {
-	case err != nil && ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil:
+	case err != nil && (ctx.Err() == context.DeadlineExceeded || errors.Is(err, ErrToolTimeout)) && r.ctx.Err() == nil:
 		c.outcome, c.result = OutcomeError, fmt.Sprintf("Error: %s timed out after %s.", c.tc.Name, t.timeout)
 		r.emit(Event{Kind: EventGuard, Guard: GuardToolTimeout, Tool: c.tc.Name, CallID: c.tc.ID, Message: t.timeout.String()})
 	case err != nil:

@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/agentrun/agentrun/spec"
 )
@@ -93,14 +93,14 @@ var errNoSubAgent = errors.New("the agent is not available")
 //
 // seen are the entities revealed so far, this run's included (seenSoFar), taken
 // by the caller where nothing else changes them.
-func (r *run) delegate(name, task, callID string, seen map[string][]string) (*run, error) {
+func (r *run) delegate(ctx context.Context, name, task, callID string, seen map[string][]string) (*run, error) {
 	sub := r.agent.subAgents[name]
 	if sub == nil {
 		return nil, fmt.Errorf("%w: %s", errNoSubAgent, name)
 	}
 	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse}
-	return sub.execute(r.ctx, req, &parentLink{run: r, agent: name, callID: callID})
+		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse, Host: r.req.Host, RunID: r.id + "/" + callID}
+	return sub.execute(ctx, req, &parentLink{run: r, agent: name, callID: callID})
 }
 
 // handoff hands the run to the agent its intent names: the specialist answers the
@@ -110,7 +110,8 @@ func (r *run) delegate(name, task, callID string, seen map[string][]string) (*ru
 func (r *run) handoff() {
 	it := r.intent
 	req := &Request{Input: r.input(), User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse}
+		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse,
+		Host: r.req.Host, RunID: r.id + "/" + it.agent}
 	if req.History == nil {
 		req.History = []Message{}
 	}
@@ -182,13 +183,13 @@ func (sub *run) summary(steps bool) *AgentRun {
 
 // callSubAgent is a call of a sub-agent's tool: its answer is the result; a sub-run
 // that stopped is an error the model can act on.
-func (r *run) callSubAgent(c *call) {
-	start := time.Now()
+func (r *run) callSubAgent(ctx context.Context, c *call) {
+	start := r.now()
 	task, _ := c.args[spec.SubAgentTaskParam].(string)
 	// The response's calls run in parallel, but none changes the entities until
 	// they all ran (absorb): reading them here is safe.
-	sub, err := r.delegate(c.tool.subAgent, task, c.tc.ID, r.seenSoFar())
-	c.duration = time.Since(start)
+	sub, err := r.delegate(ctx, c.tool.subAgent, task, c.tc.ID, r.seenSoFar())
+	c.duration = r.since(start)
 	switch {
 	case err != nil:
 		c.outcome, c.result = OutcomeError, "Error: "+err.Error()

@@ -109,6 +109,10 @@ type flow struct {
 	// ordered: the model answers calls in the order they arrive (a script, a
 	// recorder), so concurrent steps that call it run one at a time.
 	ordered bool
+	// serial: every parallel branch and for_each item runs one at a time, in
+	// order. A durable engine's workflow (a host other than this process) runs
+	// them so: what they share is guarded by a mutex a workflow cannot wait on.
+	serial bool
 	// fatal is set when a guard or the run's context ends the whole workflow,
 	// whatever the steps' on_error says; under mu.
 	fatal *flowStop
@@ -150,7 +154,8 @@ type frame struct {
 // workflow_failed and the fallback message.
 func (r *run) runWorkflow() {
 	w := r.agent.workflow
-	f := &flow{r: r, base: r.result.Turns, ordered: isOrdered(r.agent.model)}
+	_, local := r.host().(LocalHost)
+	f := &flow{r: r, base: r.result.Turns, ordered: isOrdered(r.agent.model), serial: !local}
 	top := &frame{outputs: map[string]any{}, top: true}
 	err := f.runSteps(top, w.steps)
 	f.sync(top)
@@ -270,13 +275,13 @@ func (s StepStatus) final() bool { return s != StepStarted }
 // runStep runs one step and records its output, following its on_error.
 func (f *flow) runStep(fr *frame, st *flowStep) error {
 	s := st.spec
-	start := time.Now()
+	start := f.r.now()
 	f.emitStep(st, StepStarted, 0, nil)
 	if s.When != nil && s.When.Program != nil {
 		hold, err := evalBool(s.When.Program, f.values(fr, nil).env(spec.EnvWorkflow))
 		if err == nil && !hold {
 			f.skip(fr, st)
-			f.emitStep(st, StepSkipped, time.Since(start), nil)
+			f.emitStep(st, StepSkipped, f.r.since(start), nil)
 			return nil
 		}
 		if err != nil {
@@ -308,7 +313,7 @@ func (f *flow) runStep(fr *frame, st *flowStep) error {
 	if ok, _ := out[spec.OutOK].(bool); !ok {
 		status = StepErrored // for_each items that failed under continue or fallback
 	}
-	f.emitStep(st, status, time.Since(start), nil)
+	f.emitStep(st, status, f.r.since(start), nil)
 	return nil
 }
 
@@ -333,13 +338,13 @@ func (f *flow) failed(fr *frame, st *flowStep, start time.Time, err error) error
 		}
 	}
 	if fatal || policy == spec.OnErrorFail {
-		f.emitStep(st, StepFailed, time.Since(start), err)
+		f.emitStep(st, StepFailed, f.r.since(start), err)
 		if fatal {
 			return err
 		}
 		return &stepError{st.spec.Name, err}
 	}
-	f.emitStep(st, StepErrored, time.Since(start), err)
+	f.emitStep(st, StepErrored, f.r.since(start), err)
 	return nil
 }
 
@@ -437,7 +442,7 @@ func (f *flow) tool(fr *frame, st *flowStep, env map[string]any, id string) (map
 	r.seen.pending = nil
 	f.mu.Unlock()
 	if c.outcome == "" { // prepared: it runs
-		r.execute(c)
+		r.execute(r.ctx, c)
 	}
 	fr.steps = append(fr.steps, Step{Turn: fr.turn, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(), Discarded: c.discarded,
 		modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments), Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration})
@@ -544,7 +549,7 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	turn := f.base + f.turns
 	f.mu.Unlock()
 	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Messages: len(req.Messages)})
-	start := time.Now()
+	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
 		f.mu.Lock()
@@ -563,7 +568,7 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	f.mu.Unlock()
 	usage := resp.Usage
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Usage: &usage, Cost: cost,
-		Duration: time.Since(start), Finish: resp.FinishReason})
+		Duration: f.r.since(start), Finish: resp.FinishReason})
 	switch resp.FinishReason {
 	case FinishLength:
 		return nil, errors.New("the model's answer was cut off (finish_reason length)")
@@ -657,9 +662,9 @@ func (f *flow) agentStep(fr *frame, st *flowStep, env map[string]any, id string)
 	}
 	f.mu.Unlock()
 	args, _ := json.Marshal(map[string]string{spec.SubAgentTaskParam: task})
-	start := time.Now()
-	sub, err := r.delegate(st.spec.Agent, task, id, seen)
-	step := Step{Turn: fr.turn, Tool: st.spec.Agent, CallID: id, Arguments: string(args), modelArgs: string(args), Duration: time.Since(start)}
+	start := r.now()
+	sub, err := r.delegate(r.ctx, st.spec.Agent, task, id, seen)
+	step := Step{Turn: fr.turn, Tool: st.spec.Agent, CallID: id, Arguments: string(args), modelArgs: string(args), Duration: r.since(start)}
 	if err != nil {
 		step.Outcome, step.Result = OutcomeError, "Error: "+err.Error()
 		fr.steps = append(fr.steps, step)
@@ -878,6 +883,9 @@ func isOrdered(m Model) bool {
 // script answers them, and a recorder keeps them, in the same order on every run.
 // Real providers answer concurrent steps at once.
 func (f *flow) inOrder(st *flowStep) bool {
+	if f.serial {
+		return true
+	}
 	if !f.ordered {
 		return false
 	}

@@ -1,0 +1,142 @@
+package temporal
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"go.temporal.io/sdk/workflow"
+)
+
+// host is a runtime.Host inside a workflow: workflow time, timers that end a
+// run's context, and coroutines for a run's parallel branches. The workflow
+// context each branch must use travels in the context.Context the runtime
+// passes down (withWorkflow).
+type host struct{ root workflow.Context }
+
+var _ runtime.Host = host{}
+
+func (h host) Now() time.Time { return workflow.Now(h.root) }
+
+// RunContext ends the run's context when a workflow timer fires, and cancels
+// the workflow context its activities run in, so a call in flight ends too.
+func (h host) RunContext(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	parent := workflowOf(ctx)
+	wctx, cancelActivities := workflow.WithCancel(parent)
+	rc := &runContext{Context: withWorkflow(ctx, wctx), wctx: wctx}
+	timerCtx, cancelTimer := workflow.WithCancel(parent)
+	timer := workflow.NewTimer(timerCtx, d)
+	workflow.Go(parent, func(c workflow.Context) {
+		if timer.Get(c, nil) == nil { // fired, not canceled
+			rc.end(context.DeadlineExceeded, cause)
+			cancelActivities()
+		}
+	})
+	return rc, func() {
+		cancelTimer()
+		cancelActivities()
+	}
+}
+
+// CallContext leaves the call's timeout to its activity (runtime.ToolInput.Timeout).
+func (host) CallContext(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return ctx, func() {}
+}
+
+func (host) Go(ctx context.Context, n, limit int, fn func(ctx context.Context, i int)) {
+	if n == 1 {
+		fn(ctx, 0)
+		return
+	}
+	parent := workflowOf(ctx)
+	sem := workflow.NewSemaphore(parent, int64(max(limit, 1)))
+	wg := workflow.NewWaitGroup(parent)
+	for i := range n {
+		if err := sem.Acquire(parent, 1); err != nil {
+			// The workflow is canceled: run the rest anyway, so each gets its error.
+			fn(ctx, i)
+			continue
+		}
+		wg.Add(1)
+		workflow.Go(parent, func(c workflow.Context) {
+			defer wg.Done()
+			defer sem.Release(1)
+			fn(withWorkflow(ctx, c), i)
+		})
+	}
+	wg.Wait(parent)
+}
+
+type workflowKey struct{}
+
+// withWorkflow carries the workflow context the code under ctx runs in.
+func withWorkflow(ctx context.Context, w workflow.Context) context.Context {
+	return context.WithValue(ctx, workflowKey{}, w)
+}
+
+// workflowOf is the workflow context the caller runs in; nil outside a workflow.
+func workflowOf(ctx context.Context) workflow.Context {
+	w, _ := ctx.Value(workflowKey{}).(workflow.Context)
+	return w
+}
+
+// runContext is a run's context inside a workflow. It ends when the run's
+// timer fires or the workflow is canceled, both at points the workflow's history
+// fixes, so a replay sees it end exactly where the first execution did.
+type runContext struct {
+	context.Context
+	wctx workflow.Context
+
+	mu         sync.Mutex
+	err, cause error
+	done       chan struct{}
+}
+
+func (c *runContext) end(err, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err, c.cause = err, cause
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+}
+
+func (c *runContext) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if c.wctx.Err() != nil {
+		return context.Canceled
+	}
+	return c.Context.Err()
+}
+
+func (c *runContext) Cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cause != nil {
+		return c.cause
+	}
+	if c.err != nil {
+		return c.err
+	}
+	return runtime.CauseOf(c.Context)
+}
+
+func (c *runContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}

@@ -1,0 +1,111 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Register registers the run workflow and its activities for the agents, by
+// their names, with a worker. Every worker of a task queue must register the
+// same agents at the same versions.
+func Register(w worker.Registry, agents []*runtime.Agent, o Options) error {
+	e, acts, err := newEngine(agents, o)
+	if err != nil {
+		return err
+	}
+	w.RegisterWorkflowWithOptions(e.run, workflow.RegisterOptions{Name: WorkflowRun})
+	for name, fn := range map[string]any{
+		ActivityModel: acts.Model, ActivityTool: acts.Tool,
+		ActivityFacts: acts.Facts, ActivityConversation: acts.Conversation, ActivitySeen: acts.Seen, ActivitySeenEntities: acts.SeenEntities,
+		ActivityCommit: acts.Commit, ActivityPausedRun: acts.PausedRun, ActivityUpdatePaused: acts.UpdatePaused, ActivityPausedRuns: acts.PausedRuns,
+		ActivityCacheLookup: acts.CacheLookup, ActivityCacheLearn: acts.CacheLearn, ActivityRetrieve: acts.Retrieve,
+	} {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	return nil
+}
+
+func newEngine(agents []*runtime.Agent, o Options) (*engine, *activities, error) {
+	o = o.withDefaults()
+	e := &engine{agents: map[string]*runtime.Agent{}, o: o}
+	acts := &activities{agents: map[string]*runtime.Agent{}}
+	for _, a := range agents {
+		if acts.agents[a.Name()] != nil {
+			return nil, nil, fmt.Errorf("two agents are named %s: a worker runs each name once", a.Name())
+		}
+		acts.agents[a.Name()] = a
+		e.agents[a.Name()] = rewire(a.Name(), a, o)
+	}
+	return e, acts, nil
+}
+
+// Start starts a run of the agent as a workflow on the task queue. The
+// workflow's id is the run's: req.RunID, or a new one.
+func Start(ctx context.Context, c client.Client, queue string, agent *runtime.Agent, req runtime.Request) (client.WorkflowRun, error) {
+	id := req.RunID
+	if id == "" {
+		id = runtime.NewRunID()
+	}
+	in := RunInput{Agent: agent.Name(), Version: agent.Version(), Request: NewRequest(req)}
+	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, WorkflowRun, in)
+}
+
+// Follow passes the run's events to obs as the workflow makes them (polling
+// its events query every interval) and returns the run's result once it ends.
+func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, obs runtime.Observer, interval time.Duration) (*runtime.Result, error) {
+	type ended struct {
+		out RunOutput
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		var out RunOutput
+		err := run.Get(ctx, &out)
+		done <- ended{out, err}
+	}()
+	seen := 0
+	pass := func(events []runtime.Event) {
+		for _, e := range events {
+			if obs != nil {
+				obs.Observe(e)
+			}
+		}
+		seen += len(events)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return nil, r.err
+			}
+			if r.out.Result == nil {
+				return nil, errors.New("the workflow returned no result")
+			}
+			if seen < len(r.out.Events) {
+				pass(r.out.Events[seen:])
+			}
+			return r.out.Result, nil
+		case <-tick.C:
+			v, err := c.QueryWorkflow(ctx, run.GetID(), "", QueryEvents, seen)
+			if err != nil {
+				continue // no worker has the run yet: ask again
+			}
+			var events []runtime.Event
+			if v.Get(&events) == nil {
+				pass(events)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/runtime"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Names a worker registers and clients use.
+const (
+	// WorkflowRun is the workflow type of a run.
+	WorkflowRun = "agentrun.Run"
+	// QueryEvents returns a run's events from an index on.
+	QueryEvents = "events"
+	// SignalDecided wakes a run waiting for approvals: a decision was stored.
+	SignalDecided = "decided"
+	// DefaultTaskQueue is the task queue of workers and runs that name none.
+	DefaultTaskQueue = "agentrun"
+)
+
+// RunInput starts a run as a workflow.
+type RunInput struct {
+	// Agent names a registered agent (its spec's name); Version is the content
+	// version of the spec the starter loaded: a worker that runs another version
+	// refuses the run rather than run a different agent under its name.
+	Agent   string  `json:"agent"`
+	Version string  `json:"version"`
+	Request Request `json:"request"`
+	// Resume, when set, is the id of a paused run this execution goes on with (a
+	// run that continued as new while it waited for approvals).
+	Resume string `json:"resume,omitempty"`
+}
+
+// Request is what of a runtime.Request crosses into a workflow: no observer, no
+// streaming, no host — the workflow brings its own.
+type Request struct {
+	Input             string               `json:"input"`
+	User              runtime.User         `json:"user"`
+	Conversation      string               `json:"conversation,omitempty"`
+	Intent            string               `json:"intent,omitempty"`
+	History           []runtime.Message    `json:"history,omitempty"`
+	Seen              map[string][]string  `json:"seen,omitempty"`
+	TraceConversation string               `json:"trace_conversation,omitempty"`
+	Ephemeral         bool                 `json:"ephemeral,omitempty"`
+	Approvals         runtime.ApprovalMode `json:"approvals,omitempty"`
+}
+
+// NewRequest is the part of req that crosses into a workflow.
+func NewRequest(req runtime.Request) Request {
+	return Request{Input: req.Input, User: req.User, Conversation: req.Conversation, Intent: req.Intent, History: req.History,
+		Seen: req.Seen, TraceConversation: req.TraceConversation, Ephemeral: req.Ephemeral, Approvals: req.Approvals}
+}
+
+// RunOutput is a finished workflow's result: the run's and all its events.
+type RunOutput struct {
+	Result *runtime.Result `json:"result"`
+	Events []runtime.Event `json:"events"`
+}
+
+// Options tune the activities' timeouts and retries; zero values get defaults.
+type Options struct {
+	// ModelTimeout bounds one model call's attempt (10m); ModelAttempts is how
+	// often a call whose worker was lost or timed out is tried in all (5). A
+	// model's own error is not retried here: its client retried what it could.
+	ModelTimeout  time.Duration
+	ModelAttempts int
+	// ToolAttempts is how often a call of an idempotent tool is tried in all (3);
+	// a tool with idempotent: false is tried once.
+	ToolAttempts int
+	// StoreTimeout and StoreAttempts are those of store and knowledge calls (30s, 3).
+	StoreTimeout  time.Duration
+	StoreAttempts int
+	// Heartbeat is how soon a model or tool call whose worker stopped
+	// heartbeating is tried again elsewhere (10s).
+	Heartbeat time.Duration
+	// ContinueAfter is the history length, in events, past which a run waiting
+	// for approvals continues as new (2000).
+	ContinueAfter int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.ModelTimeout, 10*time.Minute)
+	def(&o.StoreTimeout, 30*time.Second)
+	def(&o.Heartbeat, 10*time.Second)
+	defInt(&o.ModelAttempts, 5)
+	defInt(&o.ToolAttempts, 3)
+	defInt(&o.StoreAttempts, 3)
+	defInt(&o.ContinueAfter, 2000)
+	return o
+}
+
+// engine holds a worker's agents: the real ones its activities call and the
+// workflow's copies that call the activities.
+type engine struct {
+	agents map[string]*runtime.Agent // the workflow's copies, by name
+	o      Options
+}
+
+// eventLog keeps a run's events for the events query.
+type eventLog struct {
+	mu     sync.Mutex
+	events []runtime.Event
+}
+
+func (l *eventLog) Observe(e runtime.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) from(i int) []runtime.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i < 0 || i >= len(l.events) {
+		return nil
+	}
+	return append([]runtime.Event(nil), l.events[i:]...)
+}
+
+// errVersion marks a run its worker must not run.
+const errVersion = "AgentVersion"
+
+// run is the workflow: the agent's run on a workflow host, then, while it
+// waits for approvals, a wait for the decided signal (or the approvals'
+// expiry) and a resumption — the same Run and Resume an in-process caller uses.
+func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
+	agent := e.agents[in.Agent]
+	if agent == nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs no agent %q", in.Agent), errVersion, nil)
+	}
+	if in.Version != "" && in.Version != agent.Version() {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs agent %s at version %s, the run was started at version %s: run workers and the starter on the same spec",
+			in.Agent, short(agent.Version()), short(in.Version)), errVersion, nil)
+	}
+	log := &eventLog{}
+	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(from int) ([]runtime.Event, error) { return log.from(from), nil }); err != nil {
+		return nil, err
+	}
+	h := host{root: ctx}
+	base := withWorkflow(context.Background(), ctx)
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	decided := workflow.GetSignalChannel(ctx, SignalDecided)
+	var res *runtime.Result
+	var err error
+	if in.Resume == "" {
+		rq := in.Request
+		res, err = agent.Run(base, runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
+			History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
+			RunID: id, Observer: log, Host: h})
+	} else {
+		res = &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume}
+	}
+	// Approvals expire approval.timeout after the pause (a little later, so the
+	// store's clock agrees that they did).
+	expires := func() time.Time { return workflow.Now(ctx).Add(agent.Settings().Approval.Timeout + time.Second) }
+	deadline := expires()
+	for err == nil && res.Stop == runtime.StopAwaitingApproval {
+		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter {
+			// The paused run is in the store: the next execution needs only its id.
+			next := in
+			next.Resume, next.Request = res.RunID, Request{}
+			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
+		}
+		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
+		var resumed *runtime.Result
+		resumed, err = agent.Resume(base, runtime.ResumeRequest{RunID: res.RunID, Decider: runtime.Decider{ID: "temporal", Approver: true},
+			Observer: log, Host: h})
+		switch {
+		case errors.Is(err, runtime.ErrUndecided):
+			err = nil // a signal came before every call was decided: wait on
+		case err == nil:
+			res, deadline = resumed, expires()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &RunOutput{Result: res, Events: log.from(0)}, nil
+}
+
+// awaitDecisions waits for a decided signal, or until the run's approvals
+// expire (approval.on_timeout then decides what is left).
+func awaitDecisions(ctx workflow.Context, decided workflow.ReceiveChannel, wait time.Duration) {
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(decided, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	if wait > 0 {
+		sel.AddFuture(workflow.NewTimer(timerCtx, wait), func(workflow.Future) {})
+	}
+	sel.Select(ctx)
+}
+
+func short(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
