@@ -41,6 +41,7 @@ type execOptions struct {
 	// ask: ask on the terminal about calls that need approval; askSet says --ask
 	// was given (else exec asks when stdin and stderr are terminals).
 	ask, askSet bool
+	temporal    temporalFlags
 }
 
 func newExecCommand() *cobra.Command {
@@ -60,8 +61,13 @@ func newExecCommand() *cobra.Command {
 			"The model's server comes from the spec's model section; what it leaves out comes from\n" +
 			"the environment: LLM_BASE_URL or OPENAI_BASE_URL, LLM_API_KEY or OPENAI_API_KEY (unless\n" +
 			"the spec names its own variable with api_key_env), LLM_MODEL_NAME. AGENTRUN_STORE names\n" +
-			"the memory store unless --store does.",
+			"the memory store unless --store does.\n\n" +
+			"With --engine temporal the run is a Temporal workflow that `agentrun worker` runs (the\n" +
+			"worker's model, tools and store; this process only starts it and shows its progress):\n" +
+			"it survives the loss of the worker running it. A run that waits for approval keeps\n" +
+			"waiting as a workflow; `agentrun resume --engine temporal` decides and follows it.",
 		Example: "  agentrun exec --model test examples/agents/code-assistant.yaml \"What is 2*(3+4)?\"\n" +
+			"  agentrun exec --engine temporal --temporal 127.0.0.1:7233 shop.yaml \"Where is my order?\"\n" +
 			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -\n" +
 			"  agentrun exec --ask --user u-42 shop.yaml \"Cancel order A2002\"",
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +95,7 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.audit, "audit", "", "write every MCP tool call (server, tool, arguments, user, outcome) as JSON lines to `FILE`")
 	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
 	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+")")
+	o.temporal.add(f, true)
 	return cmd
 }
 
@@ -101,6 +108,9 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if err := checkModelFlag(o.model); err != nil {
 		return err
 	}
+	if err := o.temporal.check(); err != nil {
+		return err
+	}
 	s, err := loadSpec(cmd, specPath)
 	if err != nil {
 		return err
@@ -108,6 +118,9 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	req, err := execRequest(s, question, o) // usage errors before anything is opened
 	if err != nil {
 		return err
+	}
+	if o.temporal.onTemporal() {
+		return execOnTemporal(cmd, s, req, o)
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
 	telemetryLog := slog.New(slog.NewTextHandler(errOut, nil))
@@ -195,6 +208,36 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		resume: resumeFlags(o.store, s)})
 }
 
+// execOnTemporal starts the run as a workflow and shows it as exec shows a
+// run: the worker's model, tools and store run it, so only the spec's name and
+// version are needed here (the worker refuses another version).
+func execOnTemporal(cmd *cobra.Command, s *spec.Spec, req runtime.Request, o execOptions) error {
+	errOut := cmd.ErrOrStderr()
+	if o.model != "" || o.record != "" || o.audit != "" {
+		return errors.New("--model, --record and --audit apply to the worker's runs: give them to `agentrun worker`")
+	}
+	agent, err := buildAgent(cmd, s, agentrun.Options{Inspect: true, NoModel: true})
+	if err != nil {
+		return err
+	}
+	defer agent.Close()
+	observers, closeTrace, err := execObservers(errOut, agent, o)
+	if err != nil {
+		return err
+	}
+	defer closeTrace()
+	if len(observers) > 0 {
+		req.Observer = observers
+	}
+	result, err := runOnTemporal(cmd, o.temporal, agent, req)
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	return finishResult(cmd, nil, req, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet,
+		resume: append(resumeFlags(o.store, s), o.temporal.resumeFlags()...)})
+}
+
 // resultOptions say how finishResult prints a run's result.
 type resultOptions struct {
 	asJSON, quiet bool
@@ -219,9 +262,12 @@ func finishResult(cmd *cobra.Command, agent *agentrun.Agent, req runtime.Request
 	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
 		return err
 	}
-	// After the answer is out: extraction never delays it.
-	if err := agent.ExtractFacts(cmd.Context(), req, result); err != nil {
-		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+	// After the answer is out: extraction never delays it. (A run on Temporal has
+	// no agent here: its workflow extracted the facts.)
+	if agent != nil {
+		if err := agent.ExtractFacts(cmd.Context(), req, result); err != nil {
+			fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		}
 	}
 	if !result.Completed() {
 		if o.quiet { // progress would have said it; a stopped run is never silent
@@ -309,7 +355,9 @@ func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (mult
 	var observers multiObserver
 	if !o.quiet {
 		observers = append(observers, &progress{w: errOut, start: time.Now()})
-		fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(agent.Spec.Model), len(agent.Tools()))
+		if agent != nil { // nil: a run on Temporal resumes on a worker
+			fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(agent.Spec.Model), len(agent.Tools()))
+		}
 	}
 	if o.trace == "" {
 		return observers, func() {}, nil

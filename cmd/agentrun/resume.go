@@ -21,6 +21,7 @@ type resumeOptions struct {
 	trace                string
 	asJSON, quiet        bool
 	stream               bool
+	temporal             temporalFlags
 }
 
 func newResumeCommand() *cobra.Command {
@@ -66,6 +67,7 @@ func newResumeCommand() *cobra.Command {
 	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
 	f.BoolVar(&o.stream, "stream", false, "stream the model's text as it arrives (also set by model.stream)")
+	o.temporal.add(f, true)
 	return cmd
 }
 
@@ -152,6 +154,9 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		writeResumeCommands(errOut, runID, waiting, flags)
 		return exitError{exitAwaitingApproval}
 	}
+	if o.temporal.onTemporal() {
+		return resumeTemporal(cmd, runID, p, s, o, flags)
+	}
 	if s == nil {
 		if p.Spec == "" {
 			fmt.Fprintf(errOut, "agentrun: the paused run %s does not say which spec file it ran: give --spec\n", runID)
@@ -210,6 +215,29 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	// The request the run was started with, as far as fact extraction reads it.
 	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
 	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
+}
+
+// resumeTemporal wakes the run's workflow, which resumes the run on a worker,
+// and follows it as exec does.
+func resumeTemporal(cmd *cobra.Command, runID string, p *runtime.Paused, s *spec.Spec, o resumeOptions, flags []string) error {
+	errOut := cmd.ErrOrStderr()
+	var obs runtime.Observer
+	if !o.quiet || o.trace != "" {
+		observers, closeTrace, err := execObservers(errOut, nil, execOptions{quiet: o.quiet, trace: o.trace})
+		if err != nil {
+			return err
+		}
+		defer closeTrace()
+		obs = observers
+	}
+	result, err := resumeOnTemporal(cmd, o.temporal, runID, obs)
+	if err != nil {
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
+	return finishResult(cmd, nil, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet,
+		resume: append(flags, o.temporal.resumeFlags()...)})
 }
 
 // waitingCalls are the calls of a paused run nobody decided on yet.

@@ -2,7 +2,8 @@ package temporal_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -24,38 +25,10 @@ import (
 	"go.temporal.io/server/temporaltest"
 )
 
-// deskSpec files tickets: lookup reads, create_ticket writes (an http POST that
-// carries the call's idempotency key).
-const deskSpec = `version: 1
-name: desk
-model:
-  name: gpt-test
-  base_url: ${LLM_BASE_URL:-}
-  api_key_env: LLM_API_KEY
-instructions: You look orders up and file tickets.
-tools:
-  - name: lookup
-    description: Look an order up.
-    parameters:
-      type: object
-      properties: {order: {type: string}}
-      required: [order]
-    http:
-      method: GET
-      url: ${BACKEND}/orders/{{ args.order }}
-  - name: create_ticket
-    description: File a ticket about an order.
-    parameters:
-      type: object
-      properties: {order: {type: string}, text: {type: string}}
-      required: [order, text]
-    http:
-      method: POST
-      url: ${BACKEND}/tickets
-      body: {order: "{{ args.order }}", text: "{{ args.text }}"}
-guards:
-  max_turns: 8
-`
+var update = flag.Bool("update", false, "record the histories under testdata/histories anew")
+
+// deskSpec looks orders up and files tickets.
+const deskSpec = "testdata/desk.yaml"
 
 // backend is the desk's service. A ticket is filed once per idempotency key: a
 // retried call gets the first call's answer.
@@ -122,15 +95,6 @@ func deskModel(req openaitest.Request) openaitest.Reply {
 	return openaitest.Reply{Content: "Filed a ticket for A1; A2 was delivered."}
 }
 
-func writeSpec(t *testing.T, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "desk.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // build assembles the desk agent against the fake model, with store.
 func build(t *testing.T, path string, model string, store runtime.Store) *agentrun.Agent {
 	t.Helper()
@@ -180,7 +144,7 @@ func TestWorkerLostMidRun(t *testing.T) {
 	t.Setenv("LLM_BASE_URL", model.URL)
 	t.Setenv("LLM_API_KEY", "sk-test")
 	back := newBackend(t)
-	path := writeSpec(t, deskSpec)
+	path := deskSpec
 	store := memory.New()
 	const queue = "desk"
 
@@ -211,7 +175,7 @@ func TestWorkerLostMidRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var seen events
-	res, err := temporal.Follow(ctx, c, run, &seen, 100*time.Millisecond)
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{Observer: &seen, Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +220,107 @@ func TestWorkerLostMidRun(t *testing.T) {
 	replayHistory(t, c, run.GetID(), build(t, path, "", memory.New()).Agent)
 }
 
+// The recorded histories replay on the current code: a change that makes a
+// run decide otherwise than it did when recorded fails here. (go test -update
+// records them anew.)
+func TestReplayRecordedHistories(t *testing.T) {
+	t.Setenv("BACKEND", "http://127.0.0.1:9") // a replay calls nothing
+	t.Setenv("LLM_BASE_URL", "http://127.0.0.1:9")
+	t.Setenv("LLM_API_KEY", "sk-test")
+	files, _ := filepath.Glob("testdata/histories/*.json")
+	if len(files) == 0 {
+		t.Fatal("no recorded histories under testdata/histories")
+	}
+	agent := build(t, deskSpec, "", memory.New())
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := temporal.ReadHistory(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if err := temporal.Replay(hist, agent.Agent); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+
+	// The replay can fail: the same agent with a lower max_turns stops where the
+	// recorded run went on.
+	s, err := agentrun.Load(deskSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Guards.MaxTurns = 1
+	strict, diags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Model: offline.Test{}, Store: memory.New(), Version: agent.Version()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	data, _ := os.ReadFile(files[0])
+	hist, _ := temporal.ReadHistory(data)
+	if err := temporal.Replay(hist, strict); err == nil {
+		t.Errorf("%s replayed on an agent that decides otherwise", files[0])
+	}
+}
+
+// A run whose call needs approval waits as a workflow; the decision, stored
+// and signalled, resumes it on the worker, and the approved call runs once.
+func TestApprovalOnTemporal(t *testing.T) {
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	model := openaitest.New(t, deskModel)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	back := newBackend(t)
+	store := memory.New()
+	agent := build(t, "testdata/desk-approval.yaml", "", store)
+	w := newWorker(t, c, "approvals", agent.Agent)
+	defer w.Stop()
+	ctx := context.Background()
+	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}, Conversation: "c-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paused.Stop != runtime.StopAwaitingApproval || len(paused.Pending) != 1 || paused.Pending[0].CallID != "call_2" {
+		t.Fatalf("not paused on call_2: %s %+v", paused.Stop, paused.Pending)
+	}
+	if _, err := runtime.Decide(ctx, store, run.GetID(), runtime.Decider{ID: "boss", Approver: true},
+		runtime.DecideRequest{CallID: "call_2", Approve: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	from, err := temporal.EventCount(ctx, c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := temporal.Decided(ctx, c, run.GetID()); err != nil {
+		t.Fatal(err)
+	}
+	var seen events
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{From: from, Observer: &seen, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != runtime.StopCompleted || len(res.Steps) != 3 || res.Steps[1].Decision == nil || !res.Steps[1].Decision.Approved {
+		t.Fatalf("stop %s (%s), %d steps", res.Stop, res.Detail, len(res.Steps))
+	}
+	back.mu.Lock()
+	defer back.mu.Unlock()
+	if len(back.filed) != 1 || back.requests != 1 {
+		t.Errorf("%d tickets from %d requests, want 1 from 1", len(back.filed), back.requests)
+	}
+	if len(seen.all) == 0 || seen.all[0].Kind == runtime.EventModelRequest && seen.all[0].Turn == 1 {
+		t.Errorf("following from %d showed the run from its start again", from)
+	}
+	if _, err := store.PausedRun(ctx, run.GetID()); !errors.Is(err, runtime.ErrRunNotFound) {
+		t.Errorf("the paused record outlived the run: %v", err)
+	}
+}
+
 func replayHistory(t *testing.T, c client.Client, id string, a *runtime.Agent) {
 	t.Helper()
 	hist, err := temporal.History(context.Background(), c, id)
@@ -265,9 +330,14 @@ func replayHistory(t *testing.T, c client.Client, id string, a *runtime.Agent) {
 	if err := temporal.Replay(hist, a); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	if dir := os.Getenv("AGENTRUN_SAVE_HISTORY"); dir != "" {
-		data, _ := json.Marshal(hist)
-		os.WriteFile(filepath.Join(dir, t.Name()+".json"), data, 0o644)
+	if *update {
+		data, err := temporal.MarshalHistory(hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "histories", t.Name()+".json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -275,7 +345,7 @@ func replayHistory(t *testing.T, c client.Client, id string, a *runtime.Agent) {
 // on Temporal.
 func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	back := newBackend(t)
-	path := writeSpec(t, deskSpec)
+	path := deskSpec
 	script := func() runtime.Model {
 		return offline.NewScript("desk", []offline.ScriptTurn{
 			{ToolCalls: []offline.ScriptToolCall{{ID: "c1", Name: "lookup", Arguments: map[string]any{"order": "A1"}},
@@ -304,7 +374,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := temporal.Follow(context.Background(), c, run, nil, 100*time.Millisecond)
+	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +59,22 @@ func Start(ctx context.Context, c client.Client, queue string, agent *runtime.Ag
 	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, WorkflowRun, in)
 }
 
-// Follow passes the run's events to obs as the workflow makes them (polling
-// its events query every interval) and returns the run's result once it ends.
-func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, obs runtime.Observer, interval time.Duration) (*runtime.Result, error) {
+// FollowOptions say how Follow follows a run.
+type FollowOptions struct {
+	// Observer gets the run's events as the workflow makes them; nil for none.
+	Observer runtime.Observer
+	// From skips the run's first events (those a caller saw before).
+	From int
+	// Interval is how often the events are asked for (200ms).
+	Interval time.Duration
+	// ReturnPaused returns the run's result as soon as it waits for approvals,
+	// leaving the workflow waiting for the decided signal.
+	ReturnPaused bool
+}
+
+// Follow passes the run's events to o.Observer as the workflow makes them
+// (polling its events query) and returns the run's result once it ends.
+func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o FollowOptions) (*runtime.Result, error) {
 	type ended struct {
 		out RunOutput
 		err error
@@ -71,16 +85,20 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, obs ru
 		err := run.Get(ctx, &out)
 		done <- ended{out, err}
 	}()
-	seen := 0
+	seen := o.From
+	paused := false
 	pass := func(events []runtime.Event) {
 		for _, e := range events {
-			if obs != nil {
-				obs.Observe(e)
+			if o.Observer != nil {
+				o.Observer.Observe(e)
+			}
+			if e.Kind == runtime.EventStop && e.Depth == 0 && e.Stop == runtime.StopAwaitingApproval {
+				paused = true
 			}
 		}
 		seen += len(events)
 	}
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(cmp.Or(o.Interval, 200*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -104,8 +122,41 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, obs ru
 			if v.Get(&events) == nil {
 				pass(events)
 			}
+			if paused && o.ReturnPaused {
+				if res, err := Current(ctx, c, run.GetID()); err == nil && res != nil {
+					return res, nil
+				}
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Current is the run's result so far (QueryResult): a paused run's while it
+// waits; nil before it first ended or paused.
+func Current(ctx context.Context, c client.Client, id string) (*runtime.Result, error) {
+	v, err := c.QueryWorkflow(ctx, id, "", QueryResult)
+	if err != nil {
+		return nil, err
+	}
+	var res *runtime.Result
+	err = v.Get(&res)
+	return res, err
+}
+
+// EventCount is how many events the run made so far.
+func EventCount(ctx context.Context, c client.Client, id string) (int, error) {
+	v, err := c.QueryWorkflow(ctx, id, "", QueryEvents, 0)
+	if err != nil {
+		return 0, err
+	}
+	var events []runtime.Event
+	err = v.Get(&events)
+	return len(events), err
+}
+
+// Decided tells a run waiting for approvals that decisions were stored.
+func Decided(ctx context.Context, c client.Client, id string) error {
+	return c.SignalWorkflow(ctx, id, "", SignalDecided, nil)
 }

@@ -18,6 +18,9 @@ const (
 	WorkflowRun = "agentrun.Run"
 	// QueryEvents returns a run's events from an index on.
 	QueryEvents = "events"
+	// QueryResult returns the run's result so far: a paused run's, while it
+	// waits for approvals; nil before the run first ended or paused.
+	QueryResult = "result"
 	// SignalDecided wakes a run waiting for approvals: a decision was stored.
 	SignalDecided = "decided"
 	// DefaultTaskQueue is the task queue of workers and runs that name none.
@@ -152,17 +155,22 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(from int) ([]runtime.Event, error) { return log.from(from), nil }); err != nil {
 		return nil, err
 	}
+	var current *runtime.Result
+	if err := workflow.SetQueryHandler(ctx, QueryResult, func() (*runtime.Result, error) { return current, nil }); err != nil {
+		return nil, err
+	}
 	h := host{root: ctx}
 	base := withWorkflow(context.Background(), ctx)
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	decided := workflow.GetSignalChannel(ctx, SignalDecided)
 	var res *runtime.Result
 	var err error
+	rq := in.Request
+	req := runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
+		History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
+		RunID: id, Observer: log, Host: h}
 	if in.Resume == "" {
-		rq := in.Request
-		res, err = agent.Run(base, runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
-			History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
-			RunID: id, Observer: log, Host: h})
+		res, err = agent.Run(base, req)
 	} else {
 		res = &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume}
 	}
@@ -171,6 +179,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	expires := func() time.Time { return workflow.Now(ctx).Add(agent.Settings().Approval.Timeout + time.Second) }
 	deadline := expires()
 	for err == nil && res.Stop == runtime.StopAwaitingApproval {
+		current = res
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter {
 			// The paused run is in the store: the next execution needs only its id.
 			next := in
@@ -178,6 +187,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
 		}
 		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
+		current = nil // what a follower asks for next is the resumed run's
 		var resumed *runtime.Result
 		resumed, err = agent.Resume(base, runtime.ResumeRequest{RunID: res.RunID, Decider: runtime.Decider{ID: "temporal", Approver: true},
 			Observer: log, Host: h})
@@ -190,6 +200,12 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if in.Resume == "" && !rq.Ephemeral {
+		// As exec does after the answer: the facts the user stated, for later runs.
+		if err := agent.ExtractFacts(base, req, res); err != nil {
+			log.Observe(runtime.Event{Time: workflow.Now(ctx), Kind: runtime.EventMemory, Run: id, Error: err.Error(), Message: "facts were not extracted"})
+		}
 	}
 	return &RunOutput{Result: res, Events: log.from(0)}, nil
 }

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/spec"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+)
+
+// Engines a run can run on.
+const (
+	engineLocal    = "local"
+	engineTemporal = "temporal"
+)
+
+// temporalFlags say where the Temporal cluster is.
+type temporalFlags struct {
+	engine, address, namespace, queue string
+}
+
+func (t *temporalFlags) add(f *pflag.FlagSet, withEngine bool) {
+	if withEngine {
+		f.StringVar(&t.engine, "engine", engineLocal, "where the run runs: local (this process) or temporal (a workflow that `agentrun worker` runs)")
+	}
+	f.StringVar(&t.address, "temporal", "", "the Temporal frontend `HOST:PORT` (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
+	f.StringVar(&t.namespace, "namespace", "", "the Temporal namespace (default: TEMPORAL_NAMESPACE, else default)")
+	f.StringVar(&t.queue, "task-queue", temporal.DefaultTaskQueue, "the task queue the workers of these agents poll")
+}
+
+func (t *temporalFlags) check() error {
+	switch t.engine {
+	case "", engineLocal, engineTemporal:
+		return nil
+	}
+	return fmt.Errorf("--engine %q: the engines are local and temporal", t.engine)
+}
+
+func (t *temporalFlags) onTemporal() bool { return t.engine == engineTemporal }
+
+// resumeFlags are the flags a printed resume command needs to reach the run.
+func (t *temporalFlags) resumeFlags() []string {
+	if !t.onTemporal() {
+		return nil
+	}
+	out := []string{"--engine", engineTemporal}
+	if t.address != "" {
+		out = append(out, "--temporal", t.address)
+	}
+	if t.namespace != "" {
+		out = append(out, "--namespace", t.namespace)
+	}
+	return out
+}
+
+// dial connects to the Temporal cluster; its SDK logs only warnings, to errOut.
+func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer) (client.Client, error) {
+	opts := client.Options{
+		HostPort:  cmp.Or(t.address, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort),
+		Namespace: cmp.Or(t.namespace, os.Getenv("TEMPORAL_NAMESPACE"), client.DefaultNamespace),
+		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal at %s: %w", opts.HostPort, err)
+	}
+	return c, nil
+}
+
+func newWorkerCommand() *cobra.Command {
+	var t temporalFlags
+	var store, model string
+	var heartbeat time.Duration
+	cmd := &cobra.Command{
+		Use:   "worker --temporal HOST:PORT [--namespace NS] [--task-queue QUEUE] SPEC|DIR...",
+		Short: "Run agents' runs as Temporal workflows",
+		Long: "Poll a Temporal task queue and run the runs that `exec --engine temporal` (or any\n" +
+			"Temporal client) starts there, for the agents of the specs given (directories are\n" +
+			"searched for specs). The run's decisions run in the workflow; every model, tool,\n" +
+			"store and knowledge call is an activity, so a run survives the loss of the worker\n" +
+			"running it: another worker of the queue goes on from the call in flight. Run as\n" +
+			"many workers as you like; all of a queue's workers must load the same specs.\n\n" +
+			"Stops on SIGINT or SIGTERM once the calls in flight ended.",
+		Example: "  agentrun worker --temporal 127.0.0.1:7233 examples/agents\n" +
+			"  agentrun worker --temporal temporal.internal:7233 --namespace support --task-queue shop shop.yaml",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorker(cmd, args, t, store, model, heartbeat)
+		},
+	}
+	f := cmd.Flags()
+	t.add(f, false)
+	f.StringVar(&store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+"); workers on several machines need a shared one (redis:, postgres:)")
+	f.StringVar(&model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.DurationVar(&heartbeat, "heartbeat", 10*time.Second, "how soon a model or tool call whose worker stopped is tried again elsewhere")
+	return cmd
+}
+
+func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model string, heartbeat time.Duration) error {
+	errOut := cmd.ErrOrStderr()
+	if err := checkModelFlag(model); err != nil {
+		return err
+	}
+	files, diags, err := spec.SpecFiles(args)
+	if err != nil {
+		return err
+	}
+	if diags.HasErrors() {
+		fmt.Fprint(errOut, formatDiagnostics(diags))
+		return exitError{1}
+	}
+	var agents []*runtime.Agent
+	for _, file := range files {
+		s, err := loadSpec(cmd, file)
+		if err != nil {
+			return err
+		}
+		a, err := buildAgent(cmd, s, agentrun.Options{Model: model, Store: store, Remember: true})
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		agents = append(agents, a.Agent)
+	}
+	c, err := t.dial(cmd.Context(), errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := worker.New(c, t.queue, worker.Options{WorkerStopTimeout: 30 * time.Second})
+	if err := temporal.Register(w, agents, temporal.Options{Heartbeat: heartbeat}); err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return err
+	}
+	for _, a := range agents {
+		fmt.Fprintf(errOut, "worker: %s (version %s) on task queue %s\n", a.Name(), shortVersion(a.Version()), t.queue)
+	}
+	<-cmd.Context().Done()
+	fmt.Fprintln(errOut, "worker: stopping once the calls in flight end")
+	w.Stop()
+	return nil
+}
+
+func shortVersion(v string) string { return v[:min(len(v), 12)] }
+
+// runOnTemporal starts the run as a workflow and follows it: its events go to
+// the observers as the workflow makes them; a run that waits for approvals
+// returns paused, the workflow waiting for `agentrun resume --engine temporal`.
+func runOnTemporal(cmd *cobra.Command, t temporalFlags, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
+	ctx := cmd.Context()
+	c, err := t.dial(ctx, cmd.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	run, err := temporal.Start(ctx, c, t.queue, agent.Agent, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{Observer: req.Observer, ReturnPaused: true})
+	if errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("stopped following run %s; it goes on as a workflow", run.GetID())
+	}
+	return res, err
+}
+
+// resumeOnTemporal tells a run's workflow that its decisions are stored and
+// follows it from there.
+func resumeOnTemporal(cmd *cobra.Command, t temporalFlags, runID string, obs runtime.Observer) (*runtime.Result, error) {
+	ctx := cmd.Context()
+	c, err := t.dial(ctx, cmd.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	from, err := temporal.EventCount(ctx, c, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s on Temporal: %w", runID, err)
+	}
+	if err := temporal.Decided(ctx, c, runID); err != nil {
+		return nil, err
+	}
+	return temporal.Follow(ctx, c, c.GetWorkflow(ctx, runID, ""), temporal.FollowOptions{Observer: obs, From: from, ReturnPaused: true})
+}
