@@ -30,16 +30,11 @@ func (a *Agent) rewire(path []string, w Wiring) *Agent {
 	b := *a
 	path = slices.Clip(path)
 	if w.Model != nil {
-		models := map[Model]Model{} // one stand-in per real model, as the judge may share the agent's
 		wire := func(p Purpose, m Model) Model {
 			if m == nil {
 				return nil
 			}
-			if s, ok := models[m]; ok {
-				return s
-			}
-			models[m] = w.Model(path, p, m)
-			return models[m]
+			return w.Model(path, p, m)
 		}
 		b.model = wire(PurposeAgent, a.model)
 		b.judgeModel = wire(PurposeJudge, a.judgeModel)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun"
@@ -67,17 +68,72 @@ func (t *temporalFlags) resumeFlags() []string {
 }
 
 // dial connects to the Temporal cluster; its SDK logs only warnings, to errOut.
-func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer) (client.Client, error) {
+// Payloads above temporal.DefaultInlineLimit travel by reference to the store
+// at blobs (the workers' store), unless it ends with the process (memory:).
+func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer, blobs string) (client.Client, func(), error) {
 	opts := client.Options{
 		HostPort:  cmp.Or(t.address, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort),
 		Namespace: cmp.Or(t.namespace, os.Getenv("TEMPORAL_NAMESPACE"), client.DefaultNamespace),
 		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
+	closeStore := func() {}
+	if blobs != "" && !isProcessLocal(blobs) {
+		lazy := &lazyBlobs{url: blobs}
+		closeStore = lazy.close
+		opts.DataConverter = (&temporal.Codec{Blobs: lazy}).DataConverter()
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("temporal at %s: %w", opts.HostPort, err)
+		closeStore()
+		return nil, nil, fmt.Errorf("temporal at %s: %w", opts.HostPort, err)
 	}
-	return c, nil
+	return c, func() { c.Close(); closeStore() }, nil
+}
+
+// lazyBlobs opens the store the first time a payload needs it: most runs have
+// none that large, and a client that only starts runs need not open a store.
+type lazyBlobs struct {
+	url   string
+	once  sync.Once
+	store runtime.Store
+	blobs runtime.Blobs
+	err   error
+}
+
+func (l *lazyBlobs) open() (runtime.Blobs, error) {
+	l.once.Do(func() {
+		if l.store, l.err = agentrun.OpenStore(l.url, 0); l.err != nil {
+			l.err = fmt.Errorf("store: %w", l.err)
+			return
+		}
+		var ok bool
+		if l.blobs, ok = l.store.(runtime.Blobs); !ok {
+			l.err = fmt.Errorf("the store %s keeps no blobs: large payloads cannot travel by reference", l.url)
+		}
+	})
+	return l.blobs, l.err
+}
+
+func (l *lazyBlobs) PutBlob(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	b, err := l.open()
+	if err != nil {
+		return err
+	}
+	return b.PutBlob(ctx, key, data, ttl)
+}
+
+func (l *lazyBlobs) Blob(ctx context.Context, key string) ([]byte, error) {
+	b, err := l.open()
+	if err != nil {
+		return nil, err
+	}
+	return b.Blob(ctx, key)
+}
+
+func (l *lazyBlobs) close() {
+	if l.store != nil {
+		l.store.Close()
+	}
 }
 
 func newWorkerCommand() *cobra.Command {
@@ -123,6 +179,7 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		return exitError{1}
 	}
 	var agents []*runtime.Agent
+	var blobs string
 	for _, file := range files {
 		s, err := loadSpec(cmd, file)
 		if err != nil {
@@ -134,12 +191,15 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		}
 		defer a.Close()
 		agents = append(agents, a.Agent)
+		if blobs == "" {
+			blobs, _ = agentrun.StoreURL(store, s.Memory, nil)
+		}
 	}
-	c, err := t.dial(cmd.Context(), errOut)
+	c, closeClient, err := t.dial(cmd.Context(), errOut, blobs)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	w := worker.New(c, t.queue, worker.Options{WorkerStopTimeout: 30 * time.Second})
 	if err := temporal.Register(w, agents, temporal.Options{Heartbeat: heartbeat}); err != nil {
 		return err
@@ -161,13 +221,13 @@ func shortVersion(v string) string { return v[:min(len(v), 12)] }
 // runOnTemporal starts the run as a workflow and follows it: its events go to
 // the observers as the workflow makes them; a run that waits for approvals
 // returns paused, the workflow waiting for `agentrun resume --engine temporal`.
-func runOnTemporal(cmd *cobra.Command, t temporalFlags, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
+func runOnTemporal(cmd *cobra.Command, t temporalFlags, blobs string, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
 	ctx := cmd.Context()
-	c, err := t.dial(ctx, cmd.ErrOrStderr())
+	c, closeClient, err := t.dial(ctx, cmd.ErrOrStderr(), blobs)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer closeClient()
 	run, err := temporal.Start(ctx, c, t.queue, agent.Agent, req)
 	if err != nil {
 		return nil, err
@@ -181,13 +241,13 @@ func runOnTemporal(cmd *cobra.Command, t temporalFlags, agent *agentrun.Agent, r
 
 // resumeOnTemporal tells a run's workflow that its decisions are stored and
 // follows it from there.
-func resumeOnTemporal(cmd *cobra.Command, t temporalFlags, runID string, obs runtime.Observer) (*runtime.Result, error) {
+func resumeOnTemporal(cmd *cobra.Command, t temporalFlags, blobs, runID string, obs runtime.Observer) (*runtime.Result, error) {
 	ctx := cmd.Context()
-	c, err := t.dial(ctx, cmd.ErrOrStderr())
+	c, closeClient, err := t.dial(ctx, cmd.ErrOrStderr(), blobs)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer closeClient()
 	from, err := temporal.EventCount(ctx, c, runID)
 	if err != nil {
 		return nil, fmt.Errorf("run %s on Temporal: %w", runID, err)

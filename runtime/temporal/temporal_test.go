@@ -1,20 +1,21 @@
 package temporal_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/offline"
@@ -23,77 +24,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
+	"google.golang.org/protobuf/proto"
 )
 
 var update = flag.Bool("update", false, "record the histories under testdata/histories anew")
 
 // deskSpec looks orders up and files tickets.
 const deskSpec = "testdata/desk.yaml"
-
-// backend is the desk's service. A ticket is filed once per idempotency key: a
-// retried call gets the first call's answer.
-type backend struct {
-	mu       sync.Mutex
-	lookups  int
-	filed    map[string]string // key → ticket
-	requests int               // ticket requests, retries included
-	// onTicket, when set, runs before a ticket request is answered.
-	onTicket func()
-	srv      *httptest.Server
-}
-
-func newBackend(t *testing.T) *backend {
-	b := &backend{filed: map[string]string{}}
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/orders/"):
-			b.mu.Lock()
-			b.lookups++
-			b.mu.Unlock()
-			fmt.Fprintf(w, `{"order":%q,"status":"delivered"}`, strings.TrimPrefix(r.URL.Path, "/orders/"))
-		case r.URL.Path == "/tickets":
-			key := r.Header.Get("Idempotency-Key")
-			b.mu.Lock()
-			b.requests++
-			ticket, done := b.filed[key]
-			if !done {
-				ticket = fmt.Sprintf("T-%d", len(b.filed)+1)
-				b.filed[key] = ticket
-			}
-			hook := b.onTicket
-			b.onTicket = nil
-			b.mu.Unlock()
-			if hook != nil {
-				hook()
-			}
-			fmt.Fprintf(w, `{"ticket":%q}`, ticket)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(b.srv.Close)
-	t.Setenv("BACKEND", b.srv.URL)
-	return b
-}
-
-// deskModel looks A1 up, files a ticket, looks A2 up and answers: four calls.
-func deskModel(req openaitest.Request) openaitest.Reply {
-	results := 0
-	for _, m := range req.Messages {
-		if m["role"] == "tool" {
-			results++
-		}
-	}
-	switch results {
-	case 0:
-		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"order":"A1"}`}}}
-	case 1:
-		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "call_2", Name: "create_ticket", Arguments: `{"order":"A1","text":"Arrived broken"}`}}}
-	case 2:
-		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "call_3", Name: "lookup", Arguments: `{"order":"A2"}`}}}
-	}
-	return openaitest.Reply{Content: "Filed a ticket for A1; A2 was delivered."}
-}
 
 // build assembles the desk agent against the fake model, with store.
 func build(t *testing.T, path string, model string, store runtime.Store) *agentrun.Agent {
@@ -140,22 +77,20 @@ func (e *events) Observe(ev runtime.Event) {
 func TestWorkerLostMidRun(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, deskModel)
+	model := openaitest.New(t, desktest.Model)
 	t.Setenv("LLM_BASE_URL", model.URL)
 	t.Setenv("LLM_API_KEY", "sk-test")
-	back := newBackend(t)
+	back := desktest.NewBackend(t)
 	path := deskSpec
 	store := memory.New()
 	const queue = "desk"
 
 	w1 := newWorker(t, c, queue, build(t, path, "", store).Agent)
 	stopped := make(chan struct{})
-	back.mu.Lock()
-	back.onTicket = func() {
+	back.OnFirstTicket(func() {
 		go func() { w1.Stop(); close(stopped) }()
 		<-stopped // answer only once the worker is gone: nobody hears it
-	}
-	back.mu.Unlock()
+	})
 
 	agent := build(t, path, "", store)
 	run, err := temporal.Start(context.Background(), c, queue, agent.Agent, runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
@@ -179,24 +114,21 @@ func TestWorkerLostMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Stop != runtime.StopCompleted || res.Answer != "Filed a ticket for A1; A2 was delivered." {
+	if res.Stop != runtime.StopCompleted || res.Answer != desktest.Answer {
 		t.Fatalf("stop %s, answer %q (%s)", res.Stop, res.Answer, res.Detail)
 	}
 	if n := len(model.Requests()); n != 4 {
 		t.Errorf("the model got %d requests, want 4: each call once", n)
 	}
-	back.mu.Lock()
-	defer back.mu.Unlock()
-	if len(back.filed) != 1 || back.requests != 2 {
-		t.Errorf("%d tickets filed from %d requests; want 1 from 2 (the retry with the same key)", len(back.filed), back.requests)
+	lookups, filed, requests := back.Counts()
+	if filed != 1 || requests != 2 {
+		t.Errorf("%d tickets filed from %d requests; want 1 from 2 (the retry with the same key)", filed, requests)
 	}
-	for key := range back.filed {
-		if want := run.GetID() + "/call_2"; key != want {
-			t.Errorf("idempotency key %q, want %q", key, want)
-		}
+	if keys := back.Keys(); len(keys) != 1 || keys[0] != run.GetID()+"/call_2" {
+		t.Errorf("idempotency keys %q, want %s/call_2", keys, run.GetID())
 	}
-	if back.lookups != 2 {
-		t.Errorf("%d lookups, want 2", back.lookups)
+	if lookups != 2 {
+		t.Errorf("%d lookups, want 2", lookups)
 	}
 	// The ticket's answer reached the model; the store has the exchange.
 	if got := res.Steps[1].Result; !strings.Contains(got, `"T-1"`) {
@@ -269,10 +201,10 @@ func TestReplayRecordedHistories(t *testing.T) {
 func TestApprovalOnTemporal(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, deskModel)
+	model := openaitest.New(t, desktest.Model)
 	t.Setenv("LLM_BASE_URL", model.URL)
 	t.Setenv("LLM_API_KEY", "sk-test")
-	back := newBackend(t)
+	back := desktest.NewBackend(t)
 	store := memory.New()
 	agent := build(t, "testdata/desk-approval.yaml", "", store)
 	w := newWorker(t, c, "approvals", agent.Agent)
@@ -308,10 +240,8 @@ func TestApprovalOnTemporal(t *testing.T) {
 	if res.Stop != runtime.StopCompleted || len(res.Steps) != 3 || res.Steps[1].Decision == nil || !res.Steps[1].Decision.Approved {
 		t.Fatalf("stop %s (%s), %d steps", res.Stop, res.Detail, len(res.Steps))
 	}
-	back.mu.Lock()
-	defer back.mu.Unlock()
-	if len(back.filed) != 1 || back.requests != 1 {
-		t.Errorf("%d tickets from %d requests, want 1 from 1", len(back.filed), back.requests)
+	if _, filed, requests := back.Counts(); filed != 1 || requests != 1 {
+		t.Errorf("%d tickets from %d requests, want 1 from 1", filed, requests)
 	}
 	if len(seen.all) == 0 || seen.all[0].Kind == runtime.EventModelRequest && seen.all[0].Turn == 1 {
 		t.Errorf("following from %d showed the run from its start again", from)
@@ -344,7 +274,7 @@ func replayHistory(t *testing.T, c client.Client, id string, a *runtime.Agent) {
 // The same script gives the same steps, answer and stop reason in process and
 // on Temporal.
 func TestSameRunInProcessAndOnTemporal(t *testing.T) {
-	back := newBackend(t)
+	back := desktest.NewBackend(t)
 	path := deskSpec
 	script := func() runtime.Model {
 		return offline.NewScript("desk", []offline.ScriptTurn{
@@ -362,9 +292,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back.mu.Lock()
-	back.filed = map[string]string{} // the same tickets again
-	back.mu.Unlock()
+	back.Reset() // the same tickets again
 
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
@@ -411,4 +339,65 @@ func stepsOf(r *runtime.Result) string {
 		fmt.Fprintf(&b, "%d %s %s %s %s %s %q\n", s.Turn, s.Tool, s.CallID, s.Arguments, s.Outcome, s.Refusal, s.Result)
 	}
 	return b.String()
+}
+
+// A 300 KB tool output travels by reference: the history holds no payload near
+// its size, the model gets all of it, and the run's result has it.
+func TestLargePayloadsTravelByReference(t *testing.T) {
+	desktest.NewBackend(t)
+	store := memory.New()
+	codec := &temporal.Codec{Blobs: store, Limit: 16 << 10}
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.NewClientWithOptions(client.Options{DataConverter: codec.DataConverter()})
+	var got atomic.Int64
+	model := offline.NewScript("desk", []offline.ScriptTurn{
+		{ToolCalls: []offline.ScriptToolCall{{ID: "m1", Name: "manual", Arguments: map[string]any{}}}},
+		{Text: "Within a day."},
+	})
+	sized := modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+		for _, m := range req.Messages {
+			if m.Role == runtime.RoleTool {
+				got.Store(int64(len(m.Content)))
+			}
+		}
+		return model.Complete(ctx, req)
+	})
+	w := newWorker(t, c, "large", compileWith(t, deskSpec, sized))
+	defer w.Stop()
+	run, err := temporal.Start(context.Background(), c, "large", compileWith(t, deskSpec, nil), runtime.Request{Input: "how fast?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != runtime.StopCompleted || len(res.Steps) != 1 || res.Steps[0].Result != desktest.Manual {
+		t.Fatalf("stop %s (%s), %d steps", res.Stop, res.Detail, len(res.Steps))
+	}
+	if got.Load() != int64(len(desktest.Manual)) {
+		t.Errorf("the model got a tool result of %d bytes, want %d", got.Load(), len(desktest.Manual))
+	}
+	hist, err := temporal.History(context.Background(), c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := 0
+	for _, e := range hist.Events {
+		if n := proto.Size(e); n > 32<<10 {
+			t.Errorf("history event %d (%s) holds %d bytes", e.EventId, e.EventType, n)
+		}
+		if data, _ := proto.Marshal(e); bytes.Contains(data, []byte("agentrun/blob")) {
+			refs++
+		}
+	}
+	if refs < 2 { // the tool's output, the model request holding it, the result
+		t.Errorf("%d events hold payloads by reference, want at least 2", refs)
+	}
+}
+
+type modelFunc func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error)
+
+func (f modelFunc) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	return f(ctx, req)
 }

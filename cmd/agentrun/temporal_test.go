@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/internal/desktest"
+	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/runtime"
+	"go.temporal.io/server/temporaltest"
+)
+
+const deskSpec = "../../runtime/temporal/testdata/desk.yaml"
+
+// syncBuffer is a process's output, read while the process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A run started by `exec --engine temporal` survives its worker process being
+// killed (SIGKILL) while the ticket call it made after the second of its four
+// model calls is in flight: a second worker process completes the run. Every
+// model call ran once; the ticket was filed once, the retried call carrying
+// the same Idempotency-Key; exec printed the answer.
+func TestExecOnTemporalSurvivesAKilledWorker(t *testing.T) {
+	bin := agentrunBinary(t)
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	model := openaitest.New(t, desktest.Model)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	back := desktest.NewBackend(t)
+	spec, _ := filepath.Abs(deskSpec)
+	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	cluster := []string{"--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(), "--task-queue", "desk"}
+
+	worker := func() (*exec.Cmd, *syncBuffer) {
+		var out syncBuffer
+		cmd := exec.Command(bin, append(append([]string{"worker", "--heartbeat", "1s", "--store", store}, cluster...), spec)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, &out
+	}
+	first, firstOut := worker()
+	killed := make(chan struct{})
+	back.OnFirstTicket(func() {
+		first.Process.Kill() // no goodbye: the call's result never reaches Temporal
+		first.Wait()
+		close(killed)
+	})
+
+	var stdout, stderr syncBuffer
+	run := exec.Command(bin, append(append([]string{"exec", "--engine", "temporal", "--json", "--user", "u-1", "--conversation", "c-1", "--store", store}, cluster...),
+		spec, "A1 arrived broken; and A2?")...)
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Process.Kill() })
+	select {
+	case <-killed:
+	case <-time.After(time.Minute):
+		t.Fatalf("the ticket call never came\nworker: %s\nexec: %s", firstOut, stderr.String())
+	}
+	if n := len(model.Requests()); n != 2 {
+		t.Fatalf("the killed worker made %d model calls, want 2", n)
+	}
+	_, secondOut := worker()
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exec: %v\n%s\nworker: %s", err, stderr.String(), secondOut)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("exec did not end\n%s\nworker: %s", stderr.String(), secondOut)
+	}
+	var res runtime.Result
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("exec --json: %v\n%s", err, stdout.String())
+	}
+	if res.Stop != runtime.StopCompleted || res.Answer != desktest.Answer || len(res.Steps) != 3 {
+		t.Fatalf("stop %s, answer %q, %d steps", res.Stop, res.Answer, len(res.Steps))
+	}
+	if n := len(model.Requests()); n != 4 {
+		t.Errorf("the model got %d requests, want 4", n)
+	}
+	if lookups, filed, requests := back.Counts(); lookups != 2 || filed != 1 || requests != 2 {
+		t.Errorf("lookups %d, tickets %d from %d requests; want 2, 1 from 2", lookups, filed, requests)
+	}
+	// exec showed the run's progress, from both workers' parts.
+	if progress := stderr.String(); !strings.Contains(progress, "create_ticket") || !strings.Contains(progress, "completed") {
+		t.Errorf("exec's progress:\n%s", progress)
+	}
+	// The workers' store holds the exchange, once.
+	st, err := agentrun.OpenStore(store, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conv, err := st.Conversation(context.Background(), "c-1", 10)
+	if err != nil || conv.Turns != 1 || len(conv.Messages) != 8 {
+		t.Errorf("stored %d turns, %d messages (%v); want 1, 8", conv.Turns, len(conv.Messages), err)
+	}
+}
