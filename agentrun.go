@@ -157,7 +157,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		return nil, err
 	}
 	dir := filepath.Dir(s.Pos.File)
-	ropts := runtime.Options{Tools: Registry()}
+	ropts := runtime.Options{Tools: Registry(), Digest: SpecDigest(s)}
 	if s.Model.Name == "" && (s.Model.Provider == "" || s.Model.Provider == spec.ProviderOpenAI) {
 		s.Model.Name, _ = lookup("LLM_MODEL_NAME") // as the model itself resolves it: for prices and traces
 	}

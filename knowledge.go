@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -350,9 +351,47 @@ func Manifest(dir string, c *spec.Collection) (files int, manifest string) {
 // by it, so an edited agent — or an edited help article — starts afresh.
 func SpecVersion(s *spec.Spec) string {
 	h := sha256.New()
-	add := func(name string) {
-		fmt.Fprintf(h, "%s\x00", name)
-		if b, err := os.ReadFile(name); err == nil {
+	hashSpecFiles(h, s, func(name string) string { return name })
+	dir := filepath.Dir(s.Pos.File)
+	for i := range s.Knowledge.Collections {
+		_, manifest := Manifest(dir, &s.Knowledge.Collections[i])
+		fmt.Fprintf(h, "collection %s %s\x00", s.Knowledge.Collections[i].Name, manifest)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// SpecDigest is a hash of what the agent is made of — its spec file, the skill
+// pack files it loaded and its sub-agents' specs, by their content and their
+// names relative to the spec's directory — wherever the files are: a durable
+// engine's worker runs a run only on the spec the run was started with.
+func SpecDigest(s *spec.Spec) string {
+	h := sha256.New()
+	var walk func(s *spec.Spec)
+	walk = func(s *spec.Spec) {
+		dir := filepath.Dir(s.Pos.File)
+		hashSpecFiles(h, s, func(name string) string {
+			if rel, err := filepath.Rel(dir, name); err == nil {
+				return filepath.ToSlash(rel)
+			}
+			return name
+		})
+		for _, a := range s.Agents {
+			fmt.Fprintf(h, "agent %s\x00", a.Name)
+			if a.Loaded != nil {
+				walk(a.Loaded)
+			}
+		}
+	}
+	walk(s)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// hashSpecFiles hashes the spec's file and the skill pack files it loaded, each
+// under the name name gives it.
+func hashSpecFiles(h hash.Hash, s *spec.Spec, name func(string) string) {
+	add := func(file string) {
+		fmt.Fprintf(h, "%s\x00", name(file))
+		if b, err := os.ReadFile(file); err == nil {
 			h.Write(b)
 		}
 		h.Write([]byte{0})
@@ -373,12 +412,6 @@ func SpecVersion(s *spec.Spec) string {
 			add(filepath.Join(p.Dir, p.InstructionsFile))
 		}
 	}
-	dir := filepath.Dir(s.Pos.File)
-	for i := range s.Knowledge.Collections {
-		_, manifest := Manifest(dir, &s.Knowledge.Collections[i])
-		fmt.Fprintf(h, "collection %s %s\x00", s.Knowledge.Collections[i].Name, manifest)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // ReindexError is a collection indexed by another embedder than the agent's: runs

@@ -38,6 +38,10 @@ type Options struct {
 	// Version identifies the spec's content (a hash of its files): the FAQ cache's
 	// learned entries belong to one version, so editing the spec starts afresh.
 	Version string
+	// Digest identifies what the agent is made of wherever its files are (a hash
+	// of their content): a durable engine's worker runs a run only on the agent
+	// the run was started with.
+	Digest string
 	// External are tools found at run time (an MCP server's allowed tools). One the
 	// spec declares by name itself is left out: the declaration's overrides win.
 	External []ExternalTool
@@ -82,6 +86,7 @@ type Agent struct {
 	knowledge    Knowledge
 	prices       Prices // by the model that answers each purpose's calls (see Compile)
 	version      string
+	digest       string
 	// instructionsUseUser: the instructions render the user or the conversation,
 	// so every answer depends on who asked (the FAQ cache's scope rule).
 	instructionsUseUser bool
@@ -292,7 +297,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		return nil, diags
 	}
 	a.store = opts.Store
-	a.knowledge, a.version = opts.Knowledge, opts.Version
+	a.knowledge, a.version, a.digest = opts.Knowledge, opts.Version, opts.Digest
 	if usesPlan(settings) {
 		def := planTool()
 		at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, plan: true}

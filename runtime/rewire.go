@@ -115,5 +115,5 @@ func (a *Agent) CallTool(ctx context.Context, in ToolInput) (string, error) {
 	return callTool(ctx, t.impl, in)
 }
 
-// Version identifies the spec's content the agent was compiled from (Options.Version).
-func (a *Agent) Version() string { return a.version }
+// Digest identifies what the agent is made of (Options.Digest).
+func (a *Agent) Digest() string { return a.digest }

@@ -177,6 +177,9 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 	s.metrics.RunStarted(name)
 	s.running.Add(1)
 	go s.execute(rec, name, pr.req, pr.done, stop, cancel, func() (*runtime.Result, error) {
+		if s.opts.Engine != nil {
+			return s.opts.Engine.Run(ctx, pr.agent.Agent, pr.req)
+		}
 		return pr.agent.Run(ctx, pr.req)
 	})
 	return rec

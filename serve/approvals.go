@@ -237,7 +237,11 @@ func (s *Server) resume(ctx context.Context, p *runtime.Paused, who runtime.Deci
 			// Forgotten before the record ends: a run that paused again can be resumed
 			// as soon as its end is recorded (resume waits for that).
 			defer forget()
-			return a.Resume(runCtx, runtime.ResumeRequest{RunID: p.RunID, Decider: who, Observer: observer})
+			req := runtime.ResumeRequest{RunID: p.RunID, Decider: who, Observer: observer}
+			if s.opts.Engine != nil {
+				return s.opts.Engine.Resume(runCtx, a.Agent, req)
+			}
+			return a.Resume(runCtx, req)
 		})
 	return nil
 }

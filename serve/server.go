@@ -46,6 +46,18 @@ type Options struct {
 	// Telemetry traces the runs; a request's traceparent becomes its run's parent.
 	Telemetry     *telemetry.Telemetry
 	RecordContent bool
+	// Engine runs the runs elsewhere (a durable engine's workers); nil runs them
+	// in this process.
+	Engine Engine
+}
+
+// Engine runs the server's runs and resumes its paused runs, their events going
+// to the request's Observer as they happen. The server decides, stores and
+// authorizes everything else as it does for runs in this process.
+type Engine interface {
+	Run(ctx context.Context, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error)
+	// Resume goes on with a paused run once its decisions are stored.
+	Resume(ctx context.Context, agent *agentrun.Agent, req runtime.ResumeRequest) (*runtime.Result, error)
 }
 
 // DefaultResumeGrace is Options.ResumeGrace's default.

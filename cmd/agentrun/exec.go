@@ -229,7 +229,8 @@ func execOnTemporal(cmd *cobra.Command, s *spec.Spec, req runtime.Request, o exe
 	if len(observers) > 0 {
 		req.Observer = observers
 	}
-	result, err := runOnTemporal(cmd, o.temporal, agent, req)
+	blobs, _ := agentrun.StoreURL(o.store, s.Memory, nil) // the workers' store, as they find it
+	result, err := runOnTemporal(cmd, o.temporal, blobs, agent, req)
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}

@@ -155,7 +155,7 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		return exitError{exitAwaitingApproval}
 	}
 	if o.temporal.onTemporal() {
-		return resumeTemporal(cmd, runID, p, s, o, flags)
+		return resumeTemporal(cmd, url, runID, p, o, flags)
 	}
 	if s == nil {
 		if p.Spec == "" {
@@ -219,7 +219,7 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 
 // resumeTemporal wakes the run's workflow, which resumes the run on a worker,
 // and follows it as exec does.
-func resumeTemporal(cmd *cobra.Command, runID string, p *runtime.Paused, s *spec.Spec, o resumeOptions, flags []string) error {
+func resumeTemporal(cmd *cobra.Command, store, runID string, p *runtime.Paused, o resumeOptions, flags []string) error {
 	errOut := cmd.ErrOrStderr()
 	var obs runtime.Observer
 	if !o.quiet || o.trace != "" {
@@ -230,7 +230,7 @@ func resumeTemporal(cmd *cobra.Command, runID string, p *runtime.Paused, s *spec
 		defer closeTrace()
 		obs = observers
 	}
-	result, err := resumeOnTemporal(cmd, o.temporal, runID, obs)
+	result, err := resumeOnTemporal(cmd, o.temporal, store, runID, obs)
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}

@@ -21,6 +21,7 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var addr, config, store, model, index string
+	var engine temporalFlags
 	var insecure bool
 	cmd := &cobra.Command{
 		Use:   "serve [flags] SPEC|DIR...",
@@ -31,7 +32,10 @@ func newServeCommand() *cobra.Command {
 			"run context tools bind, and nothing in a request can change it.\n\n" +
 			"SIGTERM stops accepting connections, lets runs in flight finish within\n" +
 			"grace_period, then cancels them and exits 0. SIGHUP reloads the specs, keeping the\n" +
-			"old ones on any error.",
+			"old ones on any error.\n\n" +
+			"With --engine temporal every run is a Temporal workflow that `agentrun worker`\n" +
+			"processes run (give them the same specs and --store); the server authenticates,\n" +
+			"stores decisions on approvals and streams each run's events as before.",
 		Example: "  agentrun serve --config serve.yaml examples/agents\n" +
 			"  agentrun serve --insecure-no-auth --model test examples/agents/shop-support.yaml",
 		Args: cobra.MinimumNArgs(1),
@@ -51,8 +55,21 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer shutdownTelemetry(tel)
-			srv, err := serve.New(cmd.Context(), serve.Options{Config: cfg, Specs: args, Store: store, Model: model, Index: index,
-				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent})
+			if err := engine.check(); err != nil {
+				return err
+			}
+			opts := serve.Options{Config: cfg, Specs: args, Store: store, Model: model, Index: index,
+				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent}
+			if engine.onTemporal() {
+				blobs, _ := agentrun.StoreURL(store, spec.Memory{}, nil)
+				c, closeClient, err := engine.dial(cmd.Context(), errOut, blobs)
+				if err != nil {
+					return err
+				}
+				defer closeClient()
+				opts.Engine = temporalEngine{c: c, queue: engine.queue}
+			}
+			srv, err := serve.New(cmd.Context(), opts)
 			var diags spec.Diagnostics
 			if errors.As(err, &diags) {
 				fmt.Fprint(errOut, formatDiagnostics(diags))
@@ -82,6 +99,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&store, "store", "", "the memory store's URL for every agent (default: AGENTRUN_STORE, else the first spec's memory.url, else .agentrun/state.db)")
 	f.StringVar(&model, "model", "", "override every spec's model: test, script:FILE or openai[:NAME]")
 	f.StringVar(&index, "index", "", "the knowledge index file (default: AGENTRUN_INDEX, else knowledge.index, else .agentrun/knowledge.db)")
+	engine.add(f, true)
 	return cmd
 }
 

@@ -45,6 +45,7 @@ type serveOptions struct {
 	tokens map[string]string
 	env    []string // more KEY=VALUE
 	specs  []string
+	args   []string // more flags
 }
 
 // serveProc is one agentrun serve process.
@@ -135,7 +136,7 @@ func startServe(t *testing.T, o serveOptions) *serveProc {
 	if err := os.WriteFile(config, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--config", config, "--addr", "127.0.0.1:0", "--model", "openai:fake", "--store", o.store}
+	args := append([]string{"serve", "--config", config, "--addr", "127.0.0.1:0", "--model", "openai:fake", "--store", o.store}, o.args...)
 	for _, s := range o.specs {
 		abs, err := filepath.Abs(s)
 		if err != nil {

@@ -127,3 +127,73 @@ func TestExecOnTemporalSurvivesAKilledWorker(t *testing.T) {
 		t.Errorf("stored %d turns, %d messages (%v); want 1, 8", conv.Turns, len(conv.Messages), err)
 	}
 }
+
+// serve --engine temporal starts each run as a workflow on a worker process;
+// a run that needs approval pauses, and the decision posted to serve resumes it
+// on the worker, which files the ticket once.
+func TestServeOnTemporal(t *testing.T) {
+	bin := agentrunBinary(t)
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	model := openaitest.New(t, desktest.Model)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	back := desktest.NewBackend(t)
+	spec, _ := filepath.Abs("../../runtime/temporal/testdata/desk-approval.yaml")
+	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	cluster := []string{"--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(), "--task-queue", "desk"}
+
+	var workerOut syncBuffer
+	worker := exec.Command(bin, append(append([]string{"worker", "--store", store}, cluster...), spec)...)
+	worker.Stdout, worker.Stderr = &workerOut, &workerOut
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+	p := startServe(t, serveOptions{store: store, model: model, tokens: map[string]string{"tok-1": "u-1"}, specs: []string{spec},
+		args: append([]string{"--engine", "temporal"}, cluster...)})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	status, body, err := p.call(ctx, "POST", "/v1/agents/desk/runs", "tok-1", map[string]any{"input": "A1 arrived broken; and A2?"}, nil)
+	if err != nil || status != 200 {
+		t.Fatalf("POST runs: %v %d %s\nworker: %s", err, status, body, workerOut.String())
+	}
+	var started runReply
+	json.Unmarshal(body, &started)
+	if started.Result.Stop != string(runtime.StopAwaitingApproval) {
+		t.Fatalf("the run did not pause: %s", body)
+	}
+	if status, body, err := p.call(ctx, "POST", "/v1/runs/"+started.ID+"/approvals/call_2", "tok-1", map[string]any{"decision": "approve"}, nil); err != nil || status >= 300 {
+		t.Fatalf("approve: %v %d %s", err, status, body)
+	}
+	for {
+		var run struct {
+			Status string `json:"status"`
+			Result struct {
+				Answer string `json:"answer"`
+				Stop   string `json:"stop"`
+			} `json:"result"`
+		}
+		_, body, err := p.call(ctx, "GET", "/v1/runs/"+started.ID, "tok-1", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(body, &run)
+		if run.Result.Stop == string(runtime.StopCompleted) {
+			if run.Result.Answer != desktest.Answer {
+				t.Errorf("answer %q", run.Result.Answer)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the run did not complete: %s\nworker: %s", body, workerOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(model.Requests()); n != 4 {
+		t.Errorf("the model got %d requests, want 4", n)
+	}
+	if _, filed, requests := back.Counts(); filed != 1 || requests != 1 {
+		t.Errorf("%d tickets from %d requests, want 1 from 1", filed, requests)
+	}
+}

@@ -208,15 +208,13 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		return err
 	}
 	for _, a := range agents {
-		fmt.Fprintf(errOut, "worker: %s (version %s) on task queue %s\n", a.Name(), shortVersion(a.Version()), t.queue)
+		fmt.Fprintf(errOut, "worker: %s (digest %s) on task queue %s\n", a.Name(), a.Digest(), t.queue)
 	}
 	<-cmd.Context().Done()
 	fmt.Fprintln(errOut, "worker: stopping once the calls in flight end")
 	w.Stop()
 	return nil
 }
-
-func shortVersion(v string) string { return v[:min(len(v), 12)] }
 
 // runOnTemporal starts the run as a workflow and follows it: its events go to
 // the observers as the workflow makes them; a run that waits for approvals
@@ -256,4 +254,41 @@ func resumeOnTemporal(cmd *cobra.Command, t temporalFlags, blobs, runID string, 
 		return nil, err
 	}
 	return temporal.Follow(ctx, c, c.GetWorkflow(ctx, runID, ""), temporal.FollowOptions{Observer: obs, From: from, ReturnPaused: true})
+}
+
+// temporalEngine runs serve's runs as workflows on the workers of a task queue.
+type temporalEngine struct {
+	c     client.Client
+	queue string
+}
+
+func (e temporalEngine) Run(ctx context.Context, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
+	run, err := temporal.Start(ctx, e.c, e.queue, agent.Agent, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.follow(ctx, run, temporal.FollowOptions{Observer: req.Observer, ReturnPaused: true})
+}
+
+func (e temporalEngine) Resume(ctx context.Context, _ *agentrun.Agent, req runtime.ResumeRequest) (*runtime.Result, error) {
+	from, err := temporal.EventCount(ctx, e.c, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	if err := temporal.Decided(ctx, e.c, req.RunID); err != nil {
+		return nil, err
+	}
+	return e.follow(ctx, e.c.GetWorkflow(ctx, req.RunID, ""), temporal.FollowOptions{Observer: req.Observer, From: from, ReturnPaused: true})
+}
+
+// follow follows a run; one whose caller went away (its request, the server's
+// shutdown) is canceled, as a run in the server's process would be.
+func (e temporalEngine) follow(ctx context.Context, run client.WorkflowRun, o temporal.FollowOptions) (*runtime.Result, error) {
+	res, err := temporal.Follow(ctx, e.c, run, o)
+	if ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		e.c.CancelWorkflow(cctx, run.GetID(), "")
+	}
+	return res, err
 }

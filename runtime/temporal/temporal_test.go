@@ -185,7 +185,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Guards.MaxTurns = 1
-	strict, diags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Model: offline.Test{}, Store: memory.New(), Version: agent.Version()})
+	strict, diags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Model: offline.Test{}, Store: memory.New(), Digest: agent.Digest()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -313,6 +313,19 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	if g, w := stepsOf(got), stepsOf(want); g != w {
 		t.Errorf("steps differ:\non Temporal:\n%s\nin process:\n%s", g, w)
 	}
+	// A worker refuses a run started on another spec under the agent's name.
+	s, err := agentrun.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Digest: "0123456789abcdef"})
+	run, err = temporal.Start(context.Background(), c, "parity", other, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{}); err == nil || !strings.Contains(err.Error(), "started with 0123456789abcdef") {
+		t.Errorf("a run of another spec: %v", err)
+	}
 	// The script's last call repeats the first: duplicate_calls stops the run.
 	if len(want.Steps) != 5 || want.Stop != runtime.StopDuplicateCall {
 		t.Errorf("in process: %d steps, stop %s; want 5, duplicate_call", len(want.Steps), want.Stop)
@@ -325,7 +338,7 @@ func compileWith(t *testing.T, path string, m runtime.Model) *runtime.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, diags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Model: m, Version: "v1"})
+	a, diags := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Model: m, Digest: agentrun.SpecDigest(s)})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -55,7 +55,7 @@ func Start(ctx context.Context, c client.Client, queue string, agent *runtime.Ag
 	if id == "" {
 		id = runtime.NewRunID()
 	}
-	in := RunInput{Agent: agent.Name(), Version: agent.Version(), Request: NewRequest(req)}
+	in := RunInput{Agent: agent.Name(), Digest: agent.Digest(), Request: NewRequest(req)}
 	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, WorkflowRun, in)
 }
 

@@ -29,11 +29,11 @@ const (
 
 // RunInput starts a run as a workflow.
 type RunInput struct {
-	// Agent names a registered agent (its spec's name); Version is the content
-	// version of the spec the starter loaded: a worker that runs another version
-	// refuses the run rather than run a different agent under its name.
+	// Agent names a registered agent (its spec's name); Digest is the digest of
+	// the spec the starter loaded (runtime.Agent.Digest): a worker whose agent of
+	// that name has another refuses the run rather than run a different agent.
 	Agent   string  `json:"agent"`
-	Version string  `json:"version"`
+	Digest  string  `json:"digest"`
 	Request Request `json:"request"`
 	// Resume, when set, is the id of a paused run this execution goes on with (a
 	// run that continued as new while it waited for approvals).
@@ -147,9 +147,9 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if agent == nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs no agent %q", in.Agent), errVersion, nil)
 	}
-	if in.Version != "" && in.Version != agent.Version() {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs agent %s at version %s, the run was started at version %s: run workers and the starter on the same spec",
-			in.Agent, short(agent.Version()), short(in.Version)), errVersion, nil)
+	if in.Digest != "" && in.Digest != agent.Digest() {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs agent %s with digest %s, the run was started with %s: run workers and the starter on the same spec files",
+			in.Agent, agent.Digest(), in.Digest), errVersion, nil)
 	}
 	log := &eventLog{}
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(from int) ([]runtime.Event, error) { return log.from(from), nil }); err != nil {
@@ -221,11 +221,4 @@ func awaitDecisions(ctx workflow.Context, decided workflow.ReceiveChannel, wait 
 		sel.AddFuture(workflow.NewTimer(timerCtx, wait), func(workflow.Future) {})
 	}
 	sel.Select(ctx)
-}
-
-func short(v string) string {
-	if len(v) > 12 {
-		return v[:12]
-	}
-	return v
 }
