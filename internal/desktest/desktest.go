@@ -30,7 +30,7 @@ type Backend struct {
 }
 
 // NewBackend starts the service and sets BACKEND for the test.
-func NewBackend(t *testing.T) *Backend {
+func NewBackend(t testing.TB) *Backend {
 	b := &Backend{filed: map[string]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(b.serve))
 	t.Cleanup(srv.Close)

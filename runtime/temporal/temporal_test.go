@@ -47,7 +47,7 @@ func build(t *testing.T, path string, model string, store runtime.Store) *agentr
 	return a
 }
 
-func newWorker(t *testing.T, c client.Client, queue string, a *runtime.Agent) worker.Worker {
+func newWorker(t testing.TB, c client.Client, queue string, a *runtime.Agent) worker.Worker {
 	t.Helper()
 	w := worker.New(c, queue, worker.Options{})
 	if err := temporal.Register(w, []*runtime.Agent{a}, temporal.Options{Heartbeat: time.Second}); err != nil {
@@ -332,7 +332,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	}
 }
 
-func compileWith(t *testing.T, path string, m runtime.Model) *runtime.Agent {
+func compileWith(t testing.TB, path string, m runtime.Model) *runtime.Agent {
 	t.Helper()
 	s, err := agentrun.Load(path)
 	if err != nil {
