@@ -178,6 +178,13 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		fmt.Fprint(errOut, formatDiagnostics(diags))
 		return exitError{1}
 	}
+	// The models' and tools' calls are traced as exec traces them (OTEL_* settings).
+	opts := agentrun.Options{Model: model, Store: store, Remember: true}
+	tel, err := setupTelemetry(cmd.Context(), &opts, slog.New(slog.NewTextHandler(errOut, nil)))
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
 	var agents []*runtime.Agent
 	var blobs string
 	for _, file := range files {
@@ -185,7 +192,7 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		if err != nil {
 			return err
 		}
-		a, err := buildAgent(cmd, s, agentrun.Options{Model: model, Store: store, Remember: true})
+		a, err := buildAgent(cmd, s, opts)
 		if err != nil {
 			return err
 		}

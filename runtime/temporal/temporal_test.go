@@ -47,10 +47,14 @@ func build(t *testing.T, path string, model string, store runtime.Store) *agentr
 	return a
 }
 
-func newWorker(t testing.TB, c client.Client, queue string, a *runtime.Agent) worker.Worker {
+func newWorker(t testing.TB, c client.Client, queue string, a *runtime.Agent, opts ...temporal.Options) worker.Worker {
 	t.Helper()
 	w := worker.New(c, queue, worker.Options{})
-	if err := temporal.Register(w, []*runtime.Agent{a}, temporal.Options{Heartbeat: time.Second}); err != nil {
+	o := temporal.Options{Heartbeat: time.Second}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if err := temporal.Register(w, []*runtime.Agent{a}, o); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Start(); err != nil {
@@ -198,7 +202,15 @@ func TestReplayRecordedHistories(t *testing.T) {
 
 // A run whose call needs approval waits as a workflow; the decision, stored
 // and signalled, resumes it on the worker, and the approved call runs once.
+// The same when the waiting run continued as new first (a history past
+// ContinueAfter events).
 func TestApprovalOnTemporal(t *testing.T) {
+	for _, continueAfter := range []int{0, 10} {
+		t.Run(fmt.Sprintf("continue_after_%d", continueAfter), func(t *testing.T) { approvalOnTemporal(t, continueAfter) })
+	}
+}
+
+func approvalOnTemporal(t *testing.T, continueAfter int) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
 	model := openaitest.New(t, desktest.Model)
@@ -207,13 +219,14 @@ func TestApprovalOnTemporal(t *testing.T) {
 	back := desktest.NewBackend(t)
 	store := memory.New()
 	agent := build(t, "testdata/desk-approval.yaml", "", store)
-	w := newWorker(t, c, "approvals", agent.Agent)
+	w := newWorker(t, c, "approvals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: continueAfter})
 	defer w.Stop()
 	ctx := context.Background()
 	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}, Conversation: "c-9"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := run.GetRunID() // Get follows the runs a workflow continued as: it changes
 	paused, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true, Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +261,15 @@ func TestApprovalOnTemporal(t *testing.T) {
 	}
 	if _, err := store.PausedRun(ctx, run.GetID()); !errors.Is(err, runtime.ErrRunNotFound) {
 		t.Errorf("the paused record outlived the run: %v", err)
+	}
+	if continueAfter > 0 {
+		desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if desc.WorkflowExecutionInfo.Execution.RunId == first {
+			t.Errorf("the waiting run did not continue as new: run %s, latest %s", first, desc.WorkflowExecutionInfo.Execution.RunId)
+		}
 	}
 }
 

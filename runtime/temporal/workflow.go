@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,8 +37,12 @@ type RunInput struct {
 	Digest  string  `json:"digest"`
 	Request Request `json:"request"`
 	// Resume, when set, is the id of a paused run this execution goes on with (a
-	// run that continued as new while it waited for approvals).
-	Resume string `json:"resume,omitempty"`
+	// run that continued as new while it waited for approvals); Paused is its
+	// result and Events the events it made so far, which this execution keeps
+	// answering queries with.
+	Resume string          `json:"resume,omitempty"`
+	Paused *runtime.Result `json:"paused,omitempty"`
+	Events []runtime.Event `json:"events,omitempty"`
 }
 
 // Request is what of a runtime.Request crosses into a workflow: no observer, no
@@ -151,7 +156,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("this worker runs agent %s with digest %s, the run was started with %s: run workers and the starter on the same spec files",
 			in.Agent, agent.Digest(), in.Digest), errVersion, nil)
 	}
-	log := &eventLog{}
+	log := &eventLog{events: in.Events}
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(from int) ([]runtime.Event, error) { return log.from(from), nil }); err != nil {
 		return nil, err
 	}
@@ -172,7 +177,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if in.Resume == "" {
 		res, err = agent.Run(base, req)
 	} else {
-		res = &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume}
+		res = cmp.Or(in.Paused, &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume})
 	}
 	// Approvals expire approval.timeout after the pause (a little later, so the
 	// store's clock agrees that they did).
@@ -182,8 +187,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		current = res
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter {
 			// The paused run is in the store: the next execution needs only its id.
-			next := in
-			next.Resume, next.Request = res.RunID, Request{}
+			next := RunInput{Agent: in.Agent, Digest: in.Digest, Request: in.Request, Resume: res.RunID, Paused: res, Events: log.from(0)}
 			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
 		}
 		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
@@ -201,7 +205,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Resume == "" && !rq.Ephemeral {
+	if !rq.Ephemeral {
 		// As exec does after the answer: the facts the user stated, for later runs.
 		if err := agent.ExtractFacts(base, req, res); err != nil {
 			log.Observe(runtime.Event{Time: workflow.Now(ctx), Kind: runtime.EventMemory, Run: id, Error: err.Error(), Message: "facts were not extracted"})
