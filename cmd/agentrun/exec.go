@@ -357,7 +357,11 @@ func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (mult
 	if !o.quiet {
 		observers = append(observers, &progress{w: errOut, start: time.Now()})
 		if agent != nil { // nil: a run on Temporal resumes on a worker
-			fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), modelLabel(agent.Spec.Model), len(agent.Tools()))
+			where := modelLabel(agent.Spec.Model)
+			if o.temporal.onTemporal() { // the worker's model answers, whatever this spec says
+				where = "on Temporal, task queue " + o.temporal.queue
+			}
+			fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), where, len(agent.Tools()))
 		}
 	}
 	if o.trace == "" {
