@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -57,7 +58,8 @@ func (r *run) collect(c *call) {
 	vars := r.vars
 	vars.Args, vars.Result = c.args, parseResult(c.result)
 	env := spec.EnvCollect.Values(&vars)
-	for kind, rule := range rules {
+	for _, kind := range slices.Sorted(maps.Keys(rules)) { // the same events in the same order on every run
+		rule := rules[kind]
 		if rule.Program == nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -549,7 +550,7 @@ func (r *run) prepare(c *call) bool {
 	if !ok {
 		return refuse(RefusedNotObject, "the arguments for %s must be a JSON object, not %s.", c.tc.Name, jsonKind(v))
 	}
-	for param := range t.bind {
+	for _, param := range slices.Sorted(maps.Keys(t.bind)) { // the same events in the same order on every run
 		if _, sent := args[param]; sent {
 			delete(args, param) // the model may not choose a bound value; the run context does
 			c.discarded = append(c.discarded, param)

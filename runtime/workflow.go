@@ -499,7 +499,8 @@ func (f *flow) reveals(c *call) map[string][]string {
 	vars := f.r.vars
 	vars.Args, vars.Result = c.args, parseResult(c.result)
 	env := spec.EnvCollect.Values(&vars)
-	for kind, rule := range c.tool.spec.Collect {
+	for _, kind := range slices.Sorted(maps.Keys(c.tool.spec.Collect)) {
+		rule := c.tool.spec.Collect[kind]
 		if rule.Program == nil {
 			continue
 		}
@@ -701,10 +702,6 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("for_each: %s is %s, not a list", s.ForEach.Source, jsonKind(v))
 	}
-	limit := cmp.Or(s.MaxParallel, f.r.agent.settings.Guards.MaxParallelTools)
-	if f.inOrder(st) {
-		limit = 1
-	}
 	type result struct {
 		out   map[string]any
 		calls []*call
@@ -712,19 +709,29 @@ func (f *flow) forEach(fr *frame, st *flowStep) (map[string]any, error) {
 		err   error
 	}
 	results := make([]result, len(list))
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i, el := range list {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			sub := &frame{outputs: fr.outputs, suffix: fr.suffix, turn: fr.turn, seen: fr.seen}
-			res := &results[i]
-			res.out, res.calls, res.err = f.once(sub, st, &forItem{el, i}, fmt.Sprintf("[%d]", i))
-			res.steps = sub.steps
-		})
+	item := func(i int) {
+		sub := &frame{outputs: fr.outputs, suffix: fr.suffix, turn: fr.turn, seen: fr.seen}
+		res := &results[i]
+		res.out, res.calls, res.err = f.once(sub, st, &forItem{list[i], i}, fmt.Sprintf("[%d]", i))
+		res.steps = sub.steps
 	}
-	wg.Wait()
+	if f.inOrder(st) {
+		// In this goroutine: a workflow's run may not wait on goroutines of its own.
+		for i := range list {
+			item(i)
+		}
+	} else {
+		sem := make(chan struct{}, cmp.Or(s.MaxParallel, f.r.agent.settings.Guards.MaxParallelTools))
+		var wg sync.WaitGroup
+		for i := range list {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				item(i)
+			})
+		}
+		wg.Wait()
+	}
 	items := make([]any, len(list))
 	out := zeroOutput(s)
 	out[spec.OutOK] = true

@@ -227,6 +227,9 @@ func firstMemory(specs []*spec.Spec) spec.Memory {
 	return specs[0].Memory
 }
 
+// Store is the store every agent of the server uses.
+func (s *Server) Store() runtime.Store { return s.store }
+
 // Reload loads the specs again. On any problem it keeps serving what it served
 // and returns the problem; else new runs use the new agents, and each old agent
 // is closed once its runs are done.

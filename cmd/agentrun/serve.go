@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun"
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/serve"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -60,16 +61,19 @@ func newServeCommand() *cobra.Command {
 			}
 			opts := serve.Options{Config: cfg, Specs: args, Store: store, Model: model, Index: index,
 				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent}
+			var srv *serve.Server
 			if engine.onTemporal() {
-				blobs, _ := agentrun.StoreURL(store, spec.Memory{}, nil)
-				c, closeClient, err := engine.dial(cmd.Context(), errOut, blobs)
+				// Payloads travel through the server's own store: the one it shares with
+				// the workers. The server closes it.
+				blobs := &lazyBlobs{open: func() (runtime.Store, error) { return srv.Store(), nil }}
+				c, closeClient, err := engine.dialWith(cmd.Context(), errOut, blobs)
 				if err != nil {
 					return err
 				}
 				defer closeClient()
 				opts.Engine = temporalEngine{c: c, queue: engine.queue}
 			}
-			srv, err := serve.New(cmd.Context(), opts)
+			srv, err = serve.New(cmd.Context(), opts)
 			var diags spec.Diagnostics
 			if errors.As(err, &diags) {
 				fmt.Fprint(errOut, formatDiagnostics(diags))

@@ -71,16 +71,23 @@ func (t *temporalFlags) resumeFlags() []string {
 // Payloads above temporal.DefaultInlineLimit travel by reference to the store
 // at blobs (the workers' store), unless it ends with the process (memory:).
 func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer, blobs string) (client.Client, func(), error) {
+	if blobs == "" || isProcessLocal(blobs) {
+		return t.dialWith(ctx, errOut, nil)
+	}
+	return t.dialWith(ctx, errOut, blobsAt(blobs))
+}
+
+// dialWith is dial with the store payloads travel through; nil keeps them inline.
+func (t *temporalFlags) dialWith(ctx context.Context, errOut io.Writer, blobs *lazyBlobs) (client.Client, func(), error) {
 	opts := client.Options{
 		HostPort:  cmp.Or(t.address, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort),
 		Namespace: cmp.Or(t.namespace, os.Getenv("TEMPORAL_NAMESPACE"), client.DefaultNamespace),
 		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
 	closeStore := func() {}
-	if blobs != "" && !isProcessLocal(blobs) {
-		lazy := &lazyBlobs{url: blobs}
-		closeStore = lazy.close
-		opts.DataConverter = (&temporal.Codec{Blobs: lazy}).DataConverter()
+	if blobs != nil {
+		closeStore = blobs.shut
+		opts.DataConverter = (&temporal.Codec{Blobs: blobs}).DataConverter()
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
@@ -92,30 +99,40 @@ func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer, blobs string
 
 // lazyBlobs opens the store the first time a payload needs it: most runs have
 // none that large, and a client that only starts runs need not open a store.
+// An open that failed is tried again at the next payload.
 type lazyBlobs struct {
-	url   string
-	once  sync.Once
+	// open opens the store; close, when set, closes what open opened.
+	open  func() (runtime.Store, error)
+	close func(runtime.Store)
+
+	mu    sync.Mutex
 	store runtime.Store
-	blobs runtime.Blobs
-	err   error
 }
 
-func (l *lazyBlobs) open() (runtime.Blobs, error) {
-	l.once.Do(func() {
-		if l.store, l.err = agentrun.OpenStore(l.url, 0); l.err != nil {
-			l.err = fmt.Errorf("store: %w", l.err)
-			return
+// blobsAt opens the store at url when a payload needs it, and closes it with close.
+func blobsAt(url string) *lazyBlobs {
+	return &lazyBlobs{open: func() (runtime.Store, error) { return agentrun.OpenStore(url, 0) }, close: func(s runtime.Store) { s.Close() }}
+}
+
+func (l *lazyBlobs) blobs() (runtime.Blobs, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.store == nil {
+		st, err := l.open()
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
 		}
-		var ok bool
-		if l.blobs, ok = l.store.(runtime.Blobs); !ok {
-			l.err = fmt.Errorf("the store %s keeps no blobs: large payloads cannot travel by reference", l.url)
-		}
-	})
-	return l.blobs, l.err
+		l.store = st
+	}
+	b, ok := l.store.(runtime.Blobs)
+	if !ok {
+		return nil, errors.New("the store keeps no blobs: large payloads cannot travel by reference")
+	}
+	return b, nil
 }
 
 func (l *lazyBlobs) PutBlob(ctx context.Context, key string, data []byte, ttl time.Duration) error {
-	b, err := l.open()
+	b, err := l.blobs()
 	if err != nil {
 		return err
 	}
@@ -123,16 +140,18 @@ func (l *lazyBlobs) PutBlob(ctx context.Context, key string, data []byte, ttl ti
 }
 
 func (l *lazyBlobs) Blob(ctx context.Context, key string) ([]byte, error) {
-	b, err := l.open()
+	b, err := l.blobs()
 	if err != nil {
 		return nil, err
 	}
 	return b.Blob(ctx, key)
 }
 
-func (l *lazyBlobs) close() {
-	if l.store != nil {
-		l.store.Close()
+func (l *lazyBlobs) shut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.store != nil && l.close != nil {
+		l.close(l.store)
 	}
 }
 
@@ -233,7 +252,7 @@ func runOnTemporal(cmd *cobra.Command, t temporalFlags, blobs string, agent *age
 		return nil, err
 	}
 	defer closeClient()
-	run, err := temporal.Start(ctx, c, t.queue, agent.Agent, req)
+	run, err := temporal.Start(ctx, c, t.queue, agent.Agent, req, temporal.StartOptions{ExtractFacts: true})
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +289,7 @@ type temporalEngine struct {
 }
 
 func (e temporalEngine) Run(ctx context.Context, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
-	run, err := temporal.Start(ctx, e.c, e.queue, agent.Agent, req)
+	run, err := temporal.Start(ctx, e.c, e.queue, agent.Agent, req, temporal.StartOptions{})
 	if err != nil {
 		return nil, err
 	}

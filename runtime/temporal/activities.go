@@ -167,7 +167,7 @@ func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelRes
 		return nil, temporal.NewNonRetryableApplicationError("the agent has no model", errTypeModel, nil, modelFailure{Message: "the agent has no model"})
 	}
 	defer heartbeat(ctx)()
-	resp, err := m.Complete(ctx, &runtime.ModelRequest{Messages: in.Messages, Tools: in.Tools, JSONSchema: in.JSONSchema,
+	resp, err := complete(ctx, m, &runtime.ModelRequest{Messages: in.Messages, Tools: in.Tools, JSONSchema: in.JSONSchema,
 		JSONObject: in.JSONObject, MaxTokens: in.MaxTokens})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -181,6 +181,17 @@ func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelRes
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), errTypeModel, nil, f)
 	}
 	return resp, nil
+}
+
+// complete calls the model, a panic in it being its error: retried, it would
+// only panic again.
+func complete(ctx context.Context, m runtime.Model, req *runtime.ModelRequest) (resp *runtime.ModelResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("the model failed unexpectedly: %v", p)
+		}
+	}()
+	return m.Complete(ctx, req)
 }
 
 func (a *activities) Tool(ctx context.Context, in ToolCall) (ToolOutcome, error) {

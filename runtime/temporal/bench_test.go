@@ -47,7 +47,7 @@ func BenchmarkRun(b *testing.B) {
 		starter := compileWith(b, deskSpec, nil)
 		for b.Loop() {
 			model = deskScript()
-			run, err := temporal.Start(context.Background(), c, "bench", starter, req)
+			run, err := temporal.Start(context.Background(), c, "bench", starter, req, temporal.StartOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -104,6 +104,9 @@ func (c *runContext) end(err, cause error) {
 	}
 }
 
+// Err is the run's own end, else its caller's (a sub-run's context ends with
+// the run that started it, and for the same reason), else the workflow's
+// cancellation.
 func (c *runContext) Err() error {
 	c.mu.Lock()
 	err := c.err
@@ -111,22 +114,42 @@ func (c *runContext) Err() error {
 	if err != nil {
 		return err
 	}
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
 	if c.wctx.Err() != nil {
 		return context.Canceled
 	}
-	return c.Context.Err()
+	return nil
 }
 
 func (c *runContext) Cause() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cause != nil {
-		return c.cause
+	cause, err := c.cause, c.err
+	c.mu.Unlock()
+	switch {
+	case cause != nil:
+		return cause
+	case err != nil:
+		return err
 	}
-	if c.err != nil {
-		return c.err
+	if parent, ok := c.Context.Value(runContextKey{}).(*runContext); ok && parent.Err() != nil {
+		return parent.Cause()
 	}
-	return runtime.CauseOf(c.Context)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+type runContextKey struct{}
+
+// Value finds the nearest run context for Cause, and the rest as any context.
+func (c *runContext) Value(key any) any {
+	if key == (runContextKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 func (c *runContext) Done() <-chan struct{} {

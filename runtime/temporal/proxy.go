@@ -190,6 +190,16 @@ func (s storeProxy) call(ctx context.Context, name string, in StoreCall, out any
 	return fromStore(execute(ctx, storeOptions(s.o), name, in, out))
 }
 
+// write runs a store write once: a write whose worker was lost may have been
+// made, and making it again would append a run's exchange twice or find its own
+// claim of a paused run taken. The run reports a write that failed (memory_error).
+func (s storeProxy) write(ctx context.Context, name string, in StoreCall) error {
+	in.Target = s.target
+	ao := storeOptions(s.o)
+	ao.RetryPolicy.MaximumAttempts = 1
+	return fromStore(execute(detached(ctx), ao, name, in, nil))
+}
+
 func (s storeProxy) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
 	var out []runtime.Fact
 	err := s.call(ctx, ActivityFacts, StoreCall{UserID: userID}, &out)
@@ -215,7 +225,7 @@ func (s storeProxy) SeenEntities(ctx context.Context, conversation string, kinds
 }
 
 func (s storeProxy) Commit(ctx context.Context, rec runtime.Record) error {
-	return s.call(detached(ctx), ActivityCommit, StoreCall{Record: &rec}, nil)
+	return s.write(ctx, ActivityCommit, StoreCall{Record: &rec})
 }
 
 var errNotInWorkflow = errors.New("not available to a run on Temporal")
@@ -236,7 +246,7 @@ func (s pausedStoreProxy) PausedRun(ctx context.Context, id string) (runtime.Pau
 }
 
 func (s pausedStoreProxy) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
-	return s.call(detached(ctx), ActivityUpdatePaused, StoreCall{Paused: &p}, nil)
+	return s.write(ctx, ActivityUpdatePaused, StoreCall{Paused: &p})
 }
 
 func (s pausedStoreProxy) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {

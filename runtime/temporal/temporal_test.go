@@ -97,7 +97,7 @@ func TestWorkerLostMidRun(t *testing.T) {
 	})
 
 	agent := build(t, path, "", store)
-	run, err := temporal.Start(context.Background(), c, queue, agent.Agent, runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
+	run, err := temporal.Start(context.Background(), c, queue, agent.Agent, runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 	w := newWorker(t, c, "approvals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: continueAfter})
 	defer w.Stop()
 	ctx := context.Background()
-	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}, Conversation: "c-9"})
+	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}, Conversation: "c-9"}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	c := ts.GetDefaultClient()
 	w := newWorker(t, c, "parity", compileWith(t, path, script()))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "parity", local, req)
+	run, err := temporal.Start(context.Background(), c, "parity", local, req, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := runtime.Compile(s, runtime.Options{Tools: agentrun.Registry(), Digest: "0123456789abcdef"})
-	run, err = temporal.Start(context.Background(), c, "parity", other, req)
+	run, err = temporal.Start(context.Background(), c, "parity", other, req, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func TestLargePayloadsTravelByReference(t *testing.T) {
 	})
 	w := newWorker(t, c, "large", compileWith(t, deskSpec, sized))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "large", compileWith(t, deskSpec, nil), runtime.Request{Input: "how fast?"})
+	run, err := temporal.Start(context.Background(), c, "large", compileWith(t, deskSpec, nil), runtime.Request{Input: "how fast?"}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

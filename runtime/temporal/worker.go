@@ -48,14 +48,21 @@ func newEngine(agents []*runtime.Agent, o Options) (*engine, *activities, error)
 	return e, acts, nil
 }
 
+// StartOptions say what a run does besides the run itself.
+type StartOptions struct {
+	// ExtractFacts runs fact extraction once the run ended (exec does; serve
+	// does not).
+	ExtractFacts bool
+}
+
 // Start starts a run of the agent as a workflow on the task queue. The
 // workflow's id is the run's: req.RunID, or a new one.
-func Start(ctx context.Context, c client.Client, queue string, agent *runtime.Agent, req runtime.Request) (client.WorkflowRun, error) {
+func Start(ctx context.Context, c client.Client, queue string, agent *runtime.Agent, req runtime.Request, o StartOptions) (client.WorkflowRun, error) {
 	id := req.RunID
 	if id == "" {
 		id = runtime.NewRunID()
 	}
-	in := RunInput{Agent: agent.Name(), Digest: agent.Digest(), Request: NewRequest(req)}
+	in := RunInput{Agent: agent.Name(), Digest: agent.Digest(), Request: NewRequest(req), ExtractFacts: o.ExtractFacts}
 	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, WorkflowRun, in)
 }
 

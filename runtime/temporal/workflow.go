@@ -40,9 +40,13 @@ type RunInput struct {
 	// run that continued as new while it waited for approvals); Paused is its
 	// result and Events the events it made so far, which this execution keeps
 	// answering queries with.
-	Resume string          `json:"resume,omitempty"`
-	Paused *runtime.Result `json:"paused,omitempty"`
-	Events []runtime.Event `json:"events,omitempty"`
+	Resume   string          `json:"resume,omitempty"`
+	Paused   *runtime.Result `json:"paused,omitempty"`
+	Events   []runtime.Event `json:"events,omitempty"`
+	Deadline time.Time       `json:"deadline,omitzero"` // when its approvals expire
+	// ExtractFacts runs fact extraction once the run ended, as exec does after
+	// printing an answer.
+	ExtractFacts bool `json:"extract_facts,omitempty"`
 }
 
 // Request is what of a runtime.Request crosses into a workflow: no observer, no
@@ -81,7 +85,9 @@ type Options struct {
 	// ToolAttempts is how often a call of an idempotent tool is tried in all (3);
 	// a tool with idempotent: false is tried once.
 	ToolAttempts int
-	// StoreTimeout and StoreAttempts are those of store and knowledge calls (30s, 3).
+	// StoreTimeout and StoreAttempts are those of store reads and knowledge
+	// calls (30s, 3); a store write (a run's commit, a claim of a paused run) is
+	// tried once: its worker may have made it before it was lost.
 	StoreTimeout  time.Duration
 	StoreAttempts int
 	// Heartbeat is how soon a model or tool call whose worker stopped
@@ -182,12 +188,17 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	// Approvals expire approval.timeout after the pause (a little later, so the
 	// store's clock agrees that they did).
 	expires := func() time.Time { return workflow.Now(ctx).Add(agent.Settings().Approval.Timeout + time.Second) }
-	deadline := expires()
+	deadline := in.Deadline
+	if deadline.IsZero() {
+		deadline = expires()
+	}
 	for err == nil && res.Stop == runtime.StopAwaitingApproval {
 		current = res
-		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter {
-			// The paused run is in the store: the next execution needs only its id.
-			next := RunInput{Agent: in.Agent, Digest: in.Digest, Request: in.Request, Resume: res.RunID, Paused: res, Events: log.from(0)}
+		// A signal that came meanwhile is handled here: continuing as new would drop it.
+		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter && decided.Len() == 0 {
+			// The paused run is in the store: the next execution resumes it by its id.
+			next := in
+			next.Resume, next.Paused, next.Events, next.Deadline = res.RunID, res, log.from(0), deadline
 			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
 		}
 		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
@@ -205,7 +216,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !rq.Ephemeral {
+	if in.ExtractFacts && !rq.Ephemeral {
 		// As exec does after the answer: the facts the user stated, for later runs.
 		if err := agent.ExtractFacts(base, req, res); err != nil {
 			log.Observe(runtime.Event{Time: workflow.Now(ctx), Kind: runtime.EventMemory, Run: id, Error: err.Error(), Message: "facts were not extracted"})

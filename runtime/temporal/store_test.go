@@ -1,0 +1,170 @@
+package temporal_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/desktest"
+	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/temporal"
+	"go.temporal.io/server/temporaltest"
+)
+
+// flakyStore is a memory store whose next commit is written and then reported
+// lost (its reply never came), and whose paused-run reads can be held.
+type flakyStore struct {
+	*memory.Store
+	mu         sync.Mutex
+	loseCommit bool
+	hold       chan struct{} // when set, the next PausedRun read waits on it…
+	read       chan struct{} // …after saying it read
+}
+
+func (s *flakyStore) Commit(ctx context.Context, rec runtime.Record) error {
+	err := s.Store.Commit(ctx, rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loseCommit && err == nil {
+		s.loseCommit = false
+		return errors.New("connection reset after the write")
+	}
+	return err
+}
+
+func (s *flakyStore) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+	p, err := s.Store.PausedRun(ctx, id)
+	s.mu.Lock()
+	hold, read := s.hold, s.read
+	s.hold, s.read = nil, nil
+	s.mu.Unlock()
+	if hold != nil {
+		close(read)
+		<-hold
+	}
+	return p, err
+}
+
+// A run's commit is made once: one whose reply was lost is the run's memory
+// error, not a second copy of its exchange.
+func TestCommitIsNotRetried(t *testing.T) {
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	model := openaitest.New(t, desktest.Model)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	desktest.NewBackend(t)
+	store := &flakyStore{Store: memory.New(), loseCommit: true}
+	agent := build(t, deskSpec, "", store)
+	w := newWorker(t, c, "commits", agent.Agent)
+	defer w.Stop()
+	run, err := temporal.Start(context.Background(), c, "commits", agent.Agent, runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != runtime.StopCompleted || res.MemoryError == "" {
+		t.Errorf("stop %s, memory error %q: want completed with the lost commit's error", res.Stop, res.MemoryError)
+	}
+	conv, _ := store.Conversation(context.Background(), "c-1", 10)
+	if conv.Turns != 1 || len(conv.Messages) != 8 {
+		t.Errorf("stored %d turns, %d messages; want the exchange once (1, 8)", conv.Turns, len(conv.Messages))
+	}
+}
+
+// A decision stored while the run reads its paused record (woken by an
+// earlier signal, finding calls undecided) is not lost, though the waiting
+// run's history is long enough to continue as new.
+func TestDecisionDuringAResumeIsNotLost(t *testing.T) {
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	model := openaitest.New(t, desktest.Model)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	desktest.NewBackend(t)
+	store := &flakyStore{Store: memory.New()}
+	agent := build(t, "testdata/desk-approval.yaml", "", store)
+	w := newWorker(t, c, "signals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: 10})
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, "signals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}}, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true, Interval: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	hold, read := make(chan struct{}), make(chan struct{})
+	store.mu.Lock()
+	store.hold, store.read = hold, read
+	store.mu.Unlock()
+	if err := temporal.Decided(ctx, c, run.GetID()); err != nil { // nothing decided yet
+		t.Fatal(err)
+	}
+	<-read // the run read its record: still undecided
+	if _, err := runtime.Decide(ctx, store, run.GetID(), runtime.Decider{ID: "boss", Approver: true},
+		runtime.DecideRequest{CallID: "call_2", Approve: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := temporal.Decided(ctx, c, run.GetID()); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatalf("the decided run did not end: %v", err)
+	}
+	if res.Stop != runtime.StopCompleted {
+		t.Errorf("stop %s (%s)", res.Stop, res.Detail)
+	}
+}
+
+// When the caller's max_run_time ends a sub-run's model call, both runs stop
+// as timeout, on Temporal as in process.
+func TestSubRunTimesOutWithItsCaller(t *testing.T) {
+	desktest.NewBackend(t)
+	model := func() runtime.Model {
+		return modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+			if strings.Contains(req.Messages[0].Content, "pass questions on") {
+				return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
+					ToolCalls: []runtime.ToolCall{{ID: "d1", Name: "desk", Arguments: `{"task":"look A1 up"}`}}}, FinishReason: runtime.FinishToolCalls}, nil
+			}
+			<-ctx.Done() // the desk's model never answers in time
+			return nil, ctx.Err()
+		})
+	}
+	req := runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}}
+	want, err := compileWith(t, "testdata/desk-delegate.yaml", model()).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Stop != runtime.StopTimeout || len(want.Steps) != 1 || want.Steps[0].Agent == nil || want.Steps[0].Agent.Stop != runtime.StopTimeout {
+		t.Fatalf("in process: stop %s, steps %+v", want.Stop, want.Steps)
+	}
+
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	w := newWorker(t, c, "front", compileWith(t, "testdata/desk-delegate.yaml", model()))
+	defer w.Stop()
+	run, err := temporal.Start(context.Background(), c, "front", compileWith(t, "testdata/desk-delegate.yaml", nil), req, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stop != want.Stop || got.Detail != want.Detail || len(got.Steps) != 1 || got.Steps[0].Agent == nil ||
+		got.Steps[0].Agent.Stop != want.Steps[0].Agent.Stop || got.Steps[0].Result != want.Steps[0].Result {
+		t.Errorf("on Temporal: %s %q %+v\nin process: %s %q %+v", got.Stop, got.Detail, got.Steps, want.Stop, want.Detail, want.Steps)
+	}
+}
