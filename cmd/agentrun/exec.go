@@ -154,14 +154,11 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	defer agent.Close() // stops every MCP server process, also after Ctrl-C
-	observers, closeTrace, err := execObservers(errOut, agent, o)
+	closeTrace, err := observeExec(errOut, agent, o, &req)
 	if err != nil {
 		return err
 	}
 	defer closeTrace()
-	if len(observers) > 0 {
-		req.Observer = observers
-	}
 	if o.stream || boolValue(agent.Spec.Model.Stream) {
 		// -q hides the text, but the request stays streamed: quiet never changes
 		// what goes over the wire.
@@ -221,14 +218,11 @@ func execOnTemporal(cmd *cobra.Command, s *spec.Spec, req runtime.Request, o exe
 		return err
 	}
 	defer agent.Close()
-	observers, closeTrace, err := execObservers(errOut, agent, o)
+	closeTrace, err := observeExec(errOut, agent, o, &req)
 	if err != nil {
 		return err
 	}
 	defer closeTrace()
-	if len(observers) > 0 {
-		req.Observer = observers
-	}
 	blobs, _ := agentrun.StoreURL(o.store, s.Memory, nil) // the workers' store, as they find it
 	result, err := runOnTemporal(cmd, o.temporal, blobs, agent, req)
 	if err != nil {
@@ -352,6 +346,18 @@ func execRequest(s *spec.Spec, question string, o execOptions) (runtime.Request,
 }
 
 // execObservers are the progress printer and the trace file the flags ask for.
+// observeExec gives the request exec's observers (progress, --trace), if any.
+func observeExec(errOut io.Writer, agent *agentrun.Agent, o execOptions, req *runtime.Request) (func(), error) {
+	observers, closeTrace, err := execObservers(errOut, agent, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(observers) > 0 {
+		req.Observer = observers
+	}
+	return closeTrace, nil
+}
+
 func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (multiObserver, func(), error) {
 	var observers multiObserver
 	if !o.quiet {

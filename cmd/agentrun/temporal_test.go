@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/desktest"
-	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/runtime"
 	"go.temporal.io/server/temporaltest"
 )
@@ -46,10 +45,7 @@ func (b *syncBuffer) String() string {
 func TestExecOnTemporalSurvivesAKilledWorker(t *testing.T) {
 	bin := agentrunBinary(t)
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	back := desktest.NewBackend(t)
+	model, back := desktest.Start(t)
 	spec, _ := filepath.Abs(deskSpec)
 	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
 	cluster := []string{"--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(), "--task-queue", "desk"}
@@ -134,10 +130,7 @@ func TestExecOnTemporalSurvivesAKilledWorker(t *testing.T) {
 func TestServeOnTemporal(t *testing.T) {
 	bin := agentrunBinary(t)
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	back := desktest.NewBackend(t)
+	model, back := desktest.Start(t)
 	spec, _ := filepath.Abs("../../runtime/temporal/testdata/desk-approval.yaml")
 	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
 	cluster := []string{"--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(), "--task-queue", "desk"}

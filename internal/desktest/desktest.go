@@ -121,3 +121,12 @@ func Model(req openaitest.Request) openaitest.Reply {
 	}
 	return openaitest.Reply{Content: Answer}
 }
+
+// Start starts the desk's model (Model) and its backend, and points the
+// desk's spec at them: LLM_BASE_URL, LLM_API_KEY and BACKEND, for the test.
+func Start(t testing.TB) (*openaitest.Server, *Backend) {
+	model := openaitest.New(t, Model)
+	t.Setenv("LLM_BASE_URL", model.URL)
+	t.Setenv("LLM_API_KEY", "sk-test")
+	return model, NewBackend(t)
+}

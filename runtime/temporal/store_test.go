@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/desktest"
-	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/temporal"
@@ -55,10 +54,7 @@ func (s *flakyStore) PausedRun(ctx context.Context, id string) (runtime.PausedRu
 func TestCommitIsNotRetried(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	desktest.NewBackend(t)
+	desktest.Start(t)
 	store := &flakyStore{Store: memory.New(), loseCommit: true}
 	agent := build(t, deskSpec, "", store)
 	w := newWorker(t, c, "commits", agent.Agent)
@@ -86,10 +82,7 @@ func TestCommitIsNotRetried(t *testing.T) {
 func TestDecisionDuringAResumeIsNotLost(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	desktest.NewBackend(t)
+	desktest.Start(t)
 	store := &flakyStore{Store: memory.New()}
 	agent := build(t, "testdata/desk-approval.yaml", "", store)
 	w := newWorker(t, c, "signals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: 10})

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/desktest"
-	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
@@ -81,10 +80,7 @@ func (e *events) Observe(ev runtime.Event) {
 func TestWorkerLostMidRun(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	back := desktest.NewBackend(t)
+	model, back := desktest.Start(t)
 	path := deskSpec
 	store := memory.New()
 	const queue = "desk"
@@ -213,10 +209,7 @@ func TestApprovalOnTemporal(t *testing.T) {
 func approvalOnTemporal(t *testing.T, continueAfter int) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
-	model := openaitest.New(t, desktest.Model)
-	t.Setenv("LLM_BASE_URL", model.URL)
-	t.Setenv("LLM_API_KEY", "sk-test")
-	back := desktest.NewBackend(t)
+	model, back := desktest.Start(t)
 	store := memory.New()
 	agent := build(t, "testdata/desk-approval.yaml", "", store)
 	w := newWorker(t, c, "approvals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: continueAfter})
@@ -255,6 +248,9 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 	}
 	if _, filed, requests := back.Counts(); filed != 1 || requests != 1 {
 		t.Errorf("%d tickets from %d requests, want 1 from 1", filed, requests)
+	}
+	if n := len(model.Requests()); n != 4 {
+		t.Errorf("the model got %d requests, want 4", n)
 	}
 	if len(seen.all) == 0 || seen.all[0].Kind == runtime.EventModelRequest && seen.all[0].Turn == 1 {
 		t.Errorf("following from %d showed the run from its start again", from)
