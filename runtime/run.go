@@ -91,12 +91,9 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		signatures: map[string]string{},
 		started:    hostOf(req.Host).Now(),
 		seen:       newSeenEntities(req.Seen),
-		id:         req.RunID,
+		id:         cmp.Or(req.RunID, NewRunID()),
 		parent:     parent,
 		tally:      &sync.Mutex{},
-	}
-	if r.id == "" {
-		r.id = NewRunID()
 	}
 	if parent != nil {
 		r.tally = parent.run.tally
