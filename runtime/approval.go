@@ -155,6 +155,11 @@ type pausedState struct {
 	// SeenError says why the run could not ask the store about the entities of
 	// the conversation's earlier turns: seen() checks keep failing closed.
 	SeenError string `json:"seen_error,omitempty"`
+	// A checkpoint's (see Checkpoint): when the run started, and the paused run
+	// it resumed, whose record its final commit deletes.
+	Started       time.Time `json:"started,omitzero"`
+	Resumed       string    `json:"resumed,omitempty"`
+	PausedVersion int       `json:"paused_version,omitempty"`
 }
 
 const pausedFormat = 1
@@ -367,6 +372,9 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 	r.finishPaused(st, now, abandoned)
 	if r.state == StateThinking {
 		r.loop()
+		if r.result.Checkpoint != nil {
+			return r.result, nil
+		}
 		r.learn()
 	}
 	return r.end(), nil
@@ -388,7 +396,7 @@ func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req 
 		signatures: st.Signatures, started: hostOf(req.Host).Now(), seen: newSeenEntities(st.Seen),
 		rejections: st.Rejections, planRejections: st.PlanRejections, feedback: st.Feedback, factChanges: st.FactChanges, finish: st.Finish,
 		profile: st.Profile, memory: st.Memory, rag: st.RAG, cost: st.Cost, costUnknown: st.CostUnknown,
-		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided, id: p.ID}
+		costUnchecked: st.CostUnchecked, resumed: p.ID, pausedVersion: p.Version, decidedIDs: st.Decided, id: p.ID, turnsBefore: res.Turns}
 	r.spent = spend{turns: max(st.SpentTurns, res.Turns), tokens: max(res.Usage.TotalTokens, res.Usage.PromptTokens+res.Usage.CompletionTokens), cost: st.Cost}
 	for _, c := range st.Calls {
 		if c.Approval != nil {
@@ -621,15 +629,7 @@ func (r *run) storePaused(calls []call) error {
 	a := r.agent
 	now := a.now(r.req.Host)
 	id := cmp.Or(r.req.RunID, r.resumed, r.id)
-	st := &pausedState{Format: pausedFormat, SpecVersion: a.version, SpecFile: absPath(a.spec.Pos.File), User: r.req.User, Conversation: r.req.Conversation,
-		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
-		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
-		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
-		Rejections: r.rejections, PlanRejections: r.planRejections, SpentTurns: r.spentTurns(), FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
-		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
-	for _, s := range r.result.Steps {
-		st.StepArgs = append(st.StepArgs, s.modelArgs)
-	}
+	st := r.snapshot()
 	var pending []Approval
 	for i := range calls {
 		c := &calls[i]
@@ -662,6 +662,22 @@ func (r *run) storePaused(calls []call) error {
 	}
 	r.stopWith(StopAwaitingApproval, "waiting for approval of "+strings.Join(names, ", "), "")
 	return nil
+}
+
+// snapshot is what a later execution needs to go on with the run: a paused
+// run's record, or a checkpoint's.
+func (r *run) snapshot() *pausedState {
+	a := r.agent
+	st := &pausedState{Format: pausedFormat, SpecVersion: a.version, SpecFile: absPath(a.spec.Pos.File), User: r.req.User, Conversation: r.req.Conversation,
+		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
+		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
+		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
+		Rejections: r.rejections, PlanRejections: r.planRejections, SpentTurns: r.spentTurns(), FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
+		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
+	for _, s := range r.result.Steps {
+		st.StepArgs = append(st.StepArgs, s.modelArgs)
+	}
+	return st
 }
 
 // PausedRuns is the agent's store as a keeper of paused runs, nil if it is none.

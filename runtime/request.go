@@ -147,6 +147,10 @@ type Result struct {
 	Plan []PlanStep `json:"plan,omitempty"`
 	// Handoff is the run of the agent the intent handed the run to.
 	Handoff *AgentRun `json:"handoff,omitempty"`
+	// Checkpoint, when set, says the run stopped between two turns because its
+	// host asked (Continuer): it has not ended, and Agent.Continue goes on with
+	// it. The rest of the result is what it did so far.
+	Checkpoint *Checkpoint `json:"-"`
 }
 
 // Prior is what a resumed run's earlier executions did: its first Steps steps,

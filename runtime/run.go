@@ -55,6 +55,9 @@ type run struct {
 	pausedVersion  int
 	decidedIDs     []string // the call ids earlier pauses of the run waited on
 	planRejections int      // answers the plan gate refused
+	// turnsBefore are the model calls earlier executions of the run made: this
+	// one checkpoints only once it made one of its own.
+	turnsBefore int
 	// id names the run in its events; parent and depth place a sub-run below the
 	// run that started it; spent is what it and its sub-runs spent (see spend).
 	id     string
@@ -120,6 +123,9 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		case !r.answerFromCache():
 			r.retrieve()
 			r.loop()
+			if r.result.Checkpoint != nil {
+				return r, nil // it goes on in another execution: nothing ends here
+			}
 			r.learn()
 		}
 	}
@@ -233,6 +239,9 @@ func (r *run) loop() {
 	for {
 		switch r.state {
 		case StateThinking:
+			if r.checkpoint() {
+				return
+			}
 			draft = r.think()
 		case StateToolExecuting:
 			r.executeTools()

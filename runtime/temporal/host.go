@@ -13,11 +13,21 @@ import (
 // run's context, and coroutines for a run's parallel branches. The workflow
 // context each branch must use travels in the context.Context the runtime
 // passes down (withWorkflow).
-type host struct{ root workflow.Context }
+type host struct {
+	root workflow.Context
+	// continueAfter is the history length past which a run checkpoints
+	// between two turns, to go on in a new execution (Options.ContinueAfter).
+	continueAfter int
+}
 
-var _ runtime.Host = host{}
+var _ runtime.Continuer = host{}
 
 func (h host) Now() time.Time { return workflow.Now(h.root) }
+
+func (h host) ContinueNow() bool {
+	info := workflow.GetInfo(h.root)
+	return info.GetCurrentHistoryLength() > h.continueAfter || info.GetContinueAsNewSuggested()
+}
 
 // RunContext ends the run's context when a workflow timer fires, and cancels
 // the workflow context its activities run in, so a call in flight ends too.

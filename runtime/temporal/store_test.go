@@ -161,3 +161,62 @@ func TestSubRunTimesOutWithItsCaller(t *testing.T) {
 		t.Errorf("on Temporal: %s %q %+v\nin process: %s %q %+v", got.Stop, got.Detail, got.Steps, want.Stop, want.Detail, want.Steps)
 	}
 }
+
+// A run whose history grows past ContinueAfter checkpoints between two turns
+// and goes on as a new execution, so no history holds all of it; it ends as
+// the same run does in one process, each model call and ticket made once.
+func TestLongRunContinuesAsNew(t *testing.T) {
+	model, back := desktest.Start(t)
+	req := runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
+	want, err := build(t, deskSpec, "", memory.New()).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Reset()
+	before := len(model.Requests())
+
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	store := memory.New()
+	agent := build(t, deskSpec, "", store)
+	w := newWorker(t, c, "long", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: 15})
+	defer w.Stop()
+	run, err := temporal.Start(context.Background(), c, "long", agent.Agent, req, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := run.GetRunID()
+	var seen events
+	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{Observer: &seen, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stop != want.Stop || got.Answer != want.Answer || got.Turns != want.Turns || stepsOf(got) != stepsOf(want) {
+		t.Errorf("continued: %s %q turns %d\n%s\nin process: %s %q turns %d\n%s", got.Stop, got.Answer, got.Turns, stepsOf(got), want.Stop, want.Answer, want.Turns, stepsOf(want))
+	}
+	if n := len(model.Requests()) - before; n != 4 {
+		t.Errorf("the model got %d requests, want 4", n)
+	}
+	if _, filed, requests := back.Counts(); filed != 1 || requests != 1 {
+		t.Errorf("%d tickets from %d requests, want 1 from 1", filed, requests)
+	}
+	conv, _ := store.Conversation(context.Background(), "c-1", 10)
+	if conv.Turns != 1 || len(conv.Messages) != len(want.Messages) {
+		t.Errorf("stored %d turns, %d messages; want 1, %d", conv.Turns, len(conv.Messages), len(want.Messages))
+	}
+	desc, err := c.DescribeWorkflowExecution(context.Background(), run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.WorkflowExecutionInfo.Execution.RunId == first {
+		t.Error("the run never continued as new")
+	}
+	// The follower saw every event once, across the executions.
+	kinds := map[runtime.EventKind]int{}
+	for _, e := range seen.all {
+		kinds[e.Kind]++
+	}
+	if kinds[runtime.EventStop] != 1 || kinds[runtime.EventModelRequest] != 4 || kinds[runtime.EventToolCall] != 3 {
+		t.Errorf("the follower saw %d stops, %d model requests, %d tool calls; want 1, 4, 3", kinds[runtime.EventStop], kinds[runtime.EventModelRequest], kinds[runtime.EventToolCall])
+	}
+}

@@ -47,6 +47,9 @@ type RunInput struct {
 	// ExtractFacts runs fact extraction once the run ended, as exec does after
 	// printing an answer.
 	ExtractFacts bool `json:"extract_facts,omitempty"`
+	// Checkpoint, when set, is the run this execution goes on with: it
+	// continued as new between two turns, its history having grown long.
+	Checkpoint *runtime.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // Request is what of a runtime.Request crosses into a workflow: no observer, no
@@ -93,8 +96,9 @@ type Options struct {
 	// Heartbeat is how soon a model or tool call whose worker stopped
 	// heartbeating is tried again elsewhere (10s).
 	Heartbeat time.Duration
-	// ContinueAfter is the history length, in events, past which a run waiting
-	// for approvals continues as new (2000).
+	// ContinueAfter is the history length, in events, past which a run
+	// continues as new (2000): between two turns, or while it waits for
+	// approvals. Temporal's own suggestion to continue is followed too.
 	ContinueAfter int
 }
 
@@ -170,7 +174,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryResult, func() (*runtime.Result, error) { return current, nil }); err != nil {
 		return nil, err
 	}
-	h := host{root: ctx}
+	h := host{root: ctx, continueAfter: e.o.ContinueAfter}
 	base := withWorkflow(context.Background(), ctx)
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	decided := workflow.GetSignalChannel(ctx, SignalDecided)
@@ -180,10 +184,23 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	req := runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
 		History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
 		RunID: id, Observer: log, Host: h}
-	if in.Resume == "" {
+	// continueAsNew carries a checkpointed run, and what it showed so far, into
+	// a new execution.
+	continueAsNew := func(cp *runtime.Checkpoint) error {
+		next := in
+		next.Checkpoint, next.Resume, next.Paused, next.Deadline, next.Events = cp, "", nil, time.Time{}, log.from(0)
+		return workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
+	}
+	switch {
+	case in.Checkpoint != nil:
+		res, err = agent.Continue(base, runtime.ContinueRequest{Checkpoint: *in.Checkpoint, Observer: log, Host: h})
+	case in.Resume == "":
 		res, err = agent.Run(base, req)
-	} else {
+	default:
 		res = cmp.Or(in.Paused, &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume})
+	}
+	if err == nil && res.Checkpoint != nil {
+		return nil, continueAsNew(res.Checkpoint)
 	}
 	// Approvals expire approval.timeout after the pause (a little later, so the
 	// store's clock agrees that they did).
@@ -198,7 +215,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter && decided.Len() == 0 {
 			// The paused run is in the store: the next execution resumes it by its id.
 			next := in
-			next.Resume, next.Paused, next.Events, next.Deadline = res.RunID, res, log.from(0), deadline
+			next.Checkpoint, next.Resume, next.Paused, next.Events, next.Deadline = nil, res.RunID, res, log.from(0), deadline
 			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
 		}
 		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
@@ -209,6 +226,8 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		switch {
 		case errors.Is(err, runtime.ErrUndecided):
 			err = nil // a signal came before every call was decided: wait on
+		case err == nil && resumed.Checkpoint != nil:
+			return nil, continueAsNew(resumed.Checkpoint)
 		case err == nil:
 			res, deadline = resumed, expires()
 		}
