@@ -184,11 +184,15 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	req := runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
 		History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
 		RunID: id, Observer: log, Host: h}
-	// continueAsNew carries a checkpointed run, and what it showed so far, into
-	// a new execution.
-	continueAsNew := func(cp *runtime.Checkpoint) error {
+	// continueAsNew carries the run into a new execution, with what it showed
+	// so far: a checkpointed run, or a paused one (in the store) and when its
+	// approvals expire.
+	continueAsNew := func(cp *runtime.Checkpoint, paused *runtime.Result, deadline time.Time) error {
 		next := in
-		next.Checkpoint, next.Resume, next.Paused, next.Deadline, next.Events = cp, "", nil, time.Time{}, log.from(0)
+		next.Checkpoint, next.Paused, next.Deadline, next.Events, next.Resume = cp, paused, deadline, log.from(0), ""
+		if paused != nil {
+			next.Resume = paused.RunID
+		}
 		return workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
 	}
 	switch {
@@ -200,7 +204,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		res = cmp.Or(in.Paused, &runtime.Result{Stop: runtime.StopAwaitingApproval, RunID: in.Resume})
 	}
 	if err == nil && res.Checkpoint != nil {
-		return nil, continueAsNew(res.Checkpoint)
+		return nil, continueAsNew(res.Checkpoint, nil, time.Time{})
 	}
 	// Approvals expire approval.timeout after the pause (a little later, so the
 	// store's clock agrees that they did).
@@ -213,10 +217,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		current = res
 		// A signal that came meanwhile is handled here: continuing as new would drop it.
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() > e.o.ContinueAfter && decided.Len() == 0 {
-			// The paused run is in the store: the next execution resumes it by its id.
-			next := in
-			next.Checkpoint, next.Resume, next.Paused, next.Events, next.Deadline = nil, res.RunID, res, log.from(0), deadline
-			return nil, workflow.NewContinueAsNewError(ctx, WorkflowRun, next)
+			return nil, continueAsNew(nil, res, deadline)
 		}
 		awaitDecisions(ctx, decided, deadline.Sub(workflow.Now(ctx)))
 		current = nil // what a follower asks for next is the resumed run's
@@ -227,7 +228,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		case errors.Is(err, runtime.ErrUndecided):
 			err = nil // a signal came before every call was decided: wait on
 		case err == nil && resumed.Checkpoint != nil:
-			return nil, continueAsNew(resumed.Checkpoint)
+			return nil, continueAsNew(resumed.Checkpoint, nil, time.Time{})
 		case err == nil:
 			res, deadline = resumed, expires()
 		}
