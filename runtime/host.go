@@ -16,7 +16,8 @@ type Host interface {
 	// RunContext derives the context of a run that may last d: once d passed it
 	// ends, and context.Cause reports cause.
 	RunContext(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc)
-	// CallContext derives the context of one tool call that may last d.
+	// CallContext derives the context of one call that may last d: a tool's, a
+	// knowledge stage's.
 	CallContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
 	// Go calls fn(ctx, i) for every i below n, at most limit at once, and returns
 	// once every call returned. Each call gets the context of its own branch: what

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -33,7 +32,7 @@ func (r *run) answerFromCache() bool {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Error: "no knowledge index is open"})
 		return false
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, knowledgeTimeout)
+	ctx, cancel := r.host().CallContext(r.ctx, knowledgeTimeout)
 	defer cancel()
 	hit, err := r.agent.knowledge.CacheLookup(ctx, r.cacheQuery(c))
 	switch {
@@ -179,7 +178,7 @@ func (r *run) retrieve() {
 		r.emit(Event{Kind: EventRetrieve, Error: "no knowledge index is open"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, knowledgeTimeout)
+	ctx, cancel := r.host().CallContext(r.ctx, knowledgeTimeout)
 	defer cancel()
 	passages, err := r.agent.knowledge.Retrieve(ctx, g.Collection, r.input(), g.TopK, g.MinScore)
 	if err != nil {

@@ -49,9 +49,18 @@ func (h host) RunContext(ctx context.Context, d time.Duration, cause error) (con
 	}
 }
 
-// CallContext leaves the call's timeout to its activity (runtime.ToolInput.Timeout).
-func (host) CallContext(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
-	return ctx, func() {}
+// CallContext leaves the call's timeout to its activity: it travels with the
+// context to the stand-in that schedules it (callTimeout).
+func (host) CallContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithValue(ctx, callTimeoutKey{}, d), func() {}
+}
+
+type callTimeoutKey struct{}
+
+// callTimeout is the timeout CallContext gave the call under ctx; 0 for none.
+func callTimeout(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(callTimeoutKey{}).(time.Duration)
+	return d
 }
 
 func (host) Go(ctx context.Context, n, limit int, fn func(ctx context.Context, i int)) {

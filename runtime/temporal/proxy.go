@@ -14,8 +14,10 @@ import (
 
 // toolGrace is how much longer than its timeout a tool's activity may take: the
 // tool's own context ends first and the activity reports a timeout, which is the
-// run's to act on rather than a lost worker's to retry.
-const toolGrace = 5 * time.Second
+// run's to act on rather than a lost worker's to retry — also for a tool that
+// returns late, ignoring its context, as a run in process waits for it. A lost
+// worker is found by its heartbeats, long before.
+const toolGrace = time.Minute
 
 // rewire is the workflow's copy of a registered agent: every model, tool, store
 // and knowledge call goes to an activity.
@@ -260,9 +262,15 @@ type knowledgeProxy struct {
 	o      Options
 }
 
+// call runs a knowledge call as the run bounds it (knowledge stages have a
+// timeout of their own): one attempt of that long, as in process.
 func (k knowledgeProxy) call(ctx context.Context, name string, in KnowledgeCall, out any) error {
 	in.Target = k.target
-	err := execute(ctx, storeOptions(k.o), name, in, out)
+	ao := storeOptions(k.o)
+	if d := callTimeout(ctx); d > 0 {
+		ao.StartToCloseTimeout, ao.RetryPolicy.MaximumAttempts = d, 1
+	}
+	err := execute(ctx, ao, name, in, out)
 	if err == nil {
 		return nil
 	}

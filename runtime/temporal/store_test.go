@@ -3,13 +3,17 @@ package temporal_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/temporal"
 	"go.temporal.io/server/temporaltest"
@@ -218,5 +222,102 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	if kinds[runtime.EventStop] != 1 || kinds[runtime.EventModelRequest] != 4 || kinds[runtime.EventToolCall] != 3 {
 		t.Errorf("the follower saw %d stops, %d model requests, %d tool calls; want 1, 4, 3", kinds[runtime.EventStop], kinds[runtime.EventModelRequest], kinds[runtime.EventToolCall])
+	}
+}
+
+// The knowledge stages run on Temporal as in process: an FAQ entry answers at
+// once from the cache, and a question it does not cover is answered with the
+// retrieved passages — the same outcome, passages and answer.
+func TestKnowledgeOnTemporal(t *testing.T) {
+	const shop = "../../examples/agents/shop-support.yaml"
+	agent := func() *agentrun.Agent {
+		s, err := agentrun.Load(shop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := agentrun.Build(context.Background(), s, agentrun.Options{Model: "test", SharedStore: memory.New(), Index: filepath.Join(t.TempDir(), "knowledge.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	local, remote := agent(), agent()
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	w := newWorker(t, c, "shop", remote.Agent)
+	defer w.Stop()
+	for _, q := range []struct {
+		input string
+		cache runtime.CacheOutcome
+	}{{"配送费多少钱？", runtime.CacheHitOutcome}, {"Can I get a new coupon if mine expired?", runtime.CacheMissOutcome}} {
+		req := runtime.Request{Input: q.input, User: runtime.User{ID: "u-1"}}
+		want, err := local.Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := temporal.Start(context.Background(), c, "shop", local.Agent, req, temporal.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Cache != q.cache || q.cache == runtime.CacheMissOutcome && len(want.Retrieved) == 0 {
+			t.Fatalf("%s: in process the cache says %s (want %s), %d passages", q.input, want.Cache, q.cache, len(want.Retrieved))
+		}
+		if got.Cache != want.Cache || got.Answer != want.Answer || got.Stop != want.Stop || sources(got) != sources(want) {
+			t.Errorf("%s: on Temporal %s %s %q [%s]; in process %s %s %q [%s]", q.input, got.Stop, got.Cache, got.Answer, sources(got),
+				want.Stop, want.Cache, want.Answer, sources(want))
+		}
+	}
+}
+
+func sources(r *runtime.Result) string {
+	var out []string
+	for _, p := range r.Retrieved {
+		out = append(out, fmt.Sprintf("%s:%d", p.Source, p.StartLine))
+	}
+	return strings.Join(out, " ")
+}
+
+// A spec workflow — parallel branches, for_each, a model step — gives the
+// same steps and answer on Temporal as in process.
+func TestSpecWorkflowOnTemporal(t *testing.T) {
+	desktest.NewBackend(t)
+	const digest = "testdata/desk-digest.yaml"
+	summary := func() runtime.Model {
+		return offline.NewScript("digest", []offline.ScriptTurn{{Text: "Five orders, all delivered."}})
+	}
+	req := runtime.Request{Input: "my orders?", User: runtime.User{ID: "u-1"}}
+	want, err := compileWith(t, digest, summary()).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Stop != runtime.StopCompleted || len(want.Steps) != 5 {
+		t.Fatalf("in process: %s (%s), %d steps", want.Stop, want.Detail, len(want.Steps))
+	}
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	c := ts.GetDefaultClient()
+	w := newWorker(t, c, "digest", compileWith(t, digest, summary()))
+	defer w.Stop()
+	run, err := temporal.Start(context.Background(), c, "digest", compileWith(t, digest, nil), req, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stop != want.Stop || got.Answer != want.Answer || stepsOf(got) != stepsOf(want) {
+		t.Errorf("on Temporal: %s %q\n%s\nin process: %s %q\n%s", got.Stop, got.Answer, stepsOf(got), want.Stop, want.Answer, stepsOf(want))
+	}
+	hist, err := temporal.History(context.Background(), c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := temporal.Replay(hist, compileWith(t, digest, summary())); err != nil {
+		t.Errorf("replay: %v", err)
 	}
 }
