@@ -104,6 +104,10 @@ type Record struct {
 	// over must not delete the record of the one that took it.
 	Resumed        string
 	ResumedVersion int
+	// Key, when set, names this commit: a commit whose Key the store already
+	// applied writes nothing and succeeds, so a commit retried after its reply was
+	// lost is made once. Keys are kept for a while (at least a day) after their commit.
+	Key string
 }
 
 // FactChange is one change to a user's facts.

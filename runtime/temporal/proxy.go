@@ -193,8 +193,8 @@ func (s storeProxy) call(ctx context.Context, name string, in StoreCall, out any
 }
 
 // write runs a store write once: a write whose worker was lost may have been
-// made, and making it again would append a run's exchange twice or find its own
-// claim of a paused run taken. The run reports a write that failed (memory_error).
+// made, and making it again would find its own claim of a paused run taken. The
+// run reports a write that failed.
 func (s storeProxy) write(ctx context.Context, name string, in StoreCall) error {
 	in.Target = s.target
 	ao := storeOptions(s.o)
@@ -226,8 +226,32 @@ func (s storeProxy) SeenEntities(ctx context.Context, conversation string, kinds
 	return out, err
 }
 
+// Commit is retried like a read: its key makes the store apply it once, so a
+// commit whose reply was lost is not made twice.
 func (s storeProxy) Commit(ctx context.Context, rec runtime.Record) error {
-	return s.write(ctx, ActivityCommit, StoreCall{Record: &rec})
+	if rec.Key == "" {
+		rec.Key = commitKey(ctx)
+	}
+	return s.call(detached(ctx), ActivityCommit, StoreCall{Record: &rec}, nil)
+}
+
+type commitsKey struct{}
+
+// withCommits counts the commits of one workflow execution, for their keys.
+func withCommits(ctx context.Context) context.Context {
+	return context.WithValue(ctx, commitsKey{}, new(int))
+}
+
+// commitKey names the next commit of the workflow execution: the same on every
+// attempt of its activity (the input is recorded once) and on every replay.
+func commitKey(ctx context.Context) string {
+	w, n := workflowOf(ctx), ctx.Value(commitsKey{})
+	count, ok := n.(*int)
+	if w == nil || !ok {
+		return ""
+	}
+	*count++
+	return fmt.Sprintf("temporal/%s/%d", workflow.GetInfo(w).WorkflowExecution.RunID, *count)
 }
 
 var errNotInWorkflow = errors.New("not available to a run on Temporal")

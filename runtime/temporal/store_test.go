@@ -53,9 +53,10 @@ func (s *flakyStore) PausedRun(ctx context.Context, id string) (runtime.PausedRu
 	return p, err
 }
 
-// A run's commit is made once: one whose reply was lost is the run's memory
-// error, not a second copy of its exchange.
-func TestCommitIsNotRetried(t *testing.T) {
+// A run's commit is made once: one whose reply was lost is tried again, and the
+// store, knowing its key, applies it once — no second copy of the exchange, no
+// memory error.
+func TestCommitIsMadeOnce(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
 	desktest.Start(t)
@@ -71,8 +72,11 @@ func TestCommitIsNotRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Stop != runtime.StopCompleted || res.MemoryError == "" {
-		t.Errorf("stop %s, memory error %q: want completed with the lost commit's error", res.Stop, res.MemoryError)
+	store.mu.Lock()
+	lost := !store.loseCommit
+	store.mu.Unlock()
+	if res.Stop != runtime.StopCompleted || res.MemoryError != "" || !lost {
+		t.Errorf("stop %s, memory error %q, a commit lost: %v; want completed, no error, the lost commit tried again", res.Stop, res.MemoryError, lost)
 	}
 	conv, _ := store.Conversation(context.Background(), "c-1", 10)
 	if conv.Turns != 1 || len(conv.Messages) != 8 {

@@ -88,9 +88,9 @@ type Options struct {
 	// ToolAttempts is how often a call of an idempotent tool is tried in all (3);
 	// a tool with idempotent: false is tried once.
 	ToolAttempts int
-	// StoreTimeout and StoreAttempts are those of store reads and knowledge
-	// calls (30s, 3); a store write (a run's commit, a claim of a paused run) is
-	// tried once: its worker may have made it before it was lost.
+	// StoreTimeout and StoreAttempts are those of store calls (30s, 3). A run's
+	// commit carries a key, so the store applies it once however often it is
+	// tried; the claim of a paused run is tried once.
 	StoreTimeout  time.Duration
 	StoreAttempts int
 	// Heartbeat is how soon a model or tool call whose worker stopped
@@ -175,7 +175,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 		return nil, err
 	}
 	h := host{root: ctx, continueAfter: e.o.ContinueAfter}
-	base := withWorkflow(context.Background(), ctx)
+	base := withWorkflow(withCommits(context.Background()), ctx)
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	decided := workflow.GetSignalChannel(ctx, SignalDecided)
 	var res *runtime.Result

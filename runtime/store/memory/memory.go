@@ -27,7 +27,13 @@ type Store struct {
 	paused        map[string]runtime.PausedRun
 	blobs         map[string]blob
 	blobsSwept    int // how many blobs the last sweep of expired ones left
+	// applied holds the keys of the commits made (Record.Key), each with when it was.
+	applied      map[string]time.Time
+	appliedSwept int // how many keys the last sweep of expired ones left
 }
+
+// commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
+const commitKeyTTL = 7 * 24 * time.Hour
 
 // blob is a value of runtime.Blobs; expires is zero for one that never expires.
 type blob struct {
@@ -81,7 +87,7 @@ var (
 // New returns an empty store.
 func New() *Store {
 	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{},
-		paused: map[string]runtime.PausedRun{}, blobs: map[string]blob{}}
+		paused: map[string]runtime.PausedRun{}, blobs: map[string]blob{}, applied: map[string]time.Time{}}
 }
 
 func (s *Store) Facts(_ context.Context, userID string) ([]runtime.Fact, error) {
@@ -140,6 +146,12 @@ func (s *Store) SeenEntities(_ context.Context, conversation string, kinds ...st
 func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	if rec.Key != "" {
+		if at, ok := s.applied[rec.Key]; ok && now.Sub(at) < commitKeyTTL {
+			return nil // made before: a retry writes nothing
+		}
+	}
 	c := s.conversations[rec.Conversation]
 	if rec.Conversation != "" && c != nil && c.user != rec.UserID {
 		return runtime.ErrForeignConversation // before any write: the record is one transaction
@@ -147,7 +159,9 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	if err := s.checkPaused(rec); err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	if rec.Key != "" {
+		s.apply(rec.Key, now)
+	}
 	for _, ch := range rec.Facts {
 		s.facts[rec.UserID] = applyFact(s.facts[rec.UserID], ch, now)
 	}
@@ -182,6 +196,21 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 		k.reveal(ids, rec.MaxSeen)
 	}
 	return nil
+}
+
+// apply records a commit's key. Each time their number has doubled the expired
+// keys go, so they do not pile up, at an amortized O(1) a commit.
+func (s *Store) apply(key string, now time.Time) {
+	s.applied[key] = now
+	if len(s.applied) < 2*max(s.appliedSwept, 64) {
+		return
+	}
+	for k, at := range s.applied {
+		if now.Sub(at) >= commitKeyTTL {
+			delete(s.applied, k)
+		}
+	}
+	s.appliedSwept = len(s.applied)
 }
 
 // checkPaused tells whether rec's Resumed and Pause may be written over the paused

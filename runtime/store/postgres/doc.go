@@ -19,6 +19,8 @@
 //	            expires_nanos, state BYTEA)                  nanosecond
 //	blobs(key, data BYTEA, expires)                         large values kept by key for a
 //	                                                         while (runtime.Blobs)
+//	commits(key, at)                                        the keys of commits made
+//	                                                         (Record.Key), kept a week
 //
 // Migrations (migrate.go) are versioned in the schema's agentrun_migrations table
 // under the component "store" and run by pgdb.Migrate: in one transaction, under an
@@ -26,7 +28,10 @@
 // (`agentrun store migrate URL`) runs them alone.
 //
 // A commit is one READ COMMITTED transaction (pgdb.InTx, which retries deadlocks and
-// serialization failures). It first inserts the conversation's row if missing and
+// serialization failures). A commit with a Key first inserts it into commits (ON
+// CONFLICT DO NOTHING, which waits for a concurrent insert of the same key): a key
+// there already ends the commit with nothing written, and a commit that fails rolls
+// its key back. It then inserts the conversation's row if missing and
 // locks it (SELECT … FOR UPDATE), checks the owner — ErrForeignConversation writes
 // nothing — and counts the turn: commits to one conversation run one after the
 // other, so message and seen numbers never collide. Facts change under their row
@@ -55,6 +60,10 @@
 // so processes with skewed clocks agree; Blob skips an expired row, and PutBlob
 // deletes the expired ones at most once a minute per process, in the background.
 // Forget leaves blobs: they belong to no user.
+//
+// Keyed commits delete the keys older than a week, by the server's clock, at most
+// once a minute per process, in the background. Forget leaves keys: they hold no
+// user's data.
 //
 // postgres imports runtime and internal/pgdb; it must not import cmd.
 package postgres

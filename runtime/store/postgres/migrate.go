@@ -96,6 +96,14 @@ var migrations = []string{
 		expires TIMESTAMPTZ
 	);
 	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
+
+	// 3: the keys of the commits made (runtime.Record.Key), so that a commit retried
+	// is made once; commits_at finds the old ones for the sweep.
+	`CREATE TABLE commits (
+		key TEXT PRIMARY KEY,
+		at  TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX commits_at ON commits(at);`,
 }
 
 // Version is the schema version this agentrun writes.

@@ -22,12 +22,12 @@ import (
 type Store struct {
 	db  *pgdb.DB
 	ttl time.Duration
-	// swept, analyzed and blobsSwept are when expired conversations were last
-	// deleted, seen's statistics last refreshed and expired blobs last deleted (Unix
-	// nanoseconds); upkeep counts the background goroutines doing any, which Close
-	// waits for.
-	swept, analyzed, blobsSwept atomic.Int64
-	upkeep                      sync.WaitGroup
+	// swept, analyzed, blobsSwept and keysSwept are when expired conversations were
+	// last deleted, seen's statistics last refreshed, expired blobs last deleted and
+	// old commit keys last deleted (Unix nanoseconds); upkeep counts the background
+	// goroutines doing any, which Close waits for.
+	swept, analyzed, blobsSwept, keysSwept atomic.Int64
+	upkeep                                 sync.WaitGroup
 	// upkeepCtx ends when the store closes: upkeep in flight gives up.
 	upkeepCtx  context.Context
 	stopUpkeep context.CancelFunc
@@ -198,11 +198,12 @@ func (s *Store) SeenEntities(ctx context.Context, conversation string, kinds ...
 }
 
 // Commit writes the record in one READ COMMITTED transaction, run again when the
-// server aborts it for a deadlock. It first takes the conversation's row lock
-// (creating the row if need be) and checks its owner, so commits to one
-// conversation run one after the other; then facts in order, each under its row
-// lock; the paused run it ends and the one it writes, guarded by their versions;
-// then the new turn and the seen entities.
+// server aborts it for a deadlock. A record with a Key first inserts it into
+// commits: a key there already ends the commit, having written nothing. It then
+// takes the conversation's row lock (creating the row if need be) and checks its
+// owner, so commits to one conversation run one after the other; then facts in
+// order, each under its row lock; the paused run it ends and the one it writes,
+// guarded by their versions; then the new turn and the seen entities.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	var added int
 	err := s.db.InTx(ctx, pgx.ReadCommitted, func(tx pgx.Tx) (err error) {
@@ -222,7 +223,40 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	if s.ttl > 0 && s.due(&s.swept, time.Now()) {
 		s.background(s.sweep)
 	}
+	if rec.Key != "" && s.due(&s.keysSwept, time.Now()) {
+		s.background(s.sweepKeys)
+	}
 	return nil
+}
+
+// commitKeyTTL is how long a commit's key is kept at least: the sweep deletes it
+// after that, and a retry later still is made again.
+const commitKeyTTL = 7 * 24 * time.Hour
+
+// claimKey records a commit's key and reports whether it was there already: a
+// commit made before. The insert waits for a concurrent transaction inserting the
+// same key, then does nothing if that one committed: of two commits with one key,
+// one is made. A commit that fails rolls its key back.
+func claimKey(ctx context.Context, tx pgx.Tx, key string) (applied bool, err error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO commits(key, at) VALUES($1, now()) ON CONFLICT (key) DO NOTHING`, key)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 0, nil
+}
+
+// sweepKeys deletes the commit keys older than commitKeyTTL by the server's clock,
+// found by commits_at, sweepBatch at a time; a failure, or the end of ctx, leaves
+// the rest to the next sweep.
+func (s *Store) sweepKeys(ctx context.Context) {
+	for {
+		tag, err := s.db.Pool.Exec(ctx, `DELETE FROM commits WHERE key IN (
+			SELECT key FROM commits WHERE at < now() - $1::bigint * interval '1 millisecond' LIMIT $2)`,
+			commitKeyTTL.Milliseconds(), sweepBatch)
+		if err != nil || tag.RowsAffected() < sweepBatch {
+			return
+		}
+	}
 }
 
 // due reports whether upkeep last done at *last (Unix nanoseconds) is due again,
@@ -253,6 +287,11 @@ func (s *Store) commit(ctx context.Context, tx pgx.Tx, rec runtime.Record, now t
 	// is forgotten whole, never beside a commit half seen.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, "agentrun-user:"+rec.UserID); err != nil {
 		return 0, err
+	}
+	if rec.Key != "" {
+		if applied, err := claimKey(ctx, tx, rec.Key); err != nil || applied {
+			return 0, err
+		}
 	}
 	turn := 0
 	if rec.Conversation != "" {

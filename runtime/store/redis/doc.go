@@ -23,6 +23,8 @@
 //	<prefix>paused:expires           ZSET   the ids of every paused run, scored by expires
 //	                                        (Unix milliseconds)
 //	<prefix>blob:<key>               STRING a blob (runtime.Blobs), its ttl the key's expiry (PX)
+//	<prefix>commit:<key>             STRING "1": the commit of Record.Key <key> was made; expires
+//	                                        after a week
 //
 // A commit adds only the entities its run revealed, each with the next score, and
 // drops the lowest scored beyond Record.MaxSeen. Seen asks for one entity's score
@@ -46,6 +48,9 @@
 // last one's millisecond — then the hashes, and orders them to the nanosecond. Forget
 // deletes the user's paused runs; DeleteConversation leaves them.
 // Blobs belong to no user: Forget leaves them, and they go when their ttl ends.
+// A commit with a Key watches its commit key, ends with nothing written when it is
+// set, and sets it in its MULTI/EXEC; Forget leaves these keys, which hold no user's
+// data and expire.
 //
 // A conversation belongs to the user of its first commit, as in the memory store.
 // With Options.TTL set, each commit resets the expiry of every key of the

@@ -120,6 +120,12 @@ func (s *Store) expiringKey() string              { return s.prefix + "paused:ex
 // A blob's key is apart from every conversation's, user's and run's.
 func (s *Store) blobKey(key string) string { return s.prefix + "blob:" + escaper.Replace(key) }
 
+// commitKey marks the commit of a runtime.Record.Key as made, for commitKeyTTL.
+func (s *Store) commitKey(key string) string { return s.prefix + "commit:" + escaper.Replace(key) }
+
+// commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
+const commitKeyTTL = 7 * 24 * time.Hour
+
 // storedFact is a fact's value in the user's facts hash; the key is the hash field.
 type storedFact struct {
 	Value   string    `json:"value"`
@@ -298,8 +304,14 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 // the same keys makes EXEC fail, and the commit starts over on what that writer left.
 // The paused runs' versions are checked on what it read (see runtime.Record): a
 // commit that starts over on a changed run fails with runtime.ErrPausedConflict.
+// A record with a Key watches its commit key too and sets it in the MULTI/EXEC: a
+// key found set ends the commit with nothing written, and of two commits with one
+// key the second's EXEC fails, and it starts over to find the key set.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	var watched []string
+	if rec.Key != "" {
+		watched = append(watched, s.commitKey(rec.Key))
+	}
 	if len(rec.Facts) > 0 {
 		watched = append(watched, s.factsKey(rec.UserID))
 	}
@@ -324,6 +336,9 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		if err != nil {
 			return err
 		}
+		if read.applied {
+			return nil // made before: a retry writes nothing
+		}
 		if rec.Conversation != "" && read.owner != rec.UserID {
 			return runtime.ErrForeignConversation // meta is watched: the owner cannot change before EXEC
 		}
@@ -332,6 +347,9 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 		}
 		facts := changedFacts(read.facts, rec.Facts, time.Now().UTC())
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			if rec.Key != "" {
+				p.Set(ctx, s.commitKey(rec.Key), 1, commitKeyTTL)
+			}
 			s.writeFacts(ctx, p, rec.UserID, facts)
 			s.writePaused(ctx, p, rec, read.pausedUsers)
 			if rec.Conversation != "" {
@@ -349,6 +367,7 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 
 // committed is what a commit reads under WATCH before it writes.
 type committed struct {
+	applied bool              // the record's Key is set: the commit was made before
 	facts   map[string]string // the current values of the facts the record changes
 	owner   string            // the conversation's owner
 	kinds   []string          // its seen kinds, to renew their expiry
@@ -404,9 +423,13 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 	}
 	var factsCmd, metaCmd *goredis.SliceCmd
 	var kindsCmd *goredis.StringSliceCmd
+	var appliedCmd *goredis.IntCmd
 	paused := pausedOf(rec)
 	users := make([]*goredis.SliceCmd, len(paused))
 	_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		if rec.Key != "" {
+			appliedCmd = p.Exists(ctx, s.commitKey(rec.Key))
+		}
 		if len(keys) > 0 {
 			factsCmd = p.HMGet(ctx, s.factsKey(rec.UserID), keys...)
 		}
@@ -424,6 +447,7 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 	}
 	out := committed{facts: map[string]string{}, owner: rec.UserID, pausedUsers: map[string]string{},
 		pausedVersions: map[string]int{}}
+	out.applied = appliedCmd != nil && appliedCmd.Val() == 1
 	for i, id := range paused {
 		if user, exists := users[i].Val()[0].(string); exists {
 			out.pausedUsers[id] = user

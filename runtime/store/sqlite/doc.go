@@ -3,7 +3,7 @@
 // and several agentrun processes may share the file: the database runs in WAL mode,
 // every write is one IMMEDIATE transaction and waits up to five seconds for the lock.
 //
-// The file holds seven tables (PRAGMA user_version is the schema version; Open applies
+// The file holds eight tables (PRAGMA user_version is the schema version; Open applies
 // the missing migrations and refuses a file written by a newer agentrun):
 //
 //	conversations(id, user_id, turns, updated_at)           one row per conversation
@@ -17,6 +17,8 @@
 //	            created_at, expires_at, state)               (runtime.PausedRuns)
 //	blobs(key, data, expires)                               large values kept by key for a
 //	                                                         while (runtime.Blobs)
+//	commits(key, at)                                        the keys of commits made
+//	                                                         (Record.Key), kept a week
 //
 // A commit writes only the entities its run revealed and drops the oldest of a kind
 // beyond Record.MaxSeen, so its cost does not grow with the conversation. Seen looks
@@ -35,6 +37,11 @@
 // expired row; PutBlob upserts its row and deletes the expired ones in one
 // transaction, found by the partial index blobs_expires. Forget leaves blobs: they
 // belong to no user.
+//
+// A commit with a Key first inserts it into commits in its transaction, after
+// deleting the keys older than a week (found by commits_at): a key already there
+// ends the commit with nothing written, and a commit that fails rolls its key back.
+// Forget leaves keys: they hold no user's data.
 //
 // sqlite imports runtime only; it must not import cmd.
 package sqlite

@@ -104,6 +104,15 @@ var migrations = []string{
 		expires INTEGER
 	);
 	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
+
+	// 6: the keys of the commits made (runtime.Record.Key), so that a commit retried
+	// is made once. at is when, in Unix milliseconds; commits_at finds the keys old
+	// enough for a commit's sweep.
+	`CREATE TABLE commits (
+		key TEXT PRIMARY KEY,
+		at  INTEGER NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX commits_at ON commits(at);`,
 }
 
 // ErrNewerSchema reports a database written by a newer agentrun, whose schema this

@@ -248,9 +248,9 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 	return out, nil
 }
 
-// Commit writes the record in one IMMEDIATE transaction: facts in order, the paused
-// run it ends and the one it writes, then the conversation's new turn and seen
-// entities.
+// Commit writes the record in one IMMEDIATE transaction: its key, facts in order, the
+// paused run it ends and the one it writes, then the conversation's new turn and seen
+// entities. A key already in commits ends it there, having written nothing.
 func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 	if err := s.inTx(ctx, func(tx *sql.Tx) error { return commit(ctx, tx, rec, time.Now().UTC()) }); err != nil {
 		return fmt.Errorf("sqlite store: commit: %w", err)
@@ -259,6 +259,11 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 }
 
 func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) error {
+	if rec.Key != "" {
+		if applied, err := claimKey(ctx, tx, rec.Key, now); err != nil || applied {
+			return err
+		}
+	}
 	stamp := now.Format(time.RFC3339Nano)
 	for _, ch := range rec.Facts {
 		if ch.Op == runtime.FactDelete {
@@ -363,6 +368,25 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 		}
 	}
 	return commitSeen(ctx, tx, rec)
+}
+
+// commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
+const commitKeyTTL = 7 * 24 * time.Hour
+
+// claimKey records a commit's key and reports whether it was there already: a commit
+// made before. It first deletes the keys past commitKeyTTL, which commits_at finds,
+// so the sweep costs once per key. The transaction holds the write lock, so two
+// commits with one key cannot both claim it; one that fails rolls its key back.
+func claimKey(ctx context.Context, tx *sql.Tx, key string, now time.Time) (applied bool, err error) {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM commits WHERE at < ?`, now.Add(-commitKeyTTL).UnixMilli()); err != nil {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO commits(key, at) VALUES(?, ?) ON CONFLICT(key) DO NOTHING`, key, now.UnixMilli())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 0, err
 }
 
 // nullJSON is v as JSON text, or NULL when there is nothing to store.

@@ -54,6 +54,10 @@ func Run(t *testing.T, open Open) {
 	t.Run("BlobsRoundTrip", func(t *testing.T) { testBlobsRoundTrip(t, open(t)) })
 	t.Run("BlobsExpiry", func(t *testing.T) { testBlobsExpiry(t, open(t)) })
 	t.Run("BlobsConcurrent", func(t *testing.T) { testBlobsConcurrent(t, open(t)) })
+	t.Run("CommitKeyRetried", func(t *testing.T) { testCommitKeyRetried(t, open(t)) })
+	t.Run("CommitKeysDistinct", func(t *testing.T) { testCommitKeysDistinct(t, open(t)) })
+	t.Run("CommitKeyOfFailedCommit", func(t *testing.T) { testCommitKeyOfFailedCommit(t, open(t)) })
+	t.Run("CommitKeyConcurrent", func(t *testing.T) { testCommitKeyConcurrent(t, open(t)) })
 }
 
 var ctx = context.Background()
