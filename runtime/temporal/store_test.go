@@ -64,14 +64,7 @@ func TestCommitIsMadeOnce(t *testing.T) {
 	agent := build(t, deskSpec, "", store)
 	w := newWorker(t, c, "commits", agent.Agent)
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "commits", agent.Agent, runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}, temporal.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := runOnTemporal(t, c, "commits", agent.Agent, runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
 	store.mu.Lock()
 	lost := !store.loseCommit
 	store.mu.Unlock()
@@ -156,14 +149,7 @@ func TestSubRunTimesOutWithItsCaller(t *testing.T) {
 	c := ts.GetDefaultClient()
 	w := newWorker(t, c, "front", compileWith(t, "testdata/desk-delegate.yaml", model()))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "front", compileWith(t, "testdata/desk-delegate.yaml", nil), req, temporal.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, _ := runOnTemporal(t, c, "front", compileWith(t, "testdata/desk-delegate.yaml", nil), req)
 	if got.Stop != want.Stop || got.Detail != want.Detail || len(got.Steps) != 1 || got.Steps[0].Agent == nil ||
 		got.Steps[0].Agent.Stop != want.Steps[0].Agent.Stop || got.Steps[0].Result != want.Steps[0].Result {
 		t.Errorf("on Temporal: %s %q %+v\nin process: %s %q %+v", got.Stop, got.Detail, got.Steps, want.Stop, want.Detail, want.Steps)
@@ -260,14 +246,7 @@ func TestKnowledgeOnTemporal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run, err := temporal.Start(context.Background(), c, "shop", local.Agent, req, temporal.StartOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, _ := runOnTemporal(t, c, "shop", local.Agent, req)
 		if want.Cache != q.cache || q.cache == runtime.CacheMissOutcome && len(want.Retrieved) == 0 {
 			t.Fatalf("%s: in process the cache says %s (want %s), %d passages", q.input, want.Cache, q.cache, len(want.Retrieved))
 		}
@@ -306,14 +285,7 @@ func TestSpecWorkflowOnTemporal(t *testing.T) {
 	c := ts.GetDefaultClient()
 	w := newWorker(t, c, "digest", compileWith(t, digest, summary()))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "digest", compileWith(t, digest, nil), req, temporal.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, run := runOnTemporal(t, c, "digest", compileWith(t, digest, nil), req)
 	if got.Stop != want.Stop || got.Answer != want.Answer || stepsOf(got) != stepsOf(want) {
 		t.Errorf("on Temporal: %s %q\n%s\nin process: %s %q\n%s", got.Stop, got.Answer, stepsOf(got), want.Stop, want.Answer, stepsOf(want))
 	}

@@ -316,14 +316,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	c := ts.GetDefaultClient()
 	w := newWorker(t, c, "parity", compileWith(t, path, script()))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "parity", local, req, temporal.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, run := runOnTemporal(t, c, "parity", local, req)
 	if got.Stop != want.Stop || got.Answer != want.Answer || got.Detail != want.Detail || got.Turns != want.Turns || got.ToolRounds != want.ToolRounds {
 		t.Errorf("on Temporal: %s %q %q turns %d rounds %d; in process: %s %q %q turns %d rounds %d",
 			got.Stop, got.Answer, got.Detail, got.Turns, got.ToolRounds, want.Stop, want.Answer, want.Detail, want.Turns, want.ToolRounds)
@@ -395,14 +388,7 @@ func TestLargePayloadsTravelByReference(t *testing.T) {
 	})
 	w := newWorker(t, c, "large", compileWith(t, deskSpec, sized))
 	defer w.Stop()
-	run, err := temporal.Start(context.Background(), c, "large", compileWith(t, deskSpec, nil), runtime.Request{Input: "how fast?"}, temporal.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, run := runOnTemporal(t, c, "large", compileWith(t, deskSpec, nil), runtime.Request{Input: "how fast?"})
 	if res.Stop != runtime.StopCompleted || len(res.Steps) != 1 || res.Steps[0].Result != desktest.Manual {
 		t.Fatalf("stop %s (%s), %d steps", res.Stop, res.Detail, len(res.Steps))
 	}
@@ -431,4 +417,19 @@ type modelFunc func(ctx context.Context, req *runtime.ModelRequest) (*runtime.Mo
 
 func (f modelFunc) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
 	return f(ctx, req)
+}
+
+// runOnTemporal starts the run as a workflow on the queue and waits for its
+// result.
+func runOnTemporal(t testing.TB, c client.Client, queue string, a *runtime.Agent, req runtime.Request) (*runtime.Result, client.WorkflowRun) {
+	t.Helper()
+	run, err := temporal.Start(context.Background(), c, queue, a, req, temporal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, run
 }

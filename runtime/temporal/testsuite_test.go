@@ -25,16 +25,7 @@ func TestApprovalsExpireInTheWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := env.Now()
-	env.ExecuteWorkflow(temporal.WorkflowRun, temporal.RunInput{Agent: agent.Name(), Digest: agent.Digest(),
-		Request: temporal.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}}})
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("completed %v: %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	var out temporal.RunOutput
-	if err := env.GetWorkflowResult(&out); err != nil {
-		t.Fatal(err)
-	}
-	res := out.Result
+	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}})
 	if waited := env.Now().Sub(start); waited < 24*time.Hour {
 		t.Errorf("the workflow's clock moved %s, want the approval timeout (24h)", waited)
 	}
@@ -65,8 +56,20 @@ func TestMaxRunTimeIsAWorkflowTimer(t *testing.T) {
 	env.OnActivity(temporal.ActivityModel, mock.Anything, mock.Anything).After(time.Hour).Return(
 		&runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "too late"}, FinishReason: runtime.FinishStop}, nil)
 	start := env.Now()
-	env.ExecuteWorkflow(temporal.WorkflowRun, temporal.RunInput{Agent: agent.Name(), Digest: agent.Digest(),
-		Request: temporal.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}})
+	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
+	if res.Stop != runtime.StopTimeout || res.Detail != "the run took longer than max_run_time (10m0s)" || res.Answer != agent.Settings().Guards.Fallback {
+		t.Errorf("stop %s %q, answer %q", res.Stop, res.Detail, res.Answer)
+	}
+	if took := env.Now().Sub(start); took < 10*time.Minute || took >= time.Hour {
+		t.Errorf("the run ended after %s of workflow time, want max_run_time (10m)", took)
+	}
+}
+
+// executeInSuite runs the agent's run as a workflow in the test suite's
+// environment to its end and returns its result.
+func executeInSuite(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent *runtime.Agent, req temporal.Request) *runtime.Result {
+	t.Helper()
+	env.ExecuteWorkflow(temporal.WorkflowRun, temporal.RunInput{Agent: agent.Name(), Digest: agent.Digest(), Request: req})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("completed %v: %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}
@@ -74,11 +77,5 @@ func TestMaxRunTimeIsAWorkflowTimer(t *testing.T) {
 	if err := env.GetWorkflowResult(&out); err != nil {
 		t.Fatal(err)
 	}
-	res := out.Result
-	if res.Stop != runtime.StopTimeout || res.Detail != "the run took longer than max_run_time (10m0s)" || res.Answer != agent.Settings().Guards.Fallback {
-		t.Errorf("stop %s %q, answer %q", res.Stop, res.Detail, res.Answer)
-	}
-	if took := env.Now().Sub(start); took < 10*time.Minute || took >= time.Hour {
-		t.Errorf("the run ended after %s of workflow time, want max_run_time (10m)", took)
-	}
+	return out.Result
 }
