@@ -20,11 +20,23 @@ func Register(r runtime.Registry) {
 	r["builtin:run_command"] = newRunCommand
 }
 
-// describedTool is what every builtin is: a tool that describes itself to the model.
+// describedTool is what every builtin is: a tool that describes itself to the model
+// and says it passes nothing of the user on.
 type describedTool interface {
 	runtime.Tool
 	runtime.Describer
+	runtime.UserPasser
 }
+
+// No builtin passes the user on: each works from its configuration and the model's
+// arguments alone (run_command's programs get the base environment, no user id).
+func (*calculator) PassesUser() bool  { return false }
+func (*readFile) PassesUser() bool    { return false }
+func (*listDir) PassesUser() bool     { return false }
+func (*writeFile) PassesUser() bool   { return false }
+func (*httpGet) PassesUser() bool     { return false }
+func (*currentTime) PassesUser() bool { return false }
+func (*runCommand) PassesUser() bool  { return false }
 
 var (
 	_ describedTool = (*calculator)(nil)

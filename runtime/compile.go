@@ -163,13 +163,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	}
 	if s.Instructions.Source != "" {
 		a.instructions = &s.Instructions
-		a.instructionsUseUser = templateUsesUser(a.instructions)
-	}
-	mcpUsesUser := false // a server's headers render the user: its tools depend on who asks
-	for _, m := range s.MCPServers {
-		for _, h := range m.Headers {
-			mcpUsesUser = mcpUsesUser || templateUsesUser(h)
-		}
+		a.instructionsUseUser = a.instructions.ReadsRunContext()
 	}
 	a.filters = map[spec.FilterStage][]*spec.Filter{}
 	for i := range s.Filters {
@@ -179,7 +173,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			continue
 		}
 		a.filters[f.On] = append(a.filters[f.On], f)
-		a.filtersUseUser = a.filtersUseUser || f.When != nil && referencesUser(f.When.Program)
+		a.filtersUseUser = a.filtersUseUser || f.When.ReadsRunContext()
 	}
 	// Absolute, so a relative program path does not get resolved twice (once here,
 	// once against the command's working directory).
@@ -208,7 +202,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 			maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
 			impl:      impl,
 			spec:      t,
-			usesUser:  toolUsesUser(t) || t.MCP != nil && mcpUsesUser,
+			usesUser:  toolUsesUser(t, impl),
 		}
 		if d, ok := impl.(Describer); ok {
 			info := d.Describe()
@@ -275,7 +269,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		if _, declared := a.byName[ext.Def.Name]; declared {
 			continue
 		}
-		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: mcpUsesUser}
+		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: passesUser(ext.Impl)}
 		params, err := normalizeJSON(ext.Def.Parameters)
 		if err == nil {
 			at.def.Parameters = params

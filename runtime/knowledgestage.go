@@ -8,8 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/spec"
-	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/vm"
 )
 
 // The knowledge stages of a run sit between routing and the model: the FAQ cache
@@ -286,65 +284,11 @@ func clipRunes(text string, n int) string {
 	return text[:i] + " …"
 }
 
-// referencesUser reports whether a compiled expression reads the run context's
-// user or conversation, or what the conversation revealed (seen).
-func referencesUser(p *vm.Program) bool {
-	if p == nil {
-		return false
-	}
-	v := &contextRefs{}
-	node := p.Node()
-	ast.Walk(&node, v)
-	return v.found
-}
-
-type contextRefs struct{ found bool }
-
-func (v *contextRefs) Visit(n *ast.Node) {
-	if id, ok := (*n).(*ast.IdentifierNode); ok && (id.Value == "user" || id.Value == "conversation" || id.Value == "seen" || id.Value == "in_seen") {
-		v.found = true
-	}
-}
-
-func templateUsesUser(t *spec.Template) bool {
-	if t == nil {
-		return false
-	}
-	for _, p := range t.Parts {
-		if referencesUser(p.Program) {
-			return true
-		}
-	}
-	return false
-}
-
 // toolUsesUser reports whether a tool's calls depend on the run context: it binds
-// parameters, renders the user into a request or a program's environment, or its
-// accept rule looks at the user.
-func toolUsesUser(t *spec.Tool) bool {
-	if len(t.Bind) > 0 || t.Accept != nil && referencesUser(t.Accept.Program) {
-		return true
-	}
-	var templates []*spec.Template
-	if h := t.HTTP; h != nil {
-		templates = append(templates, &h.URL)
-		for _, m := range []map[string]*spec.Template{h.Headers, h.Query, h.BodyTemplates} {
-			for _, tt := range m {
-				templates = append(templates, tt)
-			}
-		}
-	}
-	if c := t.Command; c != nil {
-		for _, tt := range c.Env {
-			templates = append(templates, tt)
-		}
-	}
-	for _, tt := range templates {
-		if templateUsesUser(tt) {
-			return true
-		}
-	}
-	return false
+// parameters, its accept rule looks at the user, or its kind passes something of
+// the user on (see UserPasser).
+func toolUsesUser(t *spec.Tool, impl Tool) bool {
+	return len(t.Bind) > 0 || t.Accept.ReadsRunContext() || passesUser(impl)
 }
 
 // shown is the hit as results and events show it: a learned entry's question is

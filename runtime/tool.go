@@ -42,6 +42,20 @@ type ToolInput struct {
 // could not say so (it ran elsewhere): the run reports it as a timeout.
 var ErrToolTimeout = errors.New("the tool call timed out")
 
+// UserPasser is a tool that says whether its calls pass something of the user on
+// to what they reach — a program's environment, a rendered URL, header or body, a
+// forwarded credential — so that what they return may be that user's alone. Each
+// tool kind declares it once, from its own configuration; the FAQ cache's scope
+// rule reads it. A tool that does not say is taken to pass the user on.
+type UserPasser interface {
+	PassesUser() bool
+}
+
+func passesUser(t Tool) bool {
+	p, ok := t.(UserPasser)
+	return !ok || p.PassesUser()
+}
+
 // ToolInfo is what a tool tells the model about itself when the spec does not say:
 // builtins and MCP tools bring their description and parameters.
 type ToolInfo struct {

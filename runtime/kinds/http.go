@@ -41,7 +41,17 @@ type HTTP struct {
 	client    *http.Client
 }
 
-var _ runtime.Tool = (*HTTP)(nil)
+var (
+	_ runtime.Tool       = (*HTTP)(nil)
+	_ runtime.UserPasser = (*HTTP)(nil)
+)
+
+// PassesUser reports whether the URL, a header, the query or the body renders the
+// run context: only then can the endpoint tell one user from another.
+func (h *HTTP) PassesUser() bool {
+	c := h.cfg
+	return c.URL.ReadsRunContext() || spec.AnyReadsRunContext(c.Headers) || spec.AnyReadsRunContext(c.Query) || spec.AnyReadsRunContext(c.BodyTemplates)
+}
 
 // NewHTTP builds an http tool.
 

@@ -407,9 +407,14 @@ type tool struct {
 }
 
 var (
-	_ runtime.Tool      = (*tool)(nil)
-	_ runtime.Describer = (*tool)(nil)
+	_ runtime.Tool       = (*tool)(nil)
+	_ runtime.Describer  = (*tool)(nil)
+	_ runtime.UserPasser = (*tool)(nil)
 )
+
+// PassesUser reports whether the server's requests carry the run context: its
+// headers render the user or the conversation.
+func (t *tool) PassesUser() bool { return spec.AnyReadsRunContext(t.s.spec.Headers) }
 
 func (t *tool) Describe() runtime.ToolInfo {
 	return runtime.ToolInfo{Description: t.def.Description, Parameters: t.def.Parameters}
