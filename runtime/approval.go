@@ -444,7 +444,7 @@ func (r *run) finishPaused(st *pausedState, now time.Time, abandoned bool) {
 	expired := false
 	for i, pc := range st.Calls {
 		c := &calls[i]
-		c.tc, c.outcome, c.refusal, c.result = pc.ToolCall, pc.Outcome, pc.Refusal, pc.Result
+		c.tc, c.key, c.outcome, c.refusal, c.result = pc.ToolCall, r.callKey(i, pc.ToolCall.ID), pc.Outcome, pc.Refusal, pc.Result
 		c.modelArgs, c.ran, c.discarded, c.duration = pc.ModelArgs, pc.Ran, pc.Discarded, pc.Duration
 		if pc.Approval == nil {
 			continue

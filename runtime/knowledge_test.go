@@ -10,11 +10,29 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/kinds"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/spec"
 )
+
+// declared answers for a test's tool what the real http kind says of the entry:
+// whether its calls pass the user on.
+type declared struct {
+	*funcTool
+	kind runtime.UserPasser
+}
+
+func (d declared) PassesUser() bool { return d.kind.PassesUser() }
+
+func declaredAs(f *funcTool, st *spec.Tool, dir string) (runtime.Tool, error) {
+	real, err := kinds.NewHTTP(st, dir)
+	if err != nil {
+		return nil, err
+	}
+	return declared{f, real.(runtime.UserPasser)}, nil
+}
 
 // The knowledge stages run against the real index (SQLite, local embedder): only
 // the model is a stub.
@@ -59,6 +77,11 @@ func knowledgeAgent(t *testing.T, intents string, model runtime.Model) (*runtime
 			t.Fatal(err)
 		}
 	}
+	// A program that answers for whoever runs it, as command tools may: no bind,
+	// no template, only the environment every command gets.
+	if err := os.WriteFile(filepath.Join(dir, "address.sh"), []byte("#!/bin/sh\nprintf 'the address of %s' \"$AGENTRUN_USER_ID\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	src := `version: 1
 name: shop
 context: {user: [tier]}
@@ -75,6 +98,8 @@ tools:
   - name: track
     parameters: {type: object, properties: {code: {type: string}}}
     http: {url: "https://example.com/track"}
+  - name: address
+    command: {run: [./address.sh]}
 knowledge:
   collections:
     help: {sources: ["*.md", "*.faq.yaml"]}
@@ -84,7 +109,8 @@ judge: {criteria: [The answer is correct.]}
 	s := loadSpecIn(t, dir, src)
 	idx, help := indexHelp(t, dir, s)
 	tools := map[string]*funcTool{"my_orders": echo(), "menu": echo(), "vip_menu": echo(), "track": echo()}
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return declaredAs(tools[st.Name], st, dir) },
+		"command": kinds.NewCommand}
 	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: model, Store: memory.New(),
 		Knowledge: help, Version: "v1"})
 	if cd.HasErrors() {
@@ -216,6 +242,11 @@ intents:
     keywords: [remember]
     memory: full
     cache: {learn: true}
+  address:
+    kind: knowledge
+    keywords: [address]
+    tools: [address]
+    cache: {learn: true}
 `
 	t.Run("an answer that used no user data is learned for everyone", func(t *testing.T) {
 		m := &stubModel{agent: []stubReply{stubCall("1", "menu", `{}`), stubSay("The pizza of the day is margherita.")},
@@ -246,6 +277,24 @@ intents:
 		bob, _ := runAs(t, a, "bob", "c2", "where is my order")
 		if bob.Cache != runtime.CacheMissOutcome || strings.Contains(bob.Answer, "1234") {
 			t.Fatalf("bob was served alice's answer: %q (cache %q)", bob.Answer, bob.Cache)
+		}
+	})
+	t.Run("a command tool's answer is learned only for its user", func(t *testing.T) {
+		m := &stubModel{agent: []stubReply{stubCall("1", "address", `{}`), stubSay("We deliver to Garden Road 5, flat 3.")},
+			judge: []stubReply{stubVerdict(true, "")}}
+		a, _ := knowledgeAgent(t, intents, m)
+		res, _ := runAs(t, a, "alice", "c1", "which address do you deliver to")
+		if res.Steps[0].Result != "the address of alice" {
+			t.Fatalf("the program answered %q", res.Steps[0].Result)
+		}
+		if res.Learned == nil || !res.Learned.PerUser {
+			t.Fatalf("learned %+v: the program got AGENTRUN_USER_ID", res.Learned)
+		}
+		m.agent = append(m.agent, stubCall("2", "address", `{}`), stubSay("We deliver to Hill Street 9."))
+		m.judge = append(m.judge, stubVerdict(true, ""))
+		bob, _ := runAs(t, a, "bob", "c2", "which address do you deliver to")
+		if bob.Cache != runtime.CacheMissOutcome || strings.Contains(bob.Answer, "Garden Road") {
+			t.Fatalf("bob was served alice's address: %q (cache %q)", bob.Answer, bob.Cache)
 		}
 	})
 	t.Run("a shared cache learns nothing that depended on the user", func(t *testing.T) {
@@ -324,27 +373,37 @@ filters:
 			t.Fatalf("learned %+v", res.Learned)
 		}
 	})
-	t.Run("a learned answer for one code is not served for another", func(t *testing.T) {
-		m := &stubModel{agent: []stubReply{stubCall("1", "track", `{"code": "88123"}`), stubSay("Parcel 88123 is in Shanghai."),
-			stubCall("2", "track", `{"code": "45990"}`), stubSay("Parcel 45990 is in Beijing.")},
-			judge: []stubReply{stubVerdict(true, ""), stubVerdict(true, "")}}
-		a, _ := knowledgeAgent(t, intents, m)
-		first, _ := runAs(t, a, "alice", "c1", "could you please tell me the current delivery status of my parcel with the tracking number 88123 today")
-		if first.Learned == nil || first.Learned.PerUser {
-			t.Fatalf("learned %+v", first.Learned)
-		}
-		other, events := runAs(t, a, "bob", "c2", "could you please tell me the current delivery status of my parcel with the tracking number 45990 today")
-		if other.Cache != runtime.CacheMissOutcome || other.Answer != "Parcel 45990 is in Beijing." {
-			t.Fatalf("bob asked about another parcel and got %q (cache %q)", other.Answer, other.Cache)
-		}
-		if ev := eventsOf(events, runtime.EventCache); len(ev) == 0 || !strings.Contains(ev[0].Message, "other numbers") || ev[0].Cached.Question != "" {
-			t.Fatalf("cache events %+v", ev)
-		}
-		same, _ := runAs(t, a, "carol", "c3", "could you please tell me the current delivery status of my parcel with the tracking number 88123 today?")
-		if same.Cache != runtime.CacheHitOutcome || same.Answer != first.Answer || same.Cached.Question != "" {
-			t.Fatalf("carol: cache %q answer %q cached %+v", same.Cache, same.Answer, same.Cached)
-		}
-	})
+	// The attack run's pairs: an unbound lookup under scope auto learns for
+	// everyone, so the question alone must tell one parcel, address or person from
+	// another.
+	for _, tt := range []struct{ what, question, mine, other string }{
+		{"number", "could you please tell me the current delivery status of my parcel with the tracking number %s today", "88123", "45990"},
+		{"letter code", "could you please tell me the current delivery status of my parcel with the tracking code %s today", "KXPQRT", "ZMWLVB"},
+		{"e-mail address", "please tell me the delivery address and phone of the parcel account %s", "alice@example.com", "bob@example.com"},
+		{"name", "please tell me the delivery address and phone of my parcel registered as %s", "alice", "bob"},
+	} {
+		t.Run("a learned answer for one "+tt.what+" is not served for another", func(t *testing.T) {
+			m := &stubModel{agent: []stubReply{stubCall("1", "track", `{"code": "`+tt.mine+`"}`), stubSay("Parcel of " + tt.mine + ": Garden Road 5, 555-0101."),
+				stubCall("2", "track", `{"code": "`+tt.other+`"}`), stubSay("Parcel of " + tt.other + ": Hill Street 9.")},
+				judge: []stubReply{stubVerdict(true, ""), stubVerdict(true, "")}}
+			a, _ := knowledgeAgent(t, intents, m)
+			first, _ := runAs(t, a, "alice", "c1", fmt.Sprintf(tt.question, tt.mine))
+			if first.Learned == nil || first.Learned.PerUser {
+				t.Fatalf("learned %+v", first.Learned)
+			}
+			other, events := runAs(t, a, "bob", "c2", fmt.Sprintf(tt.question, tt.other))
+			if other.Cache != runtime.CacheMissOutcome || strings.Contains(other.Answer, "Garden Road") {
+				t.Fatalf("bob asked about another parcel and got %q (cache %q)", other.Answer, other.Cache)
+			}
+			if ev := eventsOf(events, runtime.EventCache); len(ev) == 0 || !strings.Contains(ev[0].Message, "other numbers, codes, names") || ev[0].Cached.Question != "" {
+				t.Fatalf("cache events %+v", ev)
+			}
+			same, _ := runAs(t, a, "carol", "c3", fmt.Sprintf(tt.question, tt.mine)+"?")
+			if same.Cache != runtime.CacheHitOutcome || same.Answer != first.Answer || same.Cached.Question != "" {
+				t.Fatalf("carol: cache %q answer %q cached %+v", same.Cache, same.Answer, same.Cached)
+			}
+		})
+	}
 }
 
 func TestVerifyAsksTheJudgeAboutCloseHits(t *testing.T) {

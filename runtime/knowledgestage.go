@@ -48,11 +48,11 @@ func (r *run) answerFromCache() bool {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.shown(),
 			Message: fmt.Sprintf("best %.2f < %.2f", hit.Score, c.Threshold)})
 		return false
-	case hit.Kind == CacheEntryLearned && !sameIdentifiers(r.input(), hit.Question):
-		// "Where is order 88123?" and "Where is order 45990?" are close in meaning and
-		// have different answers.
+	case hit.Kind == CacheEntryLearned && !sameSpecifics(r.input(), hit.Question):
+		// "Where is parcel KXPQRT?" and "Where is parcel ZMWLVB?" are close in
+		// meaning and have different answers.
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.shown(),
-			Message: "the closest learned answer was for other numbers or codes"})
+			Message: "the closest learned answer was for other numbers, codes, names or addresses"})
 		return false
 	}
 	if c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow && !r.verifyHit(hit) {
@@ -299,30 +299,4 @@ func (h *CacheHit) shown() *CacheHit {
 		c.Question = ""
 	}
 	return &c
-}
-
-// sameIdentifiers reports whether two questions name the same numbers and codes —
-// the words with a digit, such as order numbers and tracking codes.
-func sameIdentifiers(a, b string) bool {
-	ids := func(s string) map[string]bool {
-		out := map[string]bool{}
-		for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-			return !unicode.IsLetter(r) && !unicode.IsDigit(r) || unicode.Is(unicode.Han, r)
-		}) {
-			if strings.ContainsFunc(w, unicode.IsDigit) {
-				out[w] = true
-			}
-		}
-		return out
-	}
-	x, y := ids(a), ids(b)
-	if len(x) != len(y) {
-		return false
-	}
-	for w := range x {
-		if !y[w] {
-			return false
-		}
-	}
-	return true
 }

@@ -389,6 +389,7 @@ func (r *run) systemPrompt() string {
 // call is one tool call of a response on its way to a tool message.
 type call struct {
 	tc        ToolCall
+	key       string // names this call in the run (see callKey)
 	tool      *agentTool
 	args      map[string]any
 	signature string
@@ -417,7 +418,7 @@ func (r *run) executeTools() {
 	waiting := false
 	for i, tc := range last.ToolCalls {
 		c := &calls[i]
-		c.tc = tc
+		c.tc, c.key = tc, r.callKey(i, tc.ID)
 		if i >= g.MaxCallsPerResponse {
 			if i == g.MaxCallsPerResponse {
 				r.emit(Event{Kind: EventGuard, Guard: GuardMaxCalls, Message: fmt.Sprintf("%d of %d calls run", g.MaxCallsPerResponse, len(last.ToolCalls))})
@@ -697,6 +698,14 @@ func (r *run) execute(ctx context.Context, c *call) {
 	r.emit(e)
 }
 
+// callKey names the call at position pos of the response the model gave in this
+// turn: unique in the run even where a provider reuses call ids from one round to
+// the next, and the same on every attempt, resume and replay of the call. It is
+// the call's idempotency key and the id of the sub-run a sub-agent's call starts.
+func (r *run) callKey(pos int, id string) string {
+	return fmt.Sprintf("%s/%d/%d/%s", r.id, r.result.Turns, pos, id)
+}
+
 // callTool runs the call's tool with its timeout.
 func (r *run) callTool(ctx context.Context, c *call) {
 	t := c.tool
@@ -704,7 +713,7 @@ func (r *run) callTool(ctx context.Context, c *call) {
 	defer cancel()
 	start := r.now()
 	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
-		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: r.id + "/" + c.tc.ID, Timeout: t.timeout, vars: &r.vars})
+		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: c.key, Timeout: t.timeout, vars: &r.vars})
 	c.duration = r.since(start)
 	switch {
 	case err != nil && (ctx.Err() == context.DeadlineExceeded || errors.Is(err, ErrToolTimeout)) && r.ctx.Err() == nil:

@@ -93,14 +93,14 @@ var errNoSubAgent = errors.New("the agent is not available")
 //
 // seen are the entities revealed so far, this run's included (seenSoFar), taken
 // by the caller where nothing else changes them.
-func (r *run) delegate(ctx context.Context, name, task, callID string, seen map[string][]string) (*run, error) {
+func (r *run) delegate(ctx context.Context, name, task string, c *call, seen map[string][]string) (*run, error) {
 	sub := r.agent.subAgents[name]
 	if sub == nil {
 		return nil, fmt.Errorf("%w: %s", errNoSubAgent, name)
 	}
 	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse, Host: r.req.Host, RunID: r.id + "/" + callID}
-	return sub.execute(ctx, req, &parentLink{run: r, agent: name, callID: callID})
+		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse, Host: r.req.Host, RunID: c.key}
+	return sub.execute(ctx, req, &parentLink{run: r, agent: name, callID: c.tc.ID})
 }
 
 // handoff hands the run to the agent its intent names: the specialist answers the
@@ -188,7 +188,7 @@ func (r *run) callSubAgent(ctx context.Context, c *call) {
 	task, _ := c.args[spec.SubAgentTaskParam].(string)
 	// The response's calls run in parallel, but none changes the entities until
 	// they all ran (absorb): reading them here is safe.
-	sub, err := r.delegate(ctx, c.tool.subAgent, task, c.tc.ID, r.seenSoFar())
+	sub, err := r.delegate(ctx, c.tool.subAgent, task, c, r.seenSoFar())
 	c.duration = r.since(start)
 	switch {
 	case err != nil:

@@ -24,9 +24,10 @@ type ToolInput struct {
 	// Name and CallID are the tool's name and the model's id for this call (for
 	// traces: gen_ai.tool.name, gen_ai.tool.call.id).
 	Name, CallID string
-	// IdempotencyKey names this call of this run (the run's id and the call's):
-	// the same on every attempt, so a service that a retried call reaches twice
-	// can tell it is one call. The http tool sends it as the Idempotency-Key
+	// IdempotencyKey names this call of this run (the run's id, the turn, the
+	// call's place in the model's response and its id): the same on every attempt,
+	// so a service that a retried call reaches twice can tell it is one call, and
+	// never the same for two calls, even where a provider reuses call ids. The http tool sends it as the Idempotency-Key
 	// header, the command tool as AGENTRUN_IDEMPOTENCY_KEY, MCP tools in _meta.
 	IdempotencyKey string
 	// Timeout is how long the call may take (the tool's timeout): a tool that

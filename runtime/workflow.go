@@ -428,7 +428,7 @@ func (f *flow) tool(fr *frame, st *flowStep, env map[string]any, id string) (map
 	if err != nil {
 		return nil, nil, fmt.Errorf("args: %w", err)
 	}
-	c := &call{tc: ToolCall{ID: id, Name: st.spec.Tool, Arguments: string(raw)}}
+	c := &call{tc: ToolCall{ID: id, Name: st.spec.Tool, Arguments: string(raw)}, key: r.id + "/" + id} // a step's id is unique in the run
 	f.mu.Lock()
 	// In a parallel branch, the accept rule also sees what the branch's own earlier
 	// steps revealed, which the run takes in only when the branches join.
@@ -664,7 +664,7 @@ func (f *flow) agentStep(fr *frame, st *flowStep, env map[string]any, id string)
 	f.mu.Unlock()
 	args, _ := json.Marshal(map[string]string{spec.SubAgentTaskParam: task})
 	start := r.now()
-	sub, err := r.delegate(r.ctx, st.spec.Agent, task, id, seen)
+	sub, err := r.delegate(r.ctx, st.spec.Agent, task, &call{tc: ToolCall{ID: id}, key: r.id + "/" + id}, seen)
 	step := Step{Turn: fr.turn, Tool: st.spec.Agent, CallID: id, Arguments: string(args), modelArgs: string(args), Duration: r.since(start)}
 	if err != nil {
 		step.Outcome, step.Result = OutcomeError, "Error: "+err.Error()

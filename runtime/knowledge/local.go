@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/agentrun/agentrun/internal/words"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -144,11 +145,6 @@ type segment struct {
 	cjk  bool
 }
 
-func isCJK(r rune) bool {
-	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
-		unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r)
-}
-
 // segments normalises text and splits it into words and CJK runs.
 func segments(text string) []segment {
 	text = strings.ToLower(norm.NFKC.String(text))
@@ -163,7 +159,7 @@ func segments(text string) []segment {
 	}
 	for _, r := range text {
 		switch {
-		case isCJK(r):
+		case words.IsCJK(r):
 			if !curCJK {
 				flush()
 			}
@@ -218,7 +214,7 @@ func (l *Local) embed(text string) []float32 {
 			add(featWord, w, classWeight[featWord]*stopWeight)
 			continue
 		}
-		w = stem(w)
+		w = words.Stem(w)
 		add(featWord, w, classWeight[featWord])
 		if prevWord != "" {
 			add(featWordPair, prevWord+" "+w, classWeight[featWordPair])
@@ -275,20 +271,6 @@ func addCJK(run string, add func(byte, string, float32)) {
 			add(featCJK3, string(rs[i:i+3]), weight(featCJK3, rs[i:i+3]))
 		}
 	}
-}
-
-// stem strips the commonest English inflections ("takes", "weekends", "accepted"),
-// crudely but consistently: both sides of a comparison are stemmed alike.
-func stem(w string) string {
-	switch {
-	case len(w) > 5 && strings.HasSuffix(w, "ing"):
-		return w[:len(w)-3]
-	case len(w) > 4 && strings.HasSuffix(w, "ed"):
-		return w[:len(w)-2]
-	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
-		return w[:len(w)-1]
-	}
-	return w
 }
 
 // fnv1a is 64-bit FNV-1a over the class byte and s, written out so that hashing a

@@ -124,8 +124,8 @@ func TestWorkerLostMidRun(t *testing.T) {
 	if filed != 1 || requests != 2 {
 		t.Errorf("%d tickets filed from %d requests; want 1 from 2 (the retry with the same key)", filed, requests)
 	}
-	if keys := back.Keys(); len(keys) != 1 || keys[0] != run.GetID()+"/call_2" {
-		t.Errorf("idempotency keys %q, want %s/call_2", keys, run.GetID())
+	if keys := back.Keys(); len(keys) != 1 || keys[0] != run.GetID()+"/2/0/call_2" {
+		t.Errorf("idempotency keys %q, want %s/2/0/call_2 (turn 2, the response's first call)", keys, run.GetID())
 	}
 	if lookups != 2 {
 		t.Errorf("%d lookups, want 2", lookups)
