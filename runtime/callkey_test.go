@@ -100,3 +100,25 @@ func TestApprovedCallKeepsItsKey(t *testing.T) {
 		t.Fatalf("keys %q, want %q", got, want)
 	}
 }
+
+// Two delegations under one reused call id are two sub-runs with ids of their own:
+// their calls' keys derive from those ids.
+func TestSubRunsOfReusedCallIDsAreApart(t *testing.T) {
+	f := newSubAgentFixture(t, "", "", nil,
+		stubCall("c-sub", "refunds", task("Refund order A1.")),
+		stubCall("s-1", "refund", `{"order":"A1"}`),
+		stubSay("Order A1 is refunded."),
+		stubCall("c-sub", "refunds", task("Refund order A2.")),
+		stubCall("s-1", "refund", `{"order":"A2"}`),
+		stubSay("Order A2 is refunded."),
+		stubSay("Both are refunded."),
+	)
+	res, _ := runAgent(t, context.Background(), f.agent, "Please refund A1 and A2")
+	if res.Stop != runtime.StopCompleted || len(res.Steps) != 2 {
+		t.Fatalf("stop %s (%s), steps %+v", res.Stop, res.Detail, res.Steps)
+	}
+	first, second := res.Steps[0].Agent, res.Steps[1].Agent
+	if first == nil || second == nil || first.RunID == "" || first.RunID == second.RunID {
+		t.Fatalf("sub-runs %+v and %+v: want two ids", first, second)
+	}
+}
