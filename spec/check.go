@@ -48,9 +48,6 @@ func (c *checker) check() {
 	s := c.spec
 	c.user = userType(s.Context.User)
 	c.setSources()
-	for i := range s.MCPServers {
-		s.MCPServers[i].Secrets = c.secretsUnder(c.at("mcp_servers", strconv.Itoa(i)).node)
-	}
 	c.checkContext()
 	for _, m := range []struct {
 		model *Model
@@ -94,7 +91,6 @@ func (c *checker) setSources() {
 	s := c.spec
 	for i := range s.Tools[:c.ownTools] {
 		s.Tools[i].Source = src("tools", strconv.Itoa(i))
-		s.Tools[i].Secrets = c.secretsUnder(c.at("tools", strconv.Itoa(i)).node)
 		if a := s.Tools[i].Approval; a != nil {
 			a.Source = src("tools", strconv.Itoa(i), "approval")
 		}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -120,6 +121,17 @@ func secretsOf(name, value string) []Secret {
 		}
 	}
 	return out
+}
+
+// recordSecrets gives the tools and MCP servers declared in d the secrets recorded
+// under their entries.
+func (d *document) recordSecrets(tools []Tool, servers []MCPServer) {
+	for i := range tools {
+		tools[i].Secrets = d.secretsUnder(d.at("tools", strconv.Itoa(i)).node)
+	}
+	for i := range servers {
+		servers[i].Secrets = d.secretsUnder(d.at("mcp_servers", strconv.Itoa(i)).node)
+	}
 }
 
 // secretsUnder collects the secrets recorded in n and below it, following aliases,

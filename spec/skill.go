@@ -77,6 +77,7 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 	}
 	for _, ls := range loaded {
 		pack, pd := ls.pack, ls.doc
+		pd.recordSecrets(pack.Tools, nil)
 		sc := checker{document: pd, loader: l, extraTools: names, extraKinds: kinds, disabled: map[string]bool{},
 			spec:     &Spec{Context: s.Context, MCPServers: s.MCPServers, Tools: pack.Tools, Filters: pack.Filters},
 			ownTools: len(pack.Tools), ownFilters: len(pack.Filters)}
