@@ -8,10 +8,12 @@ import (
 )
 
 // interpolate expands ${VAR}, ${VAR:-default} and $$ (a literal $) in s. Variables
-// that are unset and have no default expand to "" and are returned in unset.
-func interpolate(s string, lookup func(string) (string, bool)) (out string, unset []string, err error) {
+// that are unset and have no default expand to "" and are returned in unset; the
+// values taken from the environment (not defaults, which the spec itself holds) are
+// returned in fromEnv.
+func interpolate(s string, lookup func(string) (string, bool)) (out string, fromEnv []Secret, unset []string, err error) {
 	if !strings.Contains(s, "$") {
-		return s, nil, nil
+		return s, nil, nil, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -36,15 +38,16 @@ func interpolate(s string, lookup func(string) (string, bool)) (out string, unse
 		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
-			return s, nil, fmt.Errorf("unterminated ${ at offset %d", i)
+			return s, nil, nil, fmt.Errorf("unterminated ${ at offset %d", i)
 		}
 		inner := s[i+2 : i+end]
 		name, def, hasDef := strings.Cut(inner, ":-")
 		if !validEnvName(name) {
-			return s, nil, fmt.Errorf("invalid variable name %q in ${%s}", name, inner)
+			return s, nil, nil, fmt.Errorf("invalid variable name %q in ${%s}", name, inner)
 		}
 		if v, ok := lookup(name); ok && (v != "" || !hasDef) {
 			b.WriteString(v)
+			fromEnv = append(fromEnv, Secret{Var: name, Value: v})
 		} else if hasDef {
 			b.WriteString(def)
 		} else {
@@ -52,7 +55,7 @@ func interpolate(s string, lookup func(string) (string, bool)) (out string, unse
 		}
 		i += end
 	}
-	return b.String(), unset, nil
+	return b.String(), fromEnv, unset, nil
 }
 
 func validEnvName(name string) bool {
@@ -71,6 +74,8 @@ func validEnvName(name string) bool {
 // interpolateTree expands variables in every scalar value (not in keys). A plain
 // scalar's type is resolved again afterwards, so `temperature: ${TEMP:-0.2}` is a
 // number. Aliases are not followed: each node is visited once, where it is defined.
+// The values a node took from the environment are recorded with it, so the tool
+// or MCP server it configures can mask them in its errors (see Secrets).
 func (d *document) interpolateTree(n *yaml.Node, path string, lookup func(string) (string, bool)) {
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
@@ -86,7 +91,7 @@ func (d *document) interpolateTree(n *yaml.Node, path string, lookup func(string
 			d.interpolateTree(n.Content[i+1], joinKey(path, n.Content[i].Value), lookup)
 		}
 	case yaml.ScalarNode:
-		out, unset, err := interpolate(n.Value, lookup)
+		out, fromEnv, unset, err := interpolate(n.Value, lookup)
 		if err != nil {
 			d.errorf(location{pos: d.posOf(n), path: path}, "write $$ for a literal $", "%v", err)
 			return
@@ -101,6 +106,9 @@ func (d *document) interpolateTree(n *yaml.Node, path string, lookup func(string
 		}
 		if len(unset) > 0 {
 			d.unset[n] = unsetRef{path: path, vars: unset}
+		}
+		for _, v := range fromEnv {
+			d.secrets[n] = append(d.secrets[n], secretsOf(v.Var, v.Value)...)
 		}
 	}
 }

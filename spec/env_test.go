@@ -32,7 +32,7 @@ func TestInterpolate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, unset, err := interpolate(tt.in, lookup)
+			got, _, unset, err := interpolate(tt.in, lookup)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}

@@ -138,6 +138,7 @@ func (l *Loader) load(file string, src []byte, stack []string, seen map[string]l
 		}
 	}
 	slices.SortStableFunc(spec.Unset, func(a, b UnsetVar) int { return cmp.Or(comparePos(a.Pos, b.Pos), cmp.Compare(a.Name, b.Name)) })
+	d.recordSecrets(spec.Tools, spec.MCPServers) // the agent's own, before the skills' tools join them
 	c := checker{document: d, spec: spec, loader: l, ownTools: len(spec.Tools), ownFilters: len(spec.Filters), disabled: map[string]bool{}}
 	packs := l.loadSkills(d, spec, lookup)
 	causes := l.loadAgents(d, spec, stack, seen)

@@ -25,6 +25,8 @@ type document struct {
 	// unset maps scalar nodes to the environment variables they named that were not
 	// set, so a schema error there can say so instead of "got null, want number".
 	unset map[*yaml.Node]unsetRef
+	// secrets maps scalar nodes to the values they took from the environment.
+	secrets map[*yaml.Node][]Secret
 	// failed holds the paths the schema already reported an error for; semantic
 	// checks stay quiet there rather than repeat the problem.
 	failed map[string]bool
@@ -62,7 +64,7 @@ var testFile = fileKind{noun: "scenario tests", short: "test file", start: "star
 	mapping: "a test file is a mapping with agent and cases", one: "put each agent's cases in one file"}
 
 func newDocument(file string, src []byte, kind fileKind) *document {
-	return &document{kind: kind, file: file, src: src, unset: map[*yaml.Node]unsetRef{}, failed: map[string]bool{},
+	return &document{kind: kind, file: file, src: src, unset: map[*yaml.Node]unsetRef{}, secrets: map[*yaml.Node][]Secret{}, failed: map[string]bool{},
 		budget: maxJSONNodes, expanding: map[*yaml.Node]bool{}}
 }
 

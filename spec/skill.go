@@ -77,14 +77,23 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 	}
 	for _, ls := range loaded {
 		pack, pd := ls.pack, ls.doc
+		pd.recordSecrets(pack.Tools, nil)
 		sc := checker{document: pd, loader: l, extraTools: names, extraKinds: kinds, disabled: map[string]bool{},
 			spec:     &Spec{Context: s.Context, MCPServers: s.MCPServers, Tools: pack.Tools, Filters: pack.Filters},
 			ownTools: len(pack.Tools), ownFilters: len(pack.Filters)}
 		sc.checkSkill(pack)
 		pack.Tools, pack.Filters = sc.spec.Tools, sc.spec.Filters
 		d.diags = append(d.diags, withNote(pd.diags, s.Skills[ls.ref].Pos, "the skill as this agent uses it")...)
+		// The agent's with: may hand the pack a value from its environment, which
+		// ${options.NAME} can put anywhere in the pack's tools.
+		given := d.secretsUnder(d.at("skills", strconv.Itoa(ls.ref), "with").node)
 		for i := range pack.Tools {
 			pack.Tools[i].Skill = pack.Name
+			for _, sec := range given {
+				if !slices.Contains(pack.Tools[i].Secrets, sec) {
+					pack.Tools[i].Secrets = append(pack.Tools[i].Secrets, sec)
+				}
+			}
 			if !strings.HasPrefix(pack.Dir, BundledPrefix) {
 				pack.Tools[i].SkillDir = pack.Dir
 			}

@@ -151,6 +151,9 @@ type Tool struct {
 	// SkillDir is that pack's directory when it is one on disk: a command tool's
 	// program and working directory are the pack's own files.
 	SkillDir string `yaml:"-"`
+	// Secrets are the values ${VAR} put into the tool's configuration, the agent's
+	// with: for its skill included; its kind masks them in the tool's errors.
+	Secrets Secrets `yaml:"-" json:"-"`
 }
 
 // Retryable reports whether a call of the tool may be sent again after it may have
@@ -226,6 +229,10 @@ type MCPServer struct {
 	Tools          []string             `yaml:"tools"`
 	Prefix         string               `yaml:"prefix"`
 	Idempotent     []string             `yaml:"idempotent"`
+
+	// Secrets are the values ${VAR} put into the server's configuration (its env,
+	// headers, URL, command), to mask in what its failures say.
+	Secrets Secrets `yaml:"-" json:"-"`
 }
 
 // Domain is a named group of base tools shared by intents.

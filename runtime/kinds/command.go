@@ -32,10 +32,14 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ"}
 // Its environment holds the basics (inheritedEnv), AGENTRUN_USER_ID,
 // AGENTRUN_CONVERSATION_ID, AGENTRUN_IDEMPOTENCY_KEY (the same on every attempt of
 // one call) and what the spec's env declares.
+//
+// Its errors are masked with the tool's Secrets: a failing program that prints its
+// environment or arguments must not hand the spec's tokens to the model.
 type Command struct {
-	run []string
-	dir string
-	env map[string]*spec.Template
+	run     []string
+	dir     string
+	env     map[string]*spec.Template
+	secrets spec.Secrets
 }
 
 var (
@@ -64,10 +68,15 @@ func NewCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
 			workDir = filepath.Join(dir, workDir)
 		}
 	}
-	return &Command{run: run, dir: workDir, env: cfg.Env}, nil
+	return &Command{run: run, dir: workDir, env: cfg.Env, secrets: t.Secrets}, nil
 }
 
 func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+	out, err := c.call(ctx, in)
+	return out, c.secrets.MaskError(err)
+}
+
+func (c *Command) call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	stdin, err := json.Marshal(in.Args)
 	if err != nil {
 		return "", err
@@ -81,7 +90,7 @@ func (c *Command) Call(ctx context.Context, in runtime.ToolInput) (string, error
 		for k, t := range c.env {
 			v, err := t.Render(vars)
 			if err != nil {
-				return "", fmt.Errorf("env %s: %v", k, err)
+				return "", renderError("env "+k, err)
 			}
 			env = append(env, k+"="+v)
 		}

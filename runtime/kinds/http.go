@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -39,6 +40,7 @@ type HTTP struct {
 	redirects spec.RedirectPolicy
 	allow     []spec.RedirectHost
 	client    *http.Client
+	secrets   spec.Secrets
 }
 
 var (
@@ -77,7 +79,7 @@ func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	h := &HTTP{cfg: t.HTTP, method: method, redirects: t.HTTP.Redirects.Effective()}
+	h := &HTTP{cfg: t.HTTP, method: method, redirects: t.HTTP.Redirects.Effective(), secrets: t.Secrets}
 	switch h.redirects {
 	case spec.RedirectNone, spec.RedirectSameHost:
 	case spec.RedirectAllow:
@@ -95,36 +97,72 @@ func NewHTTP(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return h, nil
 }
 
+// Call makes the request. Its errors never show a query value or a header value
+// (they often carry a key or a bound user id) nor a value of the tool's Secrets:
+// the URL is named as scheme://host/path?name=…, and the rest of the text, a
+// server's answer included, is masked.
 func (h *HTTP) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+	req, sent, err := h.request(ctx, in)
+	if err != nil {
+		return "", h.mask(err, sent)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", h.mask(fmt.Errorf("%s %s: %v", h.method, shownURL(req.URL), withoutURL(err)), sent)
+	}
+	defer resp.Body.Close()
+	out := &limitedBuffer{max: maxHTTPResponse}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return "", h.mask(fmt.Errorf("reading the response: %v", err), sent)
+	}
+	if resp.StatusCode >= 400 {
+		return "", h.mask(fmt.Errorf("HTTP %s: %s", resp.Status, tail(strings.TrimSpace(out.String()), 1000)), sent)
+	}
+	return out.String(), nil
+}
+
+// request renders the call's request. sent holds the query and header values it
+// carries, so far as they were rendered, for mask.
+func (h *HTTP) request(ctx context.Context, in runtime.ToolInput) (req *http.Request, sent []string, err error) {
 	env := in.Env()
 	u, err := renderURL(&h.cfg.URL, env)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	parsed, err := url.Parse(u)
-	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-		return "", fmt.Errorf("the tool's URL %q is not an http(s) URL", u)
+	if err != nil {
+		return nil, nil, fmt.Errorf("url: the rendered URL does not parse: %v", withoutURL(err))
+	}
+	q := parsed.Query()
+	for _, vs := range q {
+		sent = append(sent, vs...)
+	}
+	if parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Host == "" {
+		return nil, sent, fmt.Errorf("url: %s is not an http(s) URL", shownURL(parsed))
 	}
 	if len(h.cfg.Query) > 0 {
-		q := parsed.Query()
 		for k, t := range h.cfg.Query {
 			v, err := t.Render(env)
 			if err != nil {
-				return "", fmt.Errorf("query %s: %v", k, err)
+				return nil, sent, renderError("query "+k, err)
 			}
 			q.Set(k, v)
+			sent = append(sent, v)
 		}
 		parsed.RawQuery = q.Encode()
 	}
 	var body io.Reader
 	if b, ok, err := h.body(env, in.Args); err != nil {
-		return "", err
+		return nil, sent, err
 	} else if ok {
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, h.method, parsed.String(), body)
+	req, err = http.NewRequestWithContext(ctx, h.method, parsed.String(), body)
 	if err != nil {
-		return "", err
+		return nil, sent, fmt.Errorf("%s %s: %v", h.method, shownURL(parsed), withoutURL(err))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -136,29 +174,62 @@ func (h *HTTP) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	for k, t := range h.cfg.Headers {
 		v, err := t.Render(env)
 		if err != nil {
-			return "", fmt.Errorf("header %s: %v", k, err)
+			return nil, sent, renderError("header "+k, err)
 		}
+		sent = append(sent, v)
 		if strings.ContainsAny(v, "\r\n") {
-			return "", fmt.Errorf("header %s: a value may not contain line breaks", k)
+			return nil, sent, fmt.Errorf("header %s: a value may not contain line breaks", k)
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
+	return req, sent, nil
+}
+
+// mask hides in err's text the values the request carried in its query and
+// headers (as "…", the way shownURL shows them) and the tool's secrets.
+func (h *HTTP) mask(err error, sent []string) error {
+	placeholders := h.secrets.Placeholders()
+	for _, v := range sent {
+		if _, secret := placeholders[v]; !secret {
+			placeholders[v] = "…"
 		}
-		return "", fmt.Errorf("%s %s: %v", h.method, parsed.Redacted(), errors.Unwrap(err))
 	}
-	defer resp.Body.Close()
-	out := &limitedBuffer{max: maxHTTPResponse}
-	if _, err := io.Copy(out, resp.Body); err != nil {
-		return "", fmt.Errorf("reading the response: %v", err)
+	if masked := spec.Mask(err.Error(), placeholders); masked != err.Error() {
+		return errors.New(masked)
 	}
-	if resp.StatusCode >= 400 {
-		return "", fmt.Errorf("HTTP %s: %s", resp.Status, tail(strings.TrimSpace(out.String()), 1000))
+	return err
+}
+
+// shownURL is u as an error names it: scheme, host and path, which say which
+// request failed, and the names of its query parameters without their values.
+// The user info is left out.
+func shownURL(u *url.URL) string {
+	shown := (&url.URL{Scheme: u.Scheme, Opaque: u.Opaque, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+	names := slices.Sorted(maps.Keys(u.Query()))
+	for i, name := range names {
+		names[i] = url.QueryEscape(name) + "=…"
 	}
-	return out.String(), nil
+	if len(names) > 0 {
+		shown += "?" + strings.Join(names, "&")
+	}
+	return shown
+}
+
+// withoutURL is a *url.Error's cause, without the URL it quotes in full.
+func withoutURL(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// renderError is a template's failure without the template's text, which holds
+// whatever ${VAR} put into it: the part of the request names the template.
+func renderError(part string, err error) error {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	return fmt.Errorf("%s: %v", part, err)
 }
 
 // body renders the configured body, or sends the arguments for methods that carry
@@ -174,7 +245,7 @@ func (h *HTTP) body(env map[string]any, args map[string]any) ([]byte, bool, erro
 	}
 	v, err := h.cfg.RenderBody(env)
 	if err != nil {
-		return nil, false, err
+		return nil, false, renderError("body", err)
 	}
 	b, err := json.Marshal(v)
 	return b, true, err
@@ -283,7 +354,7 @@ func renderURL(t *spec.Template, env map[string]any) (string, error) {
 		return out
 	})
 	if err != nil {
-		return "", fmt.Errorf("url: %v", err)
+		return "", renderError("url", err)
 	}
 	if hostErr != nil {
 		return "", hostErr

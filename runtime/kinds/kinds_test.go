@@ -19,11 +19,17 @@ import (
 // tool loads a one-tool spec and builds its tool through the registry.
 func tool(t *testing.T, toolYAML string) runtime.Tool {
 	t.Helper()
+	return toolWithEnv(t, nil, toolYAML)
+}
+
+// toolWithEnv is tool with env as the environment that ${VAR} reads.
+func toolWithEnv(t *testing.T, env map[string]string, toolYAML string) runtime.Tool {
+	t.Helper()
 	l, err := spec.NewLoader()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.LookupEnv = func(string) (string, bool) { return "", false }
+	l.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	src := "version: 1\nname: k\ncontext: {user: [tenant]}\ntools:\n" + toolYAML
 	s, diags := l.Load(filepath.Join(t.TempDir(), "agent.yaml"), []byte(src))
 	if diags.HasErrors() {
