@@ -156,9 +156,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	// one is refused, and the model told why; it is never run unapproved.
 	pr.req.Approvals = runtime.ApprovalsRefuse
 	if conversation == "" {
-		// The client keeps the history: its earlier messages are the run's, and the
-		// run leaves nothing in the store.
-		pr.req.History, pr.req.Ephemeral = history, true
+		// The client keeps the history: its earlier messages are the run's, within
+		// the bounds of a stored history, and the run leaves nothing in the store.
+		budget := (pr.agent.Settings().Memory.Window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(input)
+		pr.req.History, pr.req.Ephemeral = clientHistory(history, pr.agent.Settings().Memory.Window, budget), true
 	}
 	id := newID("chatcmpl-")
 	created := time.Now().Unix()
@@ -186,6 +187,36 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		return
 	}
 	s.streamChat(w, r, rec, id, created, body)
+}
+
+// clientHistory holds a client's history (user and assistant messages, oldest
+// first) to the bounds of a stored one: its last window turns, a turn being a user
+// message and the answer after it, and of those only the newest that fit within
+// budget characters. Messages before the first user message are no turn's, empty
+// ones say nothing, and consecutive ones of one role are joined into one, so a
+// turn is at most two messages however a client splits it.
+func clientHistory(msgs []runtime.Message, window, budget int) []runtime.Message {
+	var joined []runtime.Message
+	for _, m := range msgs {
+		switch n := len(joined); {
+		case m.Content == "", n == 0 && m.Role != runtime.RoleUser:
+		case n > 0 && joined[n-1].Role == m.Role:
+			joined[n-1].Content += "\n\n" + m.Content
+		default:
+			joined = append(joined, m)
+		}
+	}
+	start, turns, chars := len(joined), 0, 0
+	for i := len(joined) - 1; i >= 0 && turns < window; i-- {
+		chars += utf8.RuneCountInString(joined[i].Content)
+		if chars > budget {
+			break
+		}
+		if joined[i].Role == runtime.RoleUser {
+			start, turns = i, turns+1
+		}
+	}
+	return joined[start:]
 }
 
 // finishReason is OpenAI's finish reason for how a run ended: an answer cut off
