@@ -151,7 +151,9 @@ func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string,
 			t.Errorf("Close: %v", err)
 		}
 	})
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer() // the server's own timeouts, on a real listener
+	hs.Start()
 	t.Cleanup(hs.Close)
 	e.URL = hs.URL
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}

@@ -108,27 +108,19 @@ func (m chatMessage) text() (string, error) {
 	return b.String(), nil
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
-	fail := openAIFail(w)
-	var body chatRequest
-	if !decodeJSON(w, r, &body, fail) {
-		return
-	}
+// chatInput is a chat request's run: the input (its last message, a user's) and
+// the client's history; else the code and message of a 400.
+func chatInput(body chatRequest) (input string, history []runtime.Message, code, msg string) {
 	if body.Model == "" {
-		fail(http.StatusBadRequest, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)")
-		return
+		return "", nil, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)"
 	}
 	if len(body.Messages) == 0 || body.Messages[len(body.Messages)-1].Role != "user" {
-		fail(http.StatusBadRequest, "invalid_messages", "messages must end with a user message")
-		return
+		return "", nil, "invalid_messages", "messages must end with a user message"
 	}
-	var history []runtime.Message
-	var input string
 	for i, m := range body.Messages {
 		text, err := m.text()
 		if err != nil {
-			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err))
-			return
+			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err)
 		}
 		switch m.Role {
 		case "user":
@@ -143,12 +135,31 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 			// The agent's instructions are its system prompt, and its tools run in the
 			// server: a client's system messages and tool results are not used.
 		default:
-			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role))
-			return
+			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
+	return input, history, "", ""
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
+	fail := openAIFail(w)
+	slot, ok := s.admit(w, r, p, fail)
+	if !ok {
+		return
+	}
+	var body chatRequest
+	if !decodeJSON(w, r, &body, fail) {
+		slot()
+		return
+	}
+	input, history, code, msg := chatInput(body)
+	if code != "" {
+		slot()
+		fail(http.StatusBadRequest, code, msg)
+		return
+	}
 	conversation := r.Header.Get(ConversationHeader)
-	pr, ok := s.prepare(w, p, body.Model, input, conversation, "", fail)
+	pr, ok := s.prepare(p, slot, body.Model, input, conversation, "", fail)
 	if !ok {
 		return
 	}

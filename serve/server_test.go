@@ -218,7 +218,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer() // the server's own timeouts, on a real listener
+	hs.Start()
 	t.Cleanup(hs.Close) // first: it waits for the handlers
 	e.URL = hs.URL
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
