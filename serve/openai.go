@@ -169,8 +169,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	if conversation == "" {
 		// The client keeps the history: its earlier messages are the run's, within
 		// the bounds of a stored history, and the run leaves nothing in the store.
-		budget := (pr.agent.Settings().Memory.Window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(input)
-		pr.req.History, pr.req.Ephemeral = clientHistory(history, pr.agent.Settings().Memory.Window, budget), true
+		window := pr.agent.Settings().Memory.Window
+		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(input)
+		pr.req.History, pr.req.Ephemeral = clientHistory(history, window, budget), true
 	}
 	id := newID("chatcmpl-")
 	created := time.Now().Unix()
@@ -201,9 +202,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 }
 
 // clientHistory holds a client's history (user and assistant messages, oldest
-// first) to the bounds of a stored one: its last window turns, a turn being a user
-// message and the answer after it, and of those only the newest that fit within
-// budget characters. Messages before the first user message are no turn's, empty
+// first) to the bounds of a stored one: its last window turns, as
+// runtime.LastTurns cuts a stored conversation, and of those only the newest that
+// fit within budget characters, each turn whole. Messages before the first user message are no turn's, empty
 // ones say nothing, and consecutive ones of one role are joined into one, so a
 // turn is at most two messages however a client splits it.
 func clientHistory(msgs []runtime.Message, window, budget int) []runtime.Message {
