@@ -103,16 +103,18 @@ func validConversationID(id string) bool {
 // be part of a user id, see agentrun.User).
 func storeConversation(user, id string) string { return user + "/" + id }
 
-// prepare checks a run for p and admits it; on failure it has written the error
-// with fail.
-func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conversation, intent string,
+// prepare checks a run for p, admitted with slot; on failure it has given slot
+// back and written the error with fail.
+func (s *Server) prepare(p Principal, slot func(), name, input, conversation, intent string,
 	fail func(status int, code, msg string)) (*prepared, bool) {
 	a, release := s.agent(name)
 	if a == nil {
+		slot()
 		fail(http.StatusNotFound, "unknown_agent", fmt.Sprintf("no agent %q; this server has %s", name, strings.Join(s.agentNames(), ", ")))
 		return nil, false
 	}
 	bad := func(status int, code, msg string) (*prepared, bool) {
+		slot()
 		release()
 		fail(status, code, msg)
 		return nil, false
@@ -138,11 +140,6 @@ func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conver
 	user, err := agentrun.User(a.Spec, p.User.ID, attrs)
 	if err != nil {
 		return bad(http.StatusForbidden, "unusable_identity", "the authenticated identity cannot be used by this agent: "+err.Error())
-	}
-	slot, ok := s.admit(w, p, fail)
-	if !ok {
-		release()
-		return nil, false
 	}
 	pr := &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout, conversation: conversation,
 		req: runtime.Request{Input: input, User: user, Intent: intent}}
@@ -243,11 +240,16 @@ func (s *Server) logRun(rec *runRecord, req runtime.Request, res *runtime.Result
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	fail := func(status int, code, msg string) { writeError(w, status, code, msg) }
-	var body runRequest
-	if !decodeJSON(w, r, &body, fail) {
+	slot, ok := s.admit(w, r, p, fail)
+	if !ok {
 		return
 	}
-	pr, ok := s.prepare(w, p, r.PathValue("name"), body.Input, body.Conversation, body.Intent, fail)
+	var body runRequest
+	if !decodeJSON(w, r, &body, fail) {
+		slot()
+		return
+	}
+	pr, ok := s.prepare(p, slot, r.PathValue("name"), body.Input, body.Conversation, body.Intent, fail)
 	if !ok {
 		return
 	}

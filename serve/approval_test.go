@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/serve"
@@ -37,6 +38,9 @@ const (
 	// oneApproval asks for a lookup, one cancellation and another lookup.
 	oneApproval    = "please cancel A2"
 	approvedAnswer = "Done: see the tool results."
+	// holdOn makes the fake model wait until the test releases it (approvalEnv.gate):
+	// a run in flight that never pauses.
+	holdOn = "hold on"
 )
 
 // approvalReply is the fake model of the approval tests.
@@ -90,16 +94,21 @@ func (b *shopBackend) count(key string) int {
 type approvalEnv struct {
 	*env
 	shop *shopBackend
+	// gate holds the model's answer to holdOn until it is closed.
+	gate chan struct{}
 }
 
-// newApprovalEnv serves testdata/approval.yaml with edit applied, sweeping
-// expired approvals every sweep.
 // newApprovalEnv serves testdata/approval.yaml (edited by edit) from store ("" for a
 // process-local one), sweeping for expired approvals every sweep.
 func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string, store string) *approvalEnv {
 	t.Helper()
-	e := &approvalEnv{env: &env{t: t, backend: newBackend(t), logs: &lockedBuffer{}}, shop: newShopBackend(t)}
-	e.model = openaitest.New(t, approvalReply)
+	e := &approvalEnv{env: &env{t: t, backend: newBackend(t), logs: &lockedBuffer{}}, shop: newShopBackend(t), gate: make(chan struct{})}
+	e.model = openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
+		if strings.Contains(messageText(req.Messages[len(req.Messages)-1]), holdOn) {
+			<-e.gate
+		}
+		return approvalReply(req)
+	})
 	data, err := os.ReadFile("testdata/approval.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +151,9 @@ func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string,
 			t.Errorf("Close: %v", err)
 		}
 	})
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer() // the server's own timeouts, on a real listener
+	hs.Start()
 	t.Cleanup(hs.Close)
 	e.URL = hs.URL
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -410,7 +421,7 @@ func TestApprovalFlow(t *testing.T) {
 	}
 
 	// The run is over: no more decisions, and no paused run to show.
-	if r := e.decide(aliceToken, id, "call_cancel_a2", map[string]any{"decision": "approve"}); r.Status != http.StatusConflict || r.errorCode(t) != "run_not_waiting" {
+	if r := e.decide(aliceToken, id, "call_cancel_a2", map[string]any{"decision": "approve"}); r.Status != http.StatusNotFound || r.errorCode(t) != "run_not_found" {
 		t.Errorf("a decision after the run resumed: %d %s", r.Status, r.Body)
 	}
 	if r := e.do("GET", "/v1/runs/"+id+"/approvals", aliceToken, nil); r.Status != http.StatusNotFound {
@@ -624,5 +635,76 @@ func TestApprovalRefusedOnOpenAIEndpoint(t *testing.T) {
 	}
 	if r := e.do("GET", "/v1/approvals", aliceToken, nil); !strings.Contains(string(r.Body), `"runs":[]`) {
 		t.Errorf("a refused call left a paused run: %s", r.Body)
+	}
+}
+
+// Decisions on two replicas sharing one store: whatever a replica holds in memory,
+// a run that is not paused — in flight and never paused, unknown, another user's,
+// or resumed and finished — is 404 run_not_found on both, and a decision that lost
+// (the call was decided already) gets the same answer on both, from the store.
+func TestApprovalDecisionsAgreeAcrossReplicas(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "state.db") }},
+		{"postgres", func(t *testing.T) string { url, _ := pgtest.Schema(t); return url }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := c.store(t)
+			a := newApprovalEnv(t, time.Hour, nil, store)
+			b := newApprovalEnv(t, time.Hour, nil, store)
+			replicas := map[string]*approvalEnv{"A": a, "B": b}
+			deciders := map[string]string{"the owner": aliceToken, "an approver": approverToken, "another user": bobToken}
+			// answer decides call on every replica as every decider: all must be want.
+			answer := func(what, id, call string, tokens map[string]string, want int, code string) {
+				t.Helper()
+				for rn, e := range replicas {
+					for who, tok := range tokens {
+						r := e.decide(tok, id, call, map[string]any{"decision": "approve"})
+						if r.Status != want || r.errorCode(t) != code {
+							t.Errorf("%s, %s deciding on replica %s: %d %s, want %d %s", what, who, rn, r.Status, r.Body, want, code)
+						}
+					}
+				}
+			}
+
+			// A run in flight on A that never paused.
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			resp, err := a.request(ctx, "POST", "/v1/agents/shop/runs", aliceToken, map[string]any{"input": holdOn, "stream": true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			inFlight := resp.Header.Get("X-Agentrun-Run")
+			eventually(t, "the run asks the model", func() bool { return len(a.model.Requests()) == 1 })
+			answer("a run in flight", inFlight, "call_cancel", deciders, http.StatusNotFound, "run_not_found")
+			answer("an unknown run", "run_0123456789abcdef01234567", "call_cancel", deciders, http.StatusNotFound, "run_not_found")
+			close(a.gate)
+			if res := checkRunStream(t, newSSEReader(resp.Body).all(t), 1); res.Result.Stop != "completed" {
+				t.Fatalf("the run in flight ended %+v", res.Result)
+			}
+
+			// A call decided on A is already decided on both.
+			two := a.startPaused(aliceToken, twoApprovals)
+			if r := a.decide(approverToken, two.ID, "call_cancel_a2", map[string]any{"decision": "approve"}); r.Status != http.StatusOK {
+				t.Fatalf("the approver's decision: %d %s", r.Status, r.Body)
+			}
+			owners := map[string]string{"the owner": aliceToken, "an approver": approverToken}
+			answer("a decided call", two.ID, "call_cancel_a2", owners, http.StatusConflict, "already_decided")
+			answer("another user's run", two.ID, "call_cancel_a3", map[string]string{"another user": bobToken}, http.StatusNotFound, "run_not_found")
+
+			// A run decided in full, resumed on A and finished, waits for nothing on both.
+			one := a.startPaused(aliceToken, oneApproval)
+			if r := a.decide(approverToken, one.ID, "call_cancel", map[string]any{"decision": "approve"}); r.Status != http.StatusOK || r.json(t)["status"] != "resumed" {
+				t.Fatalf("the approver's decision: %d %s", r.Status, r.Body)
+			}
+			a.waitFinished(aliceToken, one.ID, "completed")
+			answer("a resumed run", one.ID, "call_cancel", deciders, http.StatusNotFound, "run_not_found")
+			if n := a.shop.count("POST /users/alice/orders/A2/cancel") + b.shop.count("POST /users/alice/orders/A2/cancel"); n != 1 {
+				t.Errorf("the approved call ran %d times, want 1", n)
+			}
+		})
 	}
 }

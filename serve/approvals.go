@@ -147,16 +147,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	who := deciderOf(p)
+	// The answer comes from the shared store alone, never from the runs this
+	// process holds: every replica answers a decision alike, and a run that is not
+	// paused (in flight, resumed, unknown, another user's) is not found on each.
 	paused, err := runtime.Decide(r.Context(), s.pausedStore(), r.PathValue("id"), who,
 		runtime.DecideRequest{CallID: r.PathValue("call_id"), Approve: approve, Reason: body.Reason, ArgsHash: body.ArgsHash}, time.Now())
-	if errors.Is(err, runtime.ErrRunNotFound) {
-		// A run of the caller's this process ran, which waits no more (it resumed),
-		// is a conflict; any other is not found.
-		if rec := s.runs.lookup(r.PathValue("id")); rec != nil && (rec.User == p.User.ID || p.Approver()) {
-			writeError(w, http.StatusConflict, "run_not_waiting", "the run is not waiting for approval: its calls were decided and it resumed")
-			return
-		}
-	}
 	if err != nil {
 		approvalError(w, err)
 		return

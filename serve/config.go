@@ -91,6 +91,9 @@ type Limits struct {
 	MaxInputChars int   `yaml:"max_input_chars"`
 	// RunTimeout is a run's deadline (besides the spec's guards.max_run_time).
 	RunTimeout time.Duration `yaml:"run_timeout"`
+	// ReadTimeout bounds how long a client may take to send a request, its
+	// headers and its body.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
 }
 
 // Principal is who a request acts for: the run context's user.

@@ -11,10 +11,24 @@ import (
 	"log/slog"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 )
+
+// maxHeaderTime bounds how long a client may take to send a request's headers.
+const maxHeaderTime = 10 * time.Second
+
+// HTTPServer is an http.Server for the Handler with the timeouts it needs: a
+// request, headers and body, is read within limits.read_timeout (once its body is
+// read, net/http lifts the read deadline, so a long run or stream is not cut), and
+// there is no WriteTimeout, which would end SSE streams and long runs: each write
+// of a stream has a deadline of its own.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: min(maxHeaderTime, s.limits.ReadTimeout),
+		ReadTimeout: s.limits.ReadTimeout, IdleTimeout: 2 * time.Minute}
+}
 
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler {
@@ -155,6 +169,7 @@ func (s *Server) authenticate(h func(http.ResponseWriter, *http.Request, Princip
 				s.log.Info("authentication failed", "route", r.Pattern, "error", err.Error())
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
+			refuseBody(w, r)
 			if isOpenAIRoute(r) {
 				writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid credentials")
 				return
@@ -167,6 +182,18 @@ func (s *Server) authenticate(h func(http.ResponseWriter, *http.Request, Princip
 		}
 		h(w, r, p)
 	})
+}
+
+// refuseBody makes the answer to a request whose body the server does not read
+// (unauthenticated, refused by a limit) its last on the connection, and reads
+// nothing more of it: net/http would otherwise drain the body to reuse the
+// connection, for as long as a client takes to trickle it.
+func refuseBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func isOpenAIRoute(r *http.Request) bool {
@@ -189,28 +216,33 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeJSON reads a JSON request body into v: 415 for another content type, 413
-// beyond the body cap, 400 for anything malformed. It reports whether to go on.
+// beyond the body cap, 408 for a body slower than limits.read_timeout, 400 for
+// anything malformed. It reports whether to go on.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status int, code, msg string)) bool {
+	refuse := func(status int, code, msg string) bool {
+		refuseBody(w, r)
+		fail(status, code, msg)
+		return false
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			fail(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("the body must be application/json, not %q", ct))
-			return false
+			return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("the body must be application/json, not %q", ct))
 		}
 	} else {
-		fail(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json (set Content-Type)")
-		return false
+		return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json (set Content-Type)")
 	}
 	// The whole body is read (MaxBytesReader caps it) before it is decoded, so an
 	// over-cap body is a 413 wherever the cap falls, even in trailing whitespace.
 	data, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
+	var netErr net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		fail(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit))
-		return false
+		return refuse(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", tooBig.Limit))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return refuse(http.StatusRequestTimeout, "request_timeout", "the body took longer to arrive than the server waits")
 	case err != nil:
-		fail(http.StatusBadRequest, "invalid_request", "the body could not be read")
-		return false
+		return refuse(http.StatusBadRequest, "invalid_request", "the body could not be read")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		fail(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
@@ -219,12 +251,14 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status 
 	return true
 }
 
-// admit applies the concurrency caps and the rate limit to a run for p: false
-// after writing the 429. A run the caps refuse costs no rate token.
-func (s *Server) admit(w http.ResponseWriter, p Principal, fail func(status int, code, msg string)) (release func(), ok bool) {
+// admit applies the concurrency caps and the rate limit to a run for p, before
+// its body is read, so a body still arriving holds a slot: false after writing the
+// 429. A run the caps refuse costs no rate token.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, p Principal, fail func(status int, code, msg string)) (release func(), ok bool) {
 	release, full := s.limiter.acquire(p.User.ID)
 	if full != "" {
 		s.metrics.RateLimited(full)
+		refuseBody(w, r)
 		w.Header().Set("Retry-After", "1")
 		msg := fmt.Sprintf("too many runs in flight for this user (at most %d)", s.limits.MaxConcurrentPerUser)
 		if full == "total" {
@@ -236,6 +270,7 @@ func (s *Server) admit(w http.ResponseWriter, p Principal, fail func(status int,
 	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
 		release()
 		s.metrics.RateLimited("rate")
+		refuseBody(w, r)
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond))
 		return nil, false

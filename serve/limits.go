@@ -17,6 +17,7 @@ const (
 	DefaultMaxBodyBytes         = 1 << 20
 	DefaultMaxInputChars        = 32000
 	DefaultRunTimeout           = 10 * time.Minute
+	DefaultReadTimeout          = 30 * time.Second
 )
 
 // withDefaults fills what l leaves at zero.
@@ -41,6 +42,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RunTimeout == 0 {
 		l.RunTimeout = DefaultRunTimeout
+	}
+	if l.ReadTimeout == 0 {
+		l.ReadTimeout = DefaultReadTimeout
 	}
 	return l
 }

@@ -108,27 +108,19 @@ func (m chatMessage) text() (string, error) {
 	return b.String(), nil
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
-	fail := openAIFail(w)
-	var body chatRequest
-	if !decodeJSON(w, r, &body, fail) {
-		return
-	}
+// chatInput is a chat request's run: the input (its last message, a user's) and
+// the client's history; else the code and message of a 400.
+func chatInput(body chatRequest) (input string, history []runtime.Message, code, msg string) {
 	if body.Model == "" {
-		fail(http.StatusBadRequest, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)")
-		return
+		return "", nil, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)"
 	}
 	if len(body.Messages) == 0 || body.Messages[len(body.Messages)-1].Role != "user" {
-		fail(http.StatusBadRequest, "invalid_messages", "messages must end with a user message")
-		return
+		return "", nil, "invalid_messages", "messages must end with a user message"
 	}
-	var history []runtime.Message
-	var input string
 	for i, m := range body.Messages {
 		text, err := m.text()
 		if err != nil {
-			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err))
-			return
+			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err)
 		}
 		switch m.Role {
 		case "user":
@@ -143,12 +135,31 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 			// The agent's instructions are its system prompt, and its tools run in the
 			// server: a client's system messages and tool results are not used.
 		default:
-			fail(http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role))
-			return
+			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
+	return input, history, "", ""
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
+	fail := openAIFail(w)
+	slot, ok := s.admit(w, r, p, fail)
+	if !ok {
+		return
+	}
+	var body chatRequest
+	if !decodeJSON(w, r, &body, fail) {
+		slot()
+		return
+	}
+	input, history, code, msg := chatInput(body)
+	if code != "" {
+		slot()
+		fail(http.StatusBadRequest, code, msg)
+		return
+	}
 	conversation := r.Header.Get(ConversationHeader)
-	pr, ok := s.prepare(w, p, body.Model, input, conversation, "", fail)
+	pr, ok := s.prepare(p, slot, body.Model, input, conversation, "", fail)
 	if !ok {
 		return
 	}
@@ -156,9 +167,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	// one is refused, and the model told why; it is never run unapproved.
 	pr.req.Approvals = runtime.ApprovalsRefuse
 	if conversation == "" {
-		// The client keeps the history: its earlier messages are the run's, and the
-		// run leaves nothing in the store.
-		pr.req.History, pr.req.Ephemeral = history, true
+		// The client keeps the history: its earlier messages are the run's, within
+		// the bounds of a stored history, and the run leaves nothing in the store.
+		window := pr.agent.Settings().Memory.Window
+		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(input)
+		pr.req.History, pr.req.Ephemeral = clientHistory(history, window, budget), true
 	}
 	id := newID("chatcmpl-")
 	created := time.Now().Unix()
@@ -186,6 +199,36 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		return
 	}
 	s.streamChat(w, r, rec, id, created, body)
+}
+
+// clientHistory holds a client's history (user and assistant messages, oldest
+// first) to the bounds of a stored one: its last window turns, as
+// runtime.LastTurns cuts a stored conversation, and of those only the newest that
+// fit within budget characters, each turn whole. Messages before the first user message are no turn's, empty
+// ones say nothing, and consecutive ones of one role are joined into one, so a
+// turn is at most two messages however a client splits it.
+func clientHistory(msgs []runtime.Message, window, budget int) []runtime.Message {
+	var joined []runtime.Message
+	for _, m := range msgs {
+		switch n := len(joined); {
+		case m.Content == "", n == 0 && m.Role != runtime.RoleUser:
+		case n > 0 && joined[n-1].Role == m.Role:
+			joined[n-1].Content += "\n\n" + m.Content
+		default:
+			joined = append(joined, m)
+		}
+	}
+	start, turns, chars := len(joined), 0, 0
+	for i := len(joined) - 1; i >= 0 && turns < window; i-- {
+		chars += utf8.RuneCountInString(joined[i].Content)
+		if chars > budget {
+			break
+		}
+		if joined[i].Role == runtime.RoleUser {
+			start, turns = i, turns+1
+		}
+	}
+	return joined[start:]
 }
 
 // finishReason is OpenAI's finish reason for how a run ended: an answer cut off

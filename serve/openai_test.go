@@ -3,10 +3,12 @@ package serve_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -281,4 +283,79 @@ func TestOpenAIClientLeavesCancels(t *testing.T) {
 	cancel()
 	eventually(t, "the fake model sees the request canceled", func() bool { return e.model.Canceled() > 0 })
 	checkCanceledRun(t, e, "", "chat-left")
+}
+
+// Without the conversation header, the client's history is held to the bounds of a
+// stored one: the agent's memory.window turns (2 here), a turn beginning at a user
+// message, and the newest turns that fit, with the input, within (window+1) ×
+// max_input_chars characters (300 here). What reaches the model is counted.
+func TestOpenAIClientHistoryBounds(t *testing.T) {
+	const window, maxInput = 2, 100
+	e := newEnv(t, envOptions{limits: serve.Limits{MaxInputChars: maxInput},
+		editSpec: func(s string) string {
+			return strings.Replace(s, "memory:\n", fmt.Sprintf("memory:\n  window: %d\n", window), 1)
+		}})
+	u, a := openai.UserMessage[string], openai.AssistantMessage[string]
+	type wire struct{ role, content string }
+	pairs := func(n, size int) []openai.ChatCompletionMessageParamUnion {
+		var out []openai.ChatCompletionMessageParamUnion
+		for i := range n {
+			q, r := fmt.Sprintf("q%d ", i), fmt.Sprintf("r%d ", i)
+			out = append(out, u(q+strings.Repeat("x", max(0, size-len(q)))), a(r+strings.Repeat("y", max(0, size-len(r)))))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		history []openai.ChatCompletionMessageParamUnion
+		want    []wire
+	}{
+		{"400 pairs: the last window turns", pairs(400, 20), []wire{
+			{"user", "q398 " + strings.Repeat("x", 15)}, {"assistant", "r398 " + strings.Repeat("y", 15)},
+			{"user", "q399 " + strings.Repeat("x", 15)}, {"assistant", "r399 " + strings.Repeat("y", 15)}}},
+		{"400 pairs of 1000 characters: no turn fits", pairs(400, 1000), nil},
+		{"an older turn that fits", []openai.ChatCompletionMessageParamUnion{
+			u(strings.Repeat("o", 130)), a(strings.Repeat("p", 130)), u("newer question"), a("newer answer")},
+			[]wire{{"user", strings.Repeat("o", 130)}, {"assistant", strings.Repeat("p", 130)}, {"user", "newer question"}, {"assistant", "newer answer"}}},
+		{"the newest turns that fit", []openai.ChatCompletionMessageParamUnion{
+			u(strings.Repeat("o", 140)), a(strings.Repeat("p", 140)), u("newer question"), a("newer answer")},
+			[]wire{{"user", "newer question"}, {"assistant", "newer answer"}}},
+		{"no turn before the first user message; one role's messages joined", []openai.ChatCompletionMessageParamUnion{
+			a("Hello! How can I help?"), a(strings.Repeat("g", 200)), u("first"), openai.DeveloperMessage("be brief"), u("again"),
+			a(""), a("one"), openai.ToolMessage("ignored", "call_1"), a("two")},
+			[]wire{{"user", "first\n\nagain"}, {"assistant", "one\n\ntwo"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(e.model.Requests())
+			msgs := append(slices.Clone(c.history), u("hi"))
+			if _, err := ask2(e.openAIClient(aliceToken), t, msgs...); err != nil {
+				t.Fatal(err)
+			}
+			reqs := e.model.Requests()
+			if len(reqs) != before+1 {
+				t.Fatalf("%d model requests, want 1", len(reqs)-before)
+			}
+			sent := reqs[before].Messages
+			if len(sent) < 2 || sent[0]["role"] != "system" || sent[len(sent)-1]["role"] != "user" || messageText(sent[len(sent)-1]) != "hi" {
+				t.Fatalf("the model got %v, want the system prompt, the history, then the input", sent)
+			}
+			var got []wire
+			chars := 0
+			for _, m := range sent[1:] {
+				got = append(got, wire{m["role"].(string), messageText(m)})
+				chars += utf8.RuneCountInString(messageText(m))
+			}
+			got = got[:len(got)-1]
+			if !slices.Equal(got, c.want) {
+				if len(got) > 8 {
+					t.Errorf("the model got %d messages of history, want %d", len(got), len(c.want))
+				} else {
+					t.Errorf("the model got the history %q, want %q", got, c.want)
+				}
+			}
+			if chars > (window+1)*maxInput {
+				t.Errorf("the model got %d characters of history and input, more than %d", chars, (window+1)*maxInput)
+			}
+		})
+	}
 }

@@ -145,6 +145,8 @@ type envOptions struct {
 	resumeGrace time.Duration
 	reply       func(openaitest.Request) openaitest.Reply
 	store       string // "" is "memory:"
+	// editSpec changes testdata/support.yaml before the server loads it.
+	editSpec func(string) string
 }
 
 // env is a running server and its fakes.
@@ -180,7 +182,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.model.Latency = o.latency
 	e.model.Requests() // its lock orders the write of Latency before the handler's read
 	e.spec = filepath.Join(t.TempDir(), "support.yaml")
-	e.writeSpec(func(s string) string { return s })
+	if o.editSpec == nil {
+		o.editSpec = func(s string) string { return s }
+	}
+	e.writeSpec(o.editSpec)
 
 	vars := map[string]string{"LLM_BASE_URL": e.model.URL, "LLM_API_KEY": "sk-fake", "TEST_JWT_SECRET": jwtSecret}
 	cfg := serve.Config{
@@ -213,7 +218,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer() // the server's own timeouts, on a real listener
+	hs.Start()
 	t.Cleanup(hs.Close) // first: it waits for the handlers
 	e.URL = hs.URL
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}

@@ -111,7 +111,7 @@ func newServeCommand() *cobra.Command {
 // SIGHUP; then it stops accepting, gives runs in flight the grace period, cancels
 // the rest and returns.
 func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, cfg serve.Config, log *slog.Logger) error {
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := srv.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	sigs := make(chan os.Signal, 1)
