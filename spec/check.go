@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -175,8 +177,16 @@ func (c *checker) checkMCPServers() {
 				}
 			}
 			c.checkURL(c.at("mcp_servers", idx, "url"), srv.URL)
+			if host, plain := plainRemoteHTTP(srv.URL); srv.ForwardAuth && plain {
+				c.warnf(c.at("mcp_servers", idx, "forward_auth"), "use https://, so that the tokens are encrypted on the way",
+					"forward_auth sends users' bearer tokens to %s over plain http", host)
+			}
 		case len(srv.Headers) > 0:
 			c.errorf(c.at("mcp_servers", idx, "headers").keyPos(c.file), "", "headers apply to url servers, not to command")
+		}
+		if srv.ForwardAuth && len(srv.Command) > 0 && srv.URL == "" {
+			c.errorf(c.at("mcp_servers", idx, "forward_auth").keyPos(c.file), "a process agentrun starts gets no request to carry a token; forward_auth is for url servers",
+				"forward_auth applies to url servers, not to command")
 		}
 		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 			if strings.Contains(srv.Env[k], "{{") {
@@ -593,6 +603,17 @@ func (c *checker) checkURL(at location, url string) {
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		c.errorf(at, "write the whole address, like https://api.example.com/v1", "URL %q must start with http:// or https://", url)
 	}
+}
+
+// plainRemoteHTTP reports an http:// URL whose host is not this machine, and the host.
+func plainRemoteHTTP(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return "", false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return host, host != "localhost" && (ip == nil || !ip.IsLoopback())
 }
 
 // walkBody compiles the templates in the string leaves of an HTTP body.

@@ -226,6 +226,9 @@ type MCPServer struct {
 	Tools          []string             `yaml:"tools"`
 	Prefix         string               `yaml:"prefix"`
 	Idempotent     []string             `yaml:"idempotent"`
+	// ForwardAuth sends each call with the bearer token that authenticated the
+	// user's request, over a session of that user's own (a url server only).
+	ForwardAuth bool `yaml:"forward_auth"`
 }
 
 // Domain is a named group of base tools shared by intents.
