@@ -139,6 +139,7 @@ func (s *Server) prepare(w http.ResponseWriter, p Principal, name, input, conver
 	if err != nil {
 		return bad(http.StatusForbidden, "unusable_identity", "the authenticated identity cannot be used by this agent: "+err.Error())
 	}
+	user.Credential = p.User.Credential // for MCP servers with forward_auth
 	slot, ok := s.admit(w, p, fail)
 	if !ok {
 		release()

@@ -522,7 +522,7 @@ func (t *tool) callAs(ctx context.Context, in runtime.ToolInput) (string, string
 	if s.spec.ForwardAuth {
 		if in.User.Credential.IsZero() {
 			return "", "no_credential", fmt.Errorf("MCP server %s takes the bearer token of the user's request (forward_auth), and this run has none "+
-				"(only runs of agentrun serve have one: not exec, a Temporal worker or a run resumed after an approval); %s was not sent", s.spec.Name, t.remote)
+				"(only runs agentrun serve starts for a request it authenticated have one; exec, Temporal workers and runs resumed after an approval have none); %s was not sent", s.spec.Name, t.remote)
 		}
 		headers["Authorization"] = "Bearer " + in.User.Credential.Token()
 	}

@@ -313,7 +313,7 @@ func TestForwardAuth(t *testing.T) {
 
 	_, err := find(t, m, "whoami").Call(context.Background(), as("carol"))
 	if err == nil || err.Error() != "MCP server gw takes the bearer token of the user's request (forward_auth), and this run has none "+
-		"(only runs of agentrun serve have one: not exec, a Temporal worker or a run resumed after an approval); whoami was not sent" {
+		"(only runs agentrun serve starts for a request it authenticated have one; exec, Temporal workers and runs resumed after an approval have none); whoami was not sent" {
 		t.Errorf("a call without a credential: %v", err)
 	}
 	if n := len(g.requests("tools/call")); n != 3 {
