@@ -8,9 +8,10 @@ import (
 
 // Credential is the bearer token a user's request was authenticated with, held for
 // the tools that forward it (an MCP server's forward_auth). Only authentication
-// makes one. It prints and logs as "[credential]", and User never serializes it,
-// so it is in no trace, event, stored run or workflow history: a run resumed after
-// an approval, or run by a Temporal worker, has none.
+// makes one. It prints and logs as "[credential]", no encoder sees its unexported
+// token, and User leaves it out of JSON: it is in no trace, event, stored run or
+// workflow history, so a run resumed after an approval, or run by a Temporal
+// worker, has none.
 type Credential struct{ token string }
 
 // NewCredential holds a bearer token.
@@ -39,7 +40,3 @@ func (c Credential) Format(f fmt.State, _ rune) {
 		fmt.Fprint(f, "[credential]")
 	}
 }
-
-// MarshalText keeps the token out of every encoding that reaches it (JSON, YAML,
-// slog's handlers), should a struct holding one leave out User's json:"-".
-func (c Credential) MarshalText() ([]byte, error) { return nil, nil }
