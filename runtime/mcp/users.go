@@ -17,8 +17,8 @@ import (
 // A url server whose requests carry the user — headers that render the user or the
 // conversation, or forward_auth — gets a session per distinct set of rendered
 // headers: each is initialized and used with the same headers, since servers bind a
-// session to whoever opened it (the SDK's answers another user's request on it with
-// 403 "session user mismatch"). The sessions are bounded in number and closed
+// session to whoever opened it (the official SDK's server answers another user's
+// request on it with 403 "session user mismatch"). The sessions are bounded in number and closed
 // when idle.
 
 // Defaults of Options.MaxSessions and Options.IdleTimeout.
