@@ -7,6 +7,9 @@ import "time"
 type User struct {
 	ID         string            `json:"id"`
 	Attributes map[string]string `json:"attributes,omitempty"`
+	// Credential is what authenticated the user's request (serve's bearer token),
+	// for tools that forward it; it is never serialized.
+	Credential Credential `json:"-"`
 }
 
 // Request is one run of an agent.

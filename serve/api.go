@@ -141,6 +141,7 @@ func (s *Server) prepare(p Principal, slot func(), name, input, conversation, in
 	if err != nil {
 		return bad(http.StatusForbidden, "unusable_identity", "the authenticated identity cannot be used by this agent: "+err.Error())
 	}
+	user.Credential = p.User.Credential // for MCP servers with forward_auth
 	pr := &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout, conversation: conversation,
 		req: runtime.Request{Input: input, User: user, Intent: intent}}
 	if conversation != "" {

@@ -115,16 +115,27 @@ func (a *authenticator) Close() error {
 	return nil
 }
 
+// Authenticate finds the principal of a bearer token, which its user keeps as the
+// credential MCP servers with forward_auth are called with.
 func (a *authenticator) Authenticate(r *http.Request) (Principal, error) {
 	token, err := bearerToken(r)
 	if err != nil {
 		return Principal{}, err
 	}
+	p, err := a.principal(r.Context(), token)
+	if err != nil {
+		return Principal{}, err
+	}
+	p.User.Credential = runtime.NewCredential(token)
+	return p, nil
+}
+
+func (a *authenticator) principal(ctx context.Context, token string) (Principal, error) {
 	if p, ok := a.matchStatic(token); ok {
 		return p, nil
 	}
 	if a.jwt != nil && looksLikeJWT(token) {
-		p, err := a.jwt.verify(r.Context(), token)
+		p, err := a.jwt.verify(ctx, token)
 		if err == nil && a.staticUsers[p.User.ID] {
 			// A self-chosen name or e-mail in the identity provider must not
 			// become a static token's user and inherit its conversations and facts.

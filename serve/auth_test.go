@@ -252,12 +252,17 @@ func TestAuthStaticTokens(t *testing.T) {
 }
 
 // checkAuth compares an Authenticate result; no error may contain a credential.
+// A principal's user keeps the request's token (one of secrets) as its credential.
 func checkAuth(t *testing.T, got Principal, err error, want Principal, wantErr string, secrets ...string) {
 	t.Helper()
 	if wantErr == "" {
 		if err != nil {
 			t.Fatalf("Authenticate: %v", err)
 		}
+		if token := got.User.Credential.Token(); token == "" || !slices.Contains(secrets, token) {
+			t.Errorf("the user's credential is %q, want the request's token", token)
+		}
+		got.User.Credential = runtime.Credential{}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("principal = %+v, want %+v", got, want)
 		}

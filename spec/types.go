@@ -229,6 +229,9 @@ type MCPServer struct {
 	Tools          []string             `yaml:"tools"`
 	Prefix         string               `yaml:"prefix"`
 	Idempotent     []string             `yaml:"idempotent"`
+	// ForwardAuth sends each call with the bearer token that authenticated the
+	// user's request, over a session of that user's own (a url server only).
+	ForwardAuth bool `yaml:"forward_auth"`
 
 	// Secrets are the values ${VAR} put into the server's configuration (its env,
 	// headers, URL, command), to mask in what its failures say.

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // goSDKEverything builds the Go MCP SDK's own example server, which offers tools
@@ -71,5 +77,39 @@ func TestMCPIdempotentAndCollisionLive(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, `clash.yaml:6:5: error: mcp_servers[1]: MCP server b: its tool "elicit (form)" would be offered to the model as "elicit__form__96f15fb7", like tool "elicit (form)" of MCP server a (and `) ||
 		!strings.Contains(stdout, "give one of the servers a prefix, or leave one tool out of its allow list (tools)\n1 file checked") {
 		t.Errorf("exit %d\n%s", code, stdout)
+	}
+}
+
+// exec has no authenticated request, so a forward_auth server's tool fails with a
+// clear tool error, audited as no_credential, and nothing reaches the server.
+func TestMCPForwardAuthInExec(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "gateway", Version: "1"}, nil)
+	var calls atomic.Int32
+	sdk.AddTool(s, &sdk.Tool{Name: "whoami"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		calls.Add(1)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "someone"}}}, nil, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	agent := writeFile(t, "gw.yaml", "version: 1\nname: gw\nmcp_servers:\n  - name: gw\n    url: "+srv.URL+"\n    forward_auth: true\n")
+	script := writeFile(t, "gw.script.yaml", "turns:\n  - tool_calls:\n      - {name: whoami, arguments: {}}\n  - text: done\n")
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, stdout, stderr := runCLI(t, "exec", "--json", "--audit", audit, "--model", "script:"+script, agent, "Who am I?")
+	var res struct {
+		Steps []struct{ Tool, Outcome, Result string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if len(res.Steps) != 1 || res.Steps[0].Outcome != "error" ||
+		!strings.Contains(res.Steps[0].Result, "MCP server gw takes the bearer token of the user's request (forward_auth), and this run has none") {
+		t.Errorf("steps %+v", res.Steps)
+	}
+	var rec struct{ Outcome string }
+	if data, err := os.ReadFile(audit); err != nil || json.Unmarshal(data, &rec) != nil || rec.Outcome != "no_credential" {
+		t.Errorf("audit %s %v", data, err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the server got %d calls", n)
 	}
 }

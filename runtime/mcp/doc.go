@@ -5,7 +5,9 @@
 // them by their names on the server, restarts a crashed stdio server once — sending an
 // interrupted call again only when the tool is idempotent — audits every call, and
 // stops every process it started on Close. A stdio server gets only the environment
-// the spec declares for it, plus PATH and HOME.
+// the spec declares for it, plus PATH and HOME. A url server whose requests carry the
+// user (headers rendering the run context, forward_auth) is called over a session of
+// each user's own, bounded in number and closed when idle.
 //
 // mcp imports runtime and spec; it must not import cmd.
 package mcp

@@ -35,8 +35,13 @@ type AuditRecord struct {
 	Arguments    map[string]any `json:"arguments"`
 	User         string         `json:"user"`
 	Conversation string         `json:"conversation,omitempty"`
-	// Outcome is ok, tool_error, protocol_error, or interrupted: the server stopped
-	// during the call, which may have taken effect, and it was not sent again.
+	// Credential is the fingerprint of the bearer token a forward_auth server's call
+	// carried (runtime.Credential.Fingerprint), never the token; User is its subject.
+	Credential string `json:"credential,omitempty"`
+	// Outcome is ok, tool_error, protocol_error, interrupted: the server stopped
+	// during the call, which may have taken effect, and it was not sent again; or
+	// no_credential: the server takes the user's token (forward_auth), the run had
+	// none, and the call was not sent.
 	Outcome  string        `json:"outcome"`
 	Error    string        `json:"error,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
@@ -50,6 +55,12 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Audit receives every call; nil for none.
 	Audit func(AuditRecord)
+	// MaxSessions bounds the sessions each url server whose requests carry the user
+	// keeps open, one per user (per distinct set of rendered headers):
+	// DefaultMaxSessions when 0. IdleTimeout closes such a session once unused that
+	// long: DefaultIdleTimeout when 0.
+	MaxSessions int
+	IdleTimeout time.Duration
 }
 
 // Manager holds the sessions with a spec's MCP servers.
@@ -62,10 +73,16 @@ type Manager struct {
 type server struct {
 	spec spec.MCPServer
 	// tools are as listed at start: what the agent offers does not change when a
-	// restarted server lists others.
+	// restarted server lists others, or a user's session would list others.
 	tools []*sdk.Tool
 	// names are the allowed tools' names as the model sees them, by name on the server.
 	names map[string]string
+	// headers are a url server's headers rendered without a user, as the session
+	// that listed the tools sent them.
+	headers map[string]string
+	// users are the sessions of a server whose requests carry the user; nil for
+	// the others, whose calls share session.
+	users *sessions
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
@@ -93,15 +110,15 @@ func Start(ctx context.Context, servers []spec.MCPServer, opts Options) (*Manage
 	if dir, err := filepath.Abs(opts.Dir); err == nil {
 		opts.Dir = dir
 	}
+	opts.MaxSessions = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+	opts.IdleTimeout = cmp.Or(opts.IdleTimeout, DefaultIdleTimeout)
 	m := &Manager{opts: opts, servers: map[string]*server{}}
 	for _, sp := range servers {
-		s := &server{spec: sp}
-		session, tools, err := m.connect(ctx, sp)
+		s, err := m.start(ctx, sp)
 		if err != nil {
 			m.Close()
 			return nil, &ServerError{sp.Name, err}
 		}
-		s.session, s.tools = session, tools
 		m.servers[sp.Name] = s
 		m.order = append(m.order, sp.Name)
 	}
@@ -112,30 +129,60 @@ func Start(ctx context.Context, servers []spec.MCPServer, opts Options) (*Manage
 	return m, nil
 }
 
-func (m *Manager) connect(ctx context.Context, sp spec.MCPServer) (*sdk.ClientSession, []*sdk.Tool, error) {
-	timeout := sp.ConnectTimeout.Duration
-	if timeout == 0 {
-		timeout = DefaultConnectTimeout
+// start connects to a server and lists its tools. The session of a server whose
+// requests carry the user is closed after listing: it had no user, and each user's
+// calls go over a session of their own.
+func (m *Manager) start(ctx context.Context, sp spec.MCPServer) (*server, error) {
+	s := &server{spec: sp}
+	if sp.URL != "" {
+		// Rendered without a user: the run context is not there yet.
+		headers, err := renderHeaders(sp, map[string]any{"user": map[string]any{}, "conversation": map[string]any{}})
+		if err != nil {
+			return nil, err
+		}
+		s.headers = headers
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	session, tools, err := m.connect(ctx, sp, s.headers)
+	if err != nil {
+		return nil, err
+	}
+	s.tools = tools
+	if !passesUser(sp) {
+		s.session = session
+		return s, nil
+	}
+	session.Close()
+	s.users = newSessions(m.opts.MaxSessions, m.opts.IdleTimeout, func(ctx context.Context, headers map[string]string) (*sdk.ClientSession, error) {
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout(sp))
+		defer cancel()
+		return m.open(ctx, sp, headers)
+	})
+	return s, nil
+}
+
+// passesUser reports whether a server's requests carry the run context: its headers
+// render the user or the conversation, or it forwards the user's credential.
+func passesUser(sp spec.MCPServer) bool {
+	return sp.URL != "" && (sp.ForwardAuth || spec.AnyReadsRunContext(sp.Headers))
+}
+
+func connectTimeout(sp spec.MCPServer) time.Duration {
+	return cmp.Or(sp.ConnectTimeout.Duration, DefaultConnectTimeout)
+}
+
+// connect opens a session with a server and lists its tools, within the connect timeout.
+func (m *Manager) connect(ctx context.Context, sp spec.MCPServer, headers map[string]string) (*sdk.ClientSession, []*sdk.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout(sp))
 	defer cancel()
-	transport, err := m.transport(sp)
+	session, err := m.open(ctx, sp, headers)
 	if err != nil {
 		return nil, nil, err
-	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "agentrun", Version: "0.1.0"}, nil)
-	session, err := client.Connect(ctx, transport, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("did not answer within %s", timeout)
-		}
-		return nil, nil, fmt.Errorf("cannot connect: %v", err)
 	}
 	var tools []*sdk.Tool
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			session.Close()
-			return nil, nil, fmt.Errorf("listing tools: %v", err)
+			return nil, nil, fmt.Errorf("listing tools: %s", redact(err.Error(), sp.URL, headers))
 		}
 		tools = append(tools, tool)
 	}
@@ -146,6 +193,20 @@ func (m *Manager) connect(ctx context.Context, sp spec.MCPServer) (*sdk.ClientSe
 		}
 	}
 	return session, tools, nil
+}
+
+// open opens a session (the initialize handshake) within ctx's deadline, the
+// connect timeout. A url server's requests carry headers.
+func (m *Manager) open(ctx context.Context, sp spec.MCPServer, headers map[string]string) (*sdk.ClientSession, error) {
+	client := sdk.NewClient(&sdk.Implementation{Name: "agentrun", Version: "0.1.0"}, nil)
+	session, err := client.Connect(ctx, m.transport(sp, headers), nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("did not answer within %s", connectTimeout(sp))
+		}
+		return nil, fmt.Errorf("cannot connect: %s", redact(err.Error(), sp.URL, headers))
+	}
+	return session, nil
 }
 
 // nameTools gives every allowed tool the name the model sees. Chat APIs accept only
@@ -235,21 +296,25 @@ func (s *server) idempotent(t *sdk.Tool) bool {
 	return t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
 }
 
-// transport builds the connection a server spec asks for. A stdio server gets only
-// the environment the spec declares, plus PATH and HOME: never agentrun's secrets.
-func (m *Manager) transport(sp spec.MCPServer) (sdk.Transport, error) {
-	if sp.URL != "" {
-		headers := map[string]string{}
-		for k, t := range sp.Headers {
-			// Headers are rendered once per connection; user-bound values would
-			// need a connection per user, which an agentrun process does not keep.
-			v, err := t.Render(map[string]any{"user": map[string]any{}, "conversation": map[string]any{}})
-			if err != nil {
-				return nil, fmt.Errorf("header %s: %v", k, err)
-			}
-			headers[k] = v
+// renderHeaders renders a url server's headers in env, by their canonical names.
+func renderHeaders(sp spec.MCPServer, env map[string]any) (map[string]string, error) {
+	headers := make(map[string]string, len(sp.Headers))
+	for k, t := range sp.Headers {
+		v, err := t.Render(env)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %v", k, err)
 		}
-		return &sdk.StreamableClientTransport{Endpoint: sp.URL, HTTPClient: &http.Client{Transport: headerTransport{headers}}, DisableStandaloneSSE: true}, nil
+		headers[http.CanonicalHeaderKey(k)] = v
+	}
+	return headers, nil
+}
+
+// transport builds the connection a server spec asks for: a url server's requests
+// carry headers, all of a session's the same ones. A stdio server gets only the
+// environment the spec declares, plus PATH and HOME: never agentrun's secrets.
+func (m *Manager) transport(sp spec.MCPServer, headers map[string]string) sdk.Transport {
+	if sp.URL != "" {
+		return &sdk.StreamableClientTransport{Endpoint: sp.URL, HTTPClient: &http.Client{Transport: headerTransport{headers}}, DisableStandaloneSSE: true}
 	}
 	program := sp.Command[0]
 	if strings.ContainsRune(program, filepath.Separator) && !filepath.IsAbs(program) {
@@ -273,7 +338,7 @@ func (m *Manager) transport(sp spec.MCPServer) (sdk.Transport, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = nil // the server's own logging is not agentrun's output
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 }
 
 type headerTransport struct{ headers map[string]string }
@@ -378,6 +443,9 @@ func (m *Manager) Register(r runtime.Registry) {
 func (m *Manager) Close() error {
 	var errs []error
 	for _, s := range m.servers {
+		if s.users != nil {
+			s.users.close()
+		}
 		s.mu.Lock()
 		if s.session != nil {
 			if err := s.session.Close(); err != nil && !errors.Is(err, context.Canceled) && !stoppedBySignal(err) {
@@ -413,8 +481,8 @@ var (
 )
 
 // PassesUser reports whether the server's requests carry the run context: its
-// headers render the user or the conversation.
-func (t *tool) PassesUser() bool { return spec.AnyReadsRunContext(t.s.spec.Headers) }
+// headers render the user or the conversation, or it forwards the user's credential.
+func (t *tool) PassesUser() bool { return passesUser(t.s.spec) }
 
 func (t *tool) Describe() runtime.ToolInfo {
 	return runtime.ToolInfo{Description: t.def.Description, Parameters: t.def.Parameters}
@@ -422,16 +490,57 @@ func (t *tool) Describe() runtime.ToolInfo {
 
 func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 	start := time.Now()
-	out, outcome, err := t.call(ctx, in.Args, in.IdempotencyKey)
+	var out, outcome string
+	var err error
+	if t.s.users != nil {
+		out, outcome, err = t.callAs(ctx, in)
+	} else {
+		out, outcome, err = t.call(ctx, in.Args, in.IdempotencyKey)
+	}
 	if t.m.opts.Audit != nil {
 		rec := AuditRecord{Time: start.UTC(), Server: t.s.spec.Name, Tool: t.remote, Arguments: in.Args, User: in.User.ID,
 			Conversation: in.Conversation, Outcome: outcome, Duration: time.Since(start)}
+		if t.s.spec.ForwardAuth {
+			rec.Credential = in.User.Credential.Fingerprint()
+		}
 		if err != nil {
 			rec.Error = err.Error()
 		}
 		t.m.opts.Audit(rec)
 	}
 	return out, err
+}
+
+// callAs sends a call over the session of the user's own headers, rendered in the
+// run context with the user's bearer token as Authorization under forward_auth.
+func (t *tool) callAs(ctx context.Context, in runtime.ToolInput) (string, string, error) {
+	s := t.s
+	headers, err := renderHeaders(s.spec, in.Env())
+	if err != nil {
+		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), s.spec.URL, s.headers))
+	}
+	if s.spec.ForwardAuth {
+		if in.User.Credential.IsZero() {
+			return "", "no_credential", fmt.Errorf("MCP server %s takes the bearer token of the user's request (forward_auth), and this run has none "+
+				"(only runs agentrun serve starts for a request it authenticated have one; exec, Temporal workers and runs resumed after an approval have none); %s was not sent", s.spec.Name, t.remote)
+		}
+		headers["Authorization"] = "Bearer " + in.User.Credential.Token()
+	}
+	held, err := s.users.acquire(ctx, headers)
+	if err != nil {
+		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), s.spec.URL, headers))
+	}
+	args := in.Args
+	if args == nil {
+		args = map[string]any{} // servers validate arguments as an object
+	}
+	res, err := held.session.CallTool(ctx, callParams(t.remote, args, in.IdempotencyKey))
+	var rpcErr *jsonrpc.Error
+	s.users.release(held, err != nil && ctx.Err() == nil && !errors.As(err, &rpcErr))
+	if err != nil {
+		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), s.spec.URL, headers))
+	}
+	return answer(res)
 }
 
 func (t *tool) call(ctx context.Context, args map[string]any, key string) (string, string, error) {
@@ -471,8 +580,13 @@ func (t *tool) call(ctx context.Context, args map[string]any, key string) (strin
 		}
 	}
 	if err != nil {
-		return "", "protocol_error", fmt.Errorf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err)
+		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), s.spec.URL, s.headers))
 	}
+	return answer(res)
+}
+
+// answer is a result as the model gets it: its text, or a tool error.
+func answer(res *sdk.CallToolResult) (string, string, error) {
 	text := contentText(res)
 	if res.IsError {
 		return "", "tool_error", errors.New(cmp.Or(text, "the tool failed"))
@@ -528,7 +642,7 @@ func (t *tool) restart(ctx context.Context, dead *sdk.ClientSession) (*sdk.Clien
 		return nil, errors.New("it was not restarted again after its one restart; its tools are unavailable for now")
 	}
 	s.restarted = true
-	session, _, err := t.m.connect(ctx, s.spec)
+	session, _, err := t.m.connect(ctx, s.spec, s.headers)
 	if err != nil {
 		return nil, fmt.Errorf("it could not be restarted: %v", err)
 	}
