@@ -182,7 +182,7 @@ func (m *Manager) connect(ctx context.Context, sp spec.MCPServer, headers map[st
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			session.Close()
-			return nil, nil, fmt.Errorf("listing tools: %s", redact(err.Error(), sp.URL, headers))
+			return nil, nil, fmt.Errorf("listing tools: %s", redact(err.Error(), &sp, headers))
 		}
 		tools = append(tools, tool)
 	}
@@ -204,7 +204,7 @@ func (m *Manager) open(ctx context.Context, sp spec.MCPServer, headers map[strin
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("did not answer within %s", connectTimeout(sp))
 		}
-		return nil, fmt.Errorf("cannot connect: %s", redact(err.Error(), sp.URL, headers))
+		return nil, fmt.Errorf("cannot connect: %s", redact(err.Error(), &sp, headers))
 	}
 	return session, nil
 }
@@ -517,7 +517,7 @@ func (t *tool) callAs(ctx context.Context, in runtime.ToolInput) (string, string
 	s := t.s
 	headers, err := renderHeaders(s.spec, in.Env())
 	if err != nil {
-		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), s.spec.URL, s.headers))
+		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), &s.spec, s.headers))
 	}
 	if s.spec.ForwardAuth {
 		if in.User.Credential.IsZero() {
@@ -528,7 +528,7 @@ func (t *tool) callAs(ctx context.Context, in runtime.ToolInput) (string, string
 	}
 	held, err := s.users.acquire(ctx, headers)
 	if err != nil {
-		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), s.spec.URL, headers))
+		return "", "protocol_error", fmt.Errorf("MCP server %s: %s", s.spec.Name, redact(err.Error(), &s.spec, headers))
 	}
 	args := in.Args
 	if args == nil {
@@ -538,7 +538,7 @@ func (t *tool) callAs(ctx context.Context, in runtime.ToolInput) (string, string
 	var rpcErr *jsonrpc.Error
 	s.users.release(held, err != nil && ctx.Err() == nil && !errors.As(err, &rpcErr))
 	if err != nil {
-		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), s.spec.URL, headers))
+		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), &s.spec, headers))
 	}
 	return answer(res)
 }
@@ -580,7 +580,7 @@ func (t *tool) call(ctx context.Context, args map[string]any, key string) (strin
 		}
 	}
 	if err != nil {
-		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), s.spec.URL, s.headers))
+		return "", "protocol_error", errors.New(redact(fmt.Sprintf("MCP server %s, tool %s: %v", s.spec.Name, t.remote, err), &s.spec, s.headers))
 	}
 	return answer(res)
 }

@@ -1,45 +1,43 @@
 package mcp
 
 import (
-	"cmp"
 	"net/url"
-	"slices"
 	"strings"
+
+	"github.com/agentrun/agentrun/spec"
 )
 
-// minSecret is the length below which a header or query value is left in an error:
-// replacing "1" or "en" everywhere would garble the message, and hides no secret.
-const minSecret = 4
-
 // redact removes from an error's text what may be a secret of the connection it
-// came from: the value of every header sent (and the credential after a scheme
-// such as Bearer), and the URL's userinfo and query, where ${VAR} secrets go. A
-// server's or the SDK's message may quote any of them.
-func redact(msg, endpoint string, headers map[string]string) string {
-	var secrets []string
-	for _, v := range headers {
-		secrets = append(secrets, v)
-		if _, credential, ok := strings.Cut(v, " "); ok {
-			secrets = append(secrets, strings.TrimSpace(credential))
+// came from: what ${VAR} put into the server's configuration (as
+// [secret VAR]), the value of every header sent (and the credential after a
+// scheme such as Bearer), and the URL's userinfo and query. A server's or the
+// SDK's message may quote any of them.
+func redact(msg string, sp *spec.MCPServer, headers map[string]string) string {
+	hide := sp.Secrets.Placeholders()
+	add := func(v string) {
+		if _, named := hide[v]; !named {
+			hide[v] = "[redacted]"
 		}
 	}
-	if u, err := url.Parse(endpoint); err == nil {
+	for _, v := range headers {
+		add(v)
+		if _, credential, ok := strings.Cut(v, " "); ok {
+			add(strings.TrimSpace(credential))
+		}
+	}
+	if u, err := url.Parse(sp.URL); err == nil {
 		if u.User != nil {
 			password, _ := u.User.Password()
-			secrets = append(secrets, u.User.String(), u.User.Username(), password)
+			add(u.User.String())
+			add(u.User.Username())
+			add(password)
 		}
-		secrets = append(secrets, u.RawQuery)
+		add(u.RawQuery)
 		for _, values := range u.Query() {
-			secrets = append(secrets, values...)
+			for _, v := range values {
+				add(v)
+			}
 		}
 	}
-	// Longest first, so that no part of a longer secret is left once a shorter one
-	// inside it is replaced.
-	slices.SortFunc(secrets, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	for _, s := range secrets {
-		if len(s) >= minSecret {
-			msg = strings.ReplaceAll(msg, s, "[redacted]")
-		}
-	}
-	return msg
+	return spec.Mask(msg, hide)
 }

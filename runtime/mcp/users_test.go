@@ -357,12 +357,12 @@ func TestErrorsHideSecrets(t *testing.T) {
 	secrets := []string{"hdr-secret-0123", password, key}
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close() // nothing listens there any more
-	url := strings.Replace(down.URL, "http://", "http://agent:"+password+"@", 1) + "/mcp?key=" + key
+	url := strings.Replace(down.URL, "http://", "http://gateway-agent:"+password+"@", 1) + "/mcp?key=" + key
 	_, err := mcp.Start(context.Background(), []spec.MCPServer{server(t, url, `    headers: {Authorization: "`+header+`"}`)}, mcp.Options{Dir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "MCP server gw: cannot connect") {
 		t.Fatalf("err = %v", err)
 	}
-	for _, s := range append(secrets, "agent") {
+	for _, s := range append(secrets, "gateway-agent") {
 		if strings.Contains(err.Error(), s) {
 			t.Errorf("the error shows %q: %v", s, err)
 		}
