@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -76,6 +77,9 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	if err := checkModelFlag(o.model); err != nil {
 		return err
 	}
+	if err := o.temporal.check(); err != nil {
+		return err
+	}
 	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
 		return errors.New("--args-hash goes with exactly one --approve or --reject")
 	}
@@ -116,6 +120,12 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 			err = fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
 		}
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	// Before any decision is stored: the command to use instead must still work.
+	if err := p.Placement.ResumableFrom(o.temporal.placement()); err != nil {
+		fmt.Fprintf(errOut, "agentrun: run %s: %v\n", runID, err)
+		writeResumeThere(errOut, p, o, flags)
 		return exitError{1}
 	}
 	decide := func(callID string, approve bool, reason string) error {
@@ -249,4 +259,48 @@ func waitingCalls(p *runtime.Paused) []runtime.Approval {
 		}
 	}
 	return out
+}
+
+// writeResumeThere prints the command that resumes p where it waits: the
+// decisions given, the store's flags and the run's engine's.
+func writeResumeThere(w io.Writer, p *runtime.Paused, o resumeOptions, flags []string) {
+	flags = append(flags, placementFlags(p.Placement, o.temporal)...)
+	if len(o.approve)+len(o.reject) == 0 {
+		if waiting := waitingCalls(p); len(waiting) > 0 && time.Now().Before(p.Expires) {
+			writeResumeCommands(w, p.RunID, waiting, flags)
+			return
+		}
+	}
+	var args []string
+	for _, id := range o.approve {
+		args = append(args, "--approve", id)
+	}
+	for _, id := range o.reject {
+		args = append(args, "--reject", id)
+	}
+	if o.reason != "" {
+		args = append(args, "--reason", o.reason)
+	}
+	if o.argsHash != "" {
+		args = append(args, "--args-hash", o.argsHash)
+	}
+	cmd := "agentrun resume " + shellQuote(p.RunID)
+	for _, a := range append(args, flags...) {
+		cmd += " " + shellQuote(a)
+	}
+	fmt.Fprintf(w, "resume with:\n  %s\n", cmd)
+}
+
+// placementFlags are the flags that reach a run on its engine: none for the
+// local engine; for Temporal its cluster's address (as its worker dialed it),
+// namespace, and the TLS flags given here.
+func placementFlags(at runtime.Placement, t temporalFlags) []string {
+	if at.Engine != runtime.EngineTemporal {
+		return nil
+	}
+	out := []string{"--engine", engineTemporal, "--temporal", cmp.Or(at.Address, "HOST:PORT")}
+	if at.Namespace != "" {
+		out = append(out, "--namespace", at.Namespace)
+	}
+	return append(out, t.tls.flags()...)
 }
