@@ -60,6 +60,12 @@ func (r *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
+func (r *rpcCounter) count(method string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[method]
+}
+
 func (r *rpcCounter) take() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,7 +160,7 @@ func BenchmarkFollow(b *testing.B) {
 					}
 					for method, n := range rpcs.take() {
 						calls += n
-						if method == "/temporal.api.workflowservice.v1.WorkflowService/QueryWorkflow" {
+						if method == queryMethod {
 							queries += n
 						}
 					}
