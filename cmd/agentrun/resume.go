@@ -35,7 +35,10 @@ func newResumeCommand() *cobra.Command {
 			"decides the rest). The run was paused by exec, serve or another resume, in this\n" +
 			"or any other process: it is kept in the store, which is --store URL, else\n" +
 			"AGENTRUN_STORE, else the memory settings of --spec, else " + agentrun.DefaultStoreURL + ".\n" +
-			"The agent is built from the spec file the run was paused with, or --spec.\n\n" +
+			"The agent is built from the spec file the run was paused with, or --spec.\n" +
+			"A run paused on Temporal is resumed with --engine temporal and its cluster's flags;\n" +
+			"a resume on another engine than the run's is refused before anything is decided,\n" +
+			"printing the command that reaches the run.\n\n" +
 			"Each call is decided once: a second decision, a decision after the approvals\n" +
 			"expired, or one whose --args-hash is not that of the waiting call is refused.\n\n" +
 			"Exit status: 0 completed, 3 stopped by a guard or a fault, 4 still awaiting\n" +
@@ -74,17 +77,8 @@ func newResumeCommand() *cobra.Command {
 
 func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	errOut := cmd.ErrOrStderr()
-	if err := checkModelFlag(o.model); err != nil {
+	if err := o.check(); err != nil {
 		return err
-	}
-	if err := o.temporal.check(); err != nil {
-		return err
-	}
-	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
-		return errors.New("--args-hash goes with exactly one --approve or --reject")
-	}
-	if o.reason != "" && len(o.reject) == 0 {
-		return errors.New("--reason is the reason of a rejection: give it with --reject")
 	}
 	var s *spec.Spec
 	if o.spec != "" {
@@ -225,6 +219,24 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	// The request the run was started with, as far as fact extraction reads it.
 	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
 	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
+}
+
+// check rejects flags that cannot be used, or not together: usage errors,
+// found before anything is opened.
+func (o *resumeOptions) check() error {
+	if err := checkModelFlag(o.model); err != nil {
+		return err
+	}
+	if err := o.temporal.check(); err != nil {
+		return err
+	}
+	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
+		return errors.New("--args-hash goes with exactly one --approve or --reject")
+	}
+	if o.reason != "" && len(o.reject) == 0 {
+		return errors.New("--reason is the reason of a rejection: give it with --reject")
+	}
+	return nil
 }
 
 // resumeTemporal wakes the run's workflow, which resumes the run on a worker,

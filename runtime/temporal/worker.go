@@ -181,8 +181,9 @@ func watchHistory(ctx context.Context, c client.Client, id string, progressed ch
 }
 
 // watchRetry is how soon a history that ended (continued as new) or could not
-// be read is asked for again.
-const watchRetry = 50 * time.Millisecond
+// be read is asked for again: a watch that keeps failing asks no more often
+// than a follower that polled.
+const watchRetry = 200 * time.Millisecond
 
 // Current is the run's result so far (QueryResult): a paused run's while it
 // waits; nil before it first ended or paused.
