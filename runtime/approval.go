@@ -62,6 +62,8 @@ type Paused struct {
 	Created      time.Time  `json:"created"`
 	Expires      time.Time  `json:"expires"`
 	Approvals    []Approval `json:"approvals"`
+	// Placement is where the run waits: only an execution there may resume it.
+	Placement Placement `json:"placement,omitzero"`
 }
 
 // Undecided lists the ids of the calls nobody has decided on yet.
@@ -160,6 +162,9 @@ type pausedState struct {
 	Started       time.Time `json:"started,omitzero"`
 	Resumed       string    `json:"resumed,omitempty"`
 	PausedVersion int       `json:"paused_version,omitempty"`
+	// Placement is the engine the run executes on; none for a process on the
+	// store. A record written before it was kept reads as none.
+	Placement Placement `json:"placement,omitzero"`
 }
 
 const pausedFormat = 1
@@ -190,7 +195,8 @@ func (s *pausedState) undecided() []string {
 
 func (s *pausedState) view(p *PausedRun) *Paused {
 	v := &Paused{RunID: p.ID, Agent: p.Agent, Spec: s.SpecFile, User: p.UserID, Conversation: cmp.Or(s.TraceConversation, s.Conversation),
-		Intent: s.Intent, Status: p.Status, ClaimedUntil: s.ClaimedUntil, Created: p.Created, Expires: p.Expires, Approvals: []Approval{}}
+		Intent: s.Intent, Status: p.Status, ClaimedUntil: s.ClaimedUntil, Created: p.Created, Expires: p.Expires, Approvals: []Approval{},
+		Placement: s.Placement}
 	if len(s.Messages) > 0 {
 		v.Input = s.Messages[0].Content
 	}
@@ -342,6 +348,9 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		}
 		if p.Agent != a.spec.Name {
 			return nil, fmt.Errorf("%w: %s, not %s", ErrOtherAgent, p.Agent, a.spec.Name)
+		}
+		if err := st.Placement.ResumableFrom(placementOf(req.Host)); err != nil {
+			return nil, err
 		}
 		// An execution that claimed the run and neither finished nor paused it
 		// within its max_run_time is gone (its process died): the run is taken over.
@@ -673,7 +682,7 @@ func (r *run) snapshot() *pausedState {
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.profile, Memory: r.memory, RAG: r.rag, Signatures: r.signatures,
 		Rejections: r.rejections, PlanRejections: r.planRejections, SpentTurns: r.spentTurns(), FactChanges: r.factChanges, Cost: r.cost, CostUnknown: r.costUnknown,
-		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs}
+		CostUnchecked: r.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.decidedIDs, Placement: placementOf(r.req.Host)}
 	for _, s := range r.result.Steps {
 		st.StepArgs = append(st.StepArgs, s.modelArgs)
 	}

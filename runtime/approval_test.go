@@ -509,3 +509,66 @@ func TestApprovalOutsideAConversation(t *testing.T) {
 		t.Fatalf("memory events %q", saved)
 	}
 }
+
+// placedHost is a host on a durable engine: this process's clock and
+// goroutines, and a placement a run it pauses records.
+type placedHost struct {
+	runtime.LocalHost
+	at runtime.Placement
+}
+
+func (h placedHost) Placement() runtime.Placement { return h.at }
+
+// A paused run records where it runs, and only an execution on the same
+// engine (and namespace) may resume it: a resumption elsewhere is refused
+// before it claims the run or runs a call, and the run stays waiting for its
+// own engine.
+func TestApprovalResumedOnlyOnItsEngine(t *testing.T) {
+	onTemporal := runtime.Placement{Engine: runtime.EngineTemporal, Address: "temporal.internal:7233", Namespace: "support", TaskQueue: "desk"}
+	tests := []struct {
+		name        string
+		pausedOn    runtime.Placement
+		resumedOn   runtime.Placement
+		wantRefused bool
+	}{
+		{"paused on temporal, resumed here", onTemporal, runtime.Placement{}, true},
+		{"paused here, resumed on temporal", runtime.Placement{}, onTemporal, true},
+		{"another namespace", onTemporal, runtime.Placement{Engine: runtime.EngineTemporal, Namespace: "default"}, true},
+		{"same namespace through another address and queue", onTemporal, runtime.Placement{Engine: runtime.EngineTemporal, Address: "10.0.0.1:7233", Namespace: "support"}, false},
+		{"here and here", runtime.Placement{}, runtime.Placement{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			f := newApprovalFixture(t, st, say("Order A2 is cancelled."))
+			res := f.start(t, runtime.Request{Host: placedHost{at: tt.pausedOn}})
+			p := decide(t, f, res.RunID, runtime.DecideRequest{CallID: "call_c", Approve: true})
+			if p.Placement != tt.pausedOn {
+				t.Fatalf("the paused run says it is on %+v, want %+v", p.Placement, tt.pausedOn)
+			}
+			out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner, Host: placedHost{at: tt.resumedOn}})
+			if !tt.wantRefused {
+				if err != nil || out.Stop != runtime.StopCompleted {
+					t.Fatalf("%v %+v", err, out)
+				}
+				return
+			}
+			if !errors.Is(err, runtime.ErrOtherEngine) {
+				t.Fatalf("resumed on %+v: %v, want ErrOtherEngine", tt.resumedOn, err)
+			}
+			if n := f.tools["cancel"].calls.Load(); n != 0 {
+				t.Fatalf("cancel ran %d times", n)
+			}
+			if p, err := runtime.LoadPaused(context.Background(), f.paused(), res.RunID, owner); err != nil || p.Status != runtime.PauseWaiting {
+				t.Fatalf("after the refusal: %v %+v", err, p)
+			}
+			if out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner, Host: placedHost{at: tt.pausedOn}}); err != nil || out.Stop != runtime.StopCompleted {
+				t.Fatalf("resumed on its own engine: %v %+v", err, out)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
@@ -102,6 +105,13 @@ type approvalEnv struct {
 // process-local one), sweeping for expired approvals every sweep.
 func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string, store string) *approvalEnv {
 	t.Helper()
+	return newApprovalEnvOn(t, sweep, edit, store, nil)
+}
+
+// newApprovalEnvOn is newApprovalEnv with the server's runs on engine (nil: in
+// this process).
+func newApprovalEnvOn(t *testing.T, sweep time.Duration, edit func(string) string, store string, engine serve.Engine) *approvalEnv {
+	t.Helper()
 	e := &approvalEnv{env: &env{t: t, backend: newBackend(t), logs: &lockedBuffer{}}, shop: newShopBackend(t), gate: make(chan struct{})}
 	e.model = openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
 		if strings.Contains(messageText(req.Messages[len(req.Messages)-1]), holdOn) {
@@ -141,6 +151,7 @@ func newApprovalEnv(t *testing.T, sweep time.Duration, edit func(string) string,
 		Model:     "openai:fake",
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
 		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		Engine:    engine,
 	})
 	if err != nil {
 		t.Fatalf("serve.New: %v", err)
@@ -706,5 +717,113 @@ func TestApprovalDecisionsAgreeAcrossReplicas(t *testing.T) {
 				t.Errorf("the approved call ran %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// engineElsewhere is a durable engine this server would hand its runs to; the
+// tests below check that it is never asked to resume a run it does not hold.
+type engineElsewhere struct {
+	at      runtime.Placement
+	resumed atomic.Int32
+}
+
+func (e *engineElsewhere) Run(context.Context, *agentrun.Agent, runtime.Request) (*runtime.Result, error) {
+	return nil, errors.New("no runs start in these tests")
+}
+
+func (e *engineElsewhere) Resume(context.Context, *agentrun.Agent, runtime.ResumeRequest) (*runtime.Result, error) {
+	e.resumed.Add(1)
+	return nil, errors.New("this engine holds no paused run")
+}
+
+func (e *engineElsewhere) Placement() runtime.Placement { return e.at }
+
+var onTemporal = runtime.Placement{Engine: runtime.EngineTemporal, Address: "temporal.internal:7233", Namespace: "support", TaskQueue: "shop"}
+
+// placeInStore rewrites a paused run's record as a worker of another engine
+// would have written it.
+func placeInStore(t *testing.T, st *sqlite.Store, id string, at runtime.Placement) {
+	t.Helper()
+	rec, err := st.PausedRun(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	json.Unmarshal(rec.State, &state)
+	state["placement"] = at
+	rec.State, _ = json.Marshal(state)
+	rec.Version++
+	if err := st.UpdatePaused(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A decision on a run that waits on another engine than the server's — a
+// workflow on Temporal while the server runs its runs itself, or the reverse —
+// is refused with a conflict that names where the run waits; nothing is
+// stored, resumed or run.
+func TestApprovalOnAnotherEngine(t *testing.T) {
+	tests := []struct {
+		name            string
+		runOn, serverOn runtime.Placement
+		wantIn          string
+	}{
+		{"a run on temporal, a server in process", onTemporal, runtime.Placement{}, "waits on Temporal (namespace support, task queue shop)"},
+		{"a run in process, a server on temporal", runtime.Placement{}, onTemporal, "waits on the local engine"},
+		{"another namespace", onTemporal, runtime.Placement{Engine: runtime.EngineTemporal, Namespace: "default"}, "namespace support"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+			first := newApprovalEnv(t, time.Hour, nil, store)
+			p := first.startPaused(aliceToken, oneApproval)
+			st, err := sqlite.Open(strings.TrimPrefix(store, "sqlite:"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			placeInStore(t, st, p.ID, tt.runOn)
+			engine := &engineElsewhere{at: tt.serverOn}
+			var e *approvalEnv
+			if tt.serverOn.Engine == "" {
+				e = newApprovalEnv(t, time.Hour, nil, store)
+			} else {
+				e = newApprovalEnvOn(t, time.Hour, nil, store, engine)
+			}
+			r := e.decide(aliceToken, p.ID, "call_cancel", map[string]any{"decision": "approve"})
+			if r.Status != http.StatusConflict || r.errorCode(t) != "run_on_other_engine" || !strings.Contains(string(r.Body), tt.wantIn) {
+				t.Fatalf("a decision on a run of another engine: %d %s", r.Status, r.Body)
+			}
+			if a := e.approvals(aliceToken, p.ID); a.Status != "waiting" || a.Approvals[0].Decision != nil {
+				t.Errorf("after the refusal: %+v", a)
+			}
+			if n := e.shop.count("POST /users/alice/orders/A2/cancel") + first.shop.count("POST /users/alice/orders/A2/cancel"); n != 0 || engine.resumed.Load() != 0 {
+				t.Errorf("the call ran %d times, the engine resumed %d runs", n, engine.resumed.Load())
+			}
+		})
+	}
+}
+
+// A server's sweeper leaves a run of another engine to it (a workflow resumes
+// itself when its approvals expire): of two runs decided in the store, the
+// server resumes its own and leaves the one paused on Temporal waiting.
+func TestApprovalSweeperLeavesRunsOfAnotherEngine(t *testing.T) {
+	store, first, elsewhere, st := approvedInStore(t)
+	placeInStore(t, st, elsewhere.ID, onTemporal)
+	own := first.startPaused(aliceToken, oneApproval) // expires after elsewhere: swept after it
+	if _, err := runtime.Decide(t.Context(), st, own.ID, runtime.Decider{ID: "alice"},
+		runtime.DecideRequest{CallID: "call_cancel", Approve: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	second := newApprovalEnv(t, time.Hour, nil, store)
+	second.waitFinished(aliceToken, own.ID, "completed")
+	if a := second.approvals(aliceToken, elsewhere.ID); a.Status != "waiting" {
+		t.Errorf("the run on Temporal: %+v", a)
+	}
+	if logs := second.logs.String(); strings.Contains(logs, elsewhere.ID) {
+		t.Errorf("the server tried to resume the run on Temporal:\n%s", logs)
+	}
+	if n := first.shop.count("POST /users/alice/orders/A2/cancel") + second.shop.count("POST /users/alice/orders/A2/cancel"); n != 1 {
+		t.Errorf("cancel ran %d times, want once (the server's own run)", n)
 	}
 }

@@ -150,6 +150,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 	// The answer comes from the shared store alone, never from the runs this
 	// process holds: every replica answers a decision alike, and a run that is not
 	// paused (in flight, resumed, unknown, another user's) is not found on each.
+	if !s.decidesHere(w, r, who) {
+		return
+	}
 	paused, err := runtime.Decide(r.Context(), s.pausedStore(), r.PathValue("id"), who,
 		runtime.DecideRequest{CallID: r.PathValue("call_id"), Approve: approve, Reason: body.Reason, ArgsHash: body.ArgsHash}, time.Now())
 	if err != nil {
@@ -171,6 +174,25 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// decidesHere refuses a decision on a run that waits on another engine than
+// this server's (a workflow while the server runs runs itself, or the
+// reverse): the server could not resume it, and the run would wait on
+// unaware. Any other run goes on to the decision, which reports the rest.
+func (s *Server) decidesHere(w http.ResponseWriter, r *http.Request, who runtime.Decider) bool {
+	p, err := runtime.LoadPaused(r.Context(), s.pausedStore(), r.PathValue("id"), who)
+	if err != nil {
+		return true
+	}
+	here := s.placement()
+	if err := p.Placement.ResumableFrom(here); err != nil {
+		s.log.Warn("a decision on a run paused on another engine was refused", "run", p.RunID, "agent", p.Agent, "error", err.Error())
+		writeError(w, http.StatusConflict, "run_on_other_engine", fmt.Sprintf(
+			"the run waits on %s and this server runs on %s: decide through a server on the run's engine, or with `agentrun resume`", p.Placement, here))
+		return false
+	}
+	return true
 }
 
 var (
@@ -325,6 +347,9 @@ func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 			continue
 		}
 		for _, p := range expired {
+			if p.Placement.ResumableFrom(s.placement()) != nil {
+				continue // its own engine resumes it (a workflow's timer), or a server there
+			}
 			abandoned := p.Status == runtime.PauseResuming && now.After(p.ClaimedUntil)
 			if p.Status != runtime.PauseWaiting && !abandoned || now.Before(p.Expires) && len(p.Undecided()) > 0 {
 				continue

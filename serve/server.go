@@ -58,6 +58,17 @@ type Engine interface {
 	Run(ctx context.Context, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error)
 	// Resume goes on with a paused run once its decisions are stored.
 	Resume(ctx context.Context, agent *agentrun.Agent, req runtime.ResumeRequest) (*runtime.Result, error)
+	// Placement is where the engine's runs execute: a paused run that waits
+	// elsewhere is neither decided nor resumed by this server.
+	Placement() runtime.Placement
+}
+
+// placement is where this server's runs execute.
+func (s *Server) placement() runtime.Placement {
+	if s.opts.Engine == nil {
+		return runtime.Placement{}
+	}
+	return s.opts.Engine.Placement()
 }
 
 // DefaultResumeGrace is Options.ResumeGrace's default.

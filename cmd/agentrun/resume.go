@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -34,7 +35,10 @@ func newResumeCommand() *cobra.Command {
 			"decides the rest). The run was paused by exec, serve or another resume, in this\n" +
 			"or any other process: it is kept in the store, which is --store URL, else\n" +
 			"AGENTRUN_STORE, else the memory settings of --spec, else " + agentrun.DefaultStoreURL + ".\n" +
-			"The agent is built from the spec file the run was paused with, or --spec.\n\n" +
+			"The agent is built from the spec file the run was paused with, or --spec.\n" +
+			"A run paused on Temporal is resumed with --engine temporal and its cluster's flags;\n" +
+			"a resume on another engine than the run's is refused before anything is decided,\n" +
+			"printing the command that reaches the run.\n\n" +
 			"Each call is decided once: a second decision, a decision after the approvals\n" +
 			"expired, or one whose --args-hash is not that of the waiting call is refused.\n\n" +
 			"Exit status: 0 completed, 3 stopped by a guard or a fault, 4 still awaiting\n" +
@@ -73,14 +77,8 @@ func newResumeCommand() *cobra.Command {
 
 func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	errOut := cmd.ErrOrStderr()
-	if err := checkModelFlag(o.model); err != nil {
+	if err := o.check(); err != nil {
 		return err
-	}
-	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
-		return errors.New("--args-hash goes with exactly one --approve or --reject")
-	}
-	if o.reason != "" && len(o.reject) == 0 {
-		return errors.New("--reason is the reason of a rejection: give it with --reject")
 	}
 	var s *spec.Spec
 	if o.spec != "" {
@@ -116,6 +114,12 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 			err = fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
 		}
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return exitError{1}
+	}
+	// Before any decision is stored: the command to use instead must still work.
+	if err := p.Placement.ResumableFrom(o.temporal.placement()); err != nil {
+		fmt.Fprintf(errOut, "agentrun: run %s: %v\n", runID, err)
+		writeResumeThere(errOut, p, o, flags)
 		return exitError{1}
 	}
 	decide := func(callID string, approve bool, reason string) error {
@@ -217,6 +221,24 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
 }
 
+// check rejects flags that cannot be used, or not together: usage errors,
+// found before anything is opened.
+func (o *resumeOptions) check() error {
+	if err := checkModelFlag(o.model); err != nil {
+		return err
+	}
+	if err := o.temporal.check(); err != nil {
+		return err
+	}
+	if o.argsHash != "" && len(o.approve)+len(o.reject) != 1 {
+		return errors.New("--args-hash goes with exactly one --approve or --reject")
+	}
+	if o.reason != "" && len(o.reject) == 0 {
+		return errors.New("--reason is the reason of a rejection: give it with --reject")
+	}
+	return nil
+}
+
 // resumeTemporal wakes the run's workflow, which resumes the run on a worker,
 // and follows it as exec does.
 func resumeTemporal(cmd *cobra.Command, store, runID string, p *runtime.Paused, o resumeOptions, flags []string) error {
@@ -249,4 +271,48 @@ func waitingCalls(p *runtime.Paused) []runtime.Approval {
 		}
 	}
 	return out
+}
+
+// writeResumeThere prints the command that resumes p where it waits: the
+// decisions given, the store's flags and the run's engine's.
+func writeResumeThere(w io.Writer, p *runtime.Paused, o resumeOptions, flags []string) {
+	flags = append(flags, placementFlags(p.Placement, o.temporal)...)
+	if len(o.approve)+len(o.reject) == 0 {
+		if waiting := waitingCalls(p); len(waiting) > 0 && time.Now().Before(p.Expires) {
+			writeResumeCommands(w, p.RunID, waiting, flags)
+			return
+		}
+	}
+	var args []string
+	for _, id := range o.approve {
+		args = append(args, "--approve", id)
+	}
+	for _, id := range o.reject {
+		args = append(args, "--reject", id)
+	}
+	if o.reason != "" {
+		args = append(args, "--reason", o.reason)
+	}
+	if o.argsHash != "" {
+		args = append(args, "--args-hash", o.argsHash)
+	}
+	cmd := "agentrun resume " + shellQuote(p.RunID)
+	for _, a := range append(args, flags...) {
+		cmd += " " + shellQuote(a)
+	}
+	fmt.Fprintf(w, "resume with:\n  %s\n", cmd)
+}
+
+// placementFlags are the flags that reach a run on its engine: none for the
+// local engine; for Temporal its cluster's address (as its worker dialed it),
+// namespace, and the TLS flags given here.
+func placementFlags(at runtime.Placement, t temporalFlags) []string {
+	if at.Engine != runtime.EngineTemporal {
+		return nil
+	}
+	out := []string{"--engine", engineTemporal, "--temporal", cmp.Or(at.Address, "HOST:PORT")}
+	if at.Namespace != "" {
+		out = append(out, "--namespace", at.Namespace)
+	}
+	return append(out, t.tls.flags()...)
 }

@@ -71,7 +71,7 @@ func newServeCommand() *cobra.Command {
 					return err
 				}
 				defer closeClient()
-				opts.Engine = temporalEngine{c: c, queue: engine.queue}
+				opts.Engine = temporalEngine{c: c, at: engine.placement()}
 			}
 			srv, err = serve.New(cmd.Context(), opts)
 			var diags spec.Diagnostics

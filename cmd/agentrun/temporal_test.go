@@ -190,3 +190,95 @@ func TestServeOnTemporal(t *testing.T) {
 		t.Errorf("%d tickets from %d requests, want 1 from 1", filed, requests)
 	}
 }
+
+// runBinary runs agentrun with args and returns its exit code and output.
+func runBinary(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
+// printedResume is the argument list of the first resume command stderr
+// shows ("resume with:"), which the test's paths need no quoting in.
+func printedResume(t *testing.T, stderr string) []string {
+	t.Helper()
+	_, after, ok := strings.Cut(stderr, "resume with:\n  agentrun ")
+	if !ok {
+		t.Fatalf("no resume command:\n%s", stderr)
+	}
+	line, _, _ := strings.Cut(after, "\n")
+	return strings.Fields(line)
+}
+
+// A resume must go where the run waits. `resume` without --engine temporal on
+// a run paused on Temporal, and `resume --engine temporal` on a run paused in
+// the store by a local exec, are refused (exit 1) before the decision is
+// stored, printing the command that reaches the run; that command completes
+// it, the ticket filed once each.
+func TestResumeOnTheRunsEngine(t *testing.T) {
+	bin := agentrunBinary(t)
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	_, back := desktest.Start(t)
+	spec, _ := filepath.Abs("../../runtime/temporal/testdata/desk-approval.yaml")
+	store := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
+	cluster := []string{"--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace()}
+
+	var workerOut syncBuffer
+	worker := exec.Command(bin, append(append([]string{"worker", "--store", store, "--task-queue", "desk"}, cluster...), spec)...)
+	worker.Stdout, worker.Stderr = &workerOut, &workerOut
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+
+	tests := []struct {
+		name       string
+		exec       []string // where the run starts
+		wrongPlace []string // the resume's flags that miss it
+		refusal    string
+		wantThere  []string // flags the printed command must carry
+	}{
+		{"paused on Temporal, resumed without --engine", append([]string{"--engine", "temporal", "--task-queue", "desk"}, cluster...), nil,
+			"waits on Temporal (namespace " + ts.GetDefaultNamespace() + ", task queue desk), not on the local engine",
+			append([]string{"--engine", "temporal"}, cluster...)},
+		{"paused locally, resumed with --engine temporal", []string{"--ask=false"}, append([]string{"--engine", "temporal"}, cluster...),
+			"waits on the local engine, not on Temporal", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			back.Reset()
+			code, _, stderr := runBinary(t, bin, append(append([]string{"exec", "--user", "u-1", "--store", store}, tt.exec...), spec, "A1 arrived broken; and A2?")...)
+			if code != exitAwaitingApproval {
+				t.Fatalf("exec: exit %d\n%s\nworker: %s", code, stderr, workerOut.String())
+			}
+			id := pausedRunID(t, stderr)
+			code, _, stderr = runBinary(t, bin, append([]string{"resume", id, "--approve", "call_2", "--store", store}, tt.wrongPlace...)...)
+			if code != 1 || !strings.Contains(stderr, tt.refusal) {
+				t.Fatalf("a resume elsewhere: exit %d, want 1 saying %q:\n%s", code, tt.refusal, stderr)
+			}
+			there := printedResume(t, stderr)
+			want := append([]string{"resume", id, "--approve", "call_2", "--store", store}, tt.wantThere...)
+			if strings.Join(there, " ") != strings.Join(want, " ") {
+				t.Fatalf("printed resume %q\nwant %q", there, want)
+			}
+			if _, filed, _ := back.Counts(); filed != 0 {
+				t.Fatalf("%d tickets filed by the refused resume", filed)
+			}
+			code, stdout, stderr := runBinary(t, bin, there...)
+			if code != 0 || strings.TrimSpace(stdout) != desktest.Answer {
+				t.Fatalf("the printed resume: exit %d, answer %q\n%s\nworker: %s", code, stdout, stderr, workerOut.String())
+			}
+			if _, filed, _ := back.Counts(); filed != 1 {
+				t.Errorf("%d tickets filed, want 1", filed)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +29,10 @@ const (
 	engineTemporal = "temporal"
 )
 
-// temporalFlags say where the Temporal cluster is.
+// temporalFlags say where the Temporal cluster is and how to reach it.
 type temporalFlags struct {
 	engine, address, namespace, queue string
+	tls                               temporalTLS
 }
 
 func (t *temporalFlags) add(f *pflag.FlagSet, withEngine bool) {
@@ -40,6 +42,26 @@ func (t *temporalFlags) add(f *pflag.FlagSet, withEngine bool) {
 	f.StringVar(&t.address, "temporal", "", "the Temporal frontend `HOST:PORT` (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
 	f.StringVar(&t.namespace, "namespace", "", "the Temporal namespace (default: TEMPORAL_NAMESPACE, else default)")
 	f.StringVar(&t.queue, "task-queue", temporal.DefaultTaskQueue, "the task queue the workers of these agents poll")
+	t.tls.add(f)
+}
+
+// hostPort is the cluster's address: --temporal, else TEMPORAL_ADDRESS, else
+// the SDK's default.
+func (t *temporalFlags) hostPort() string {
+	return cmp.Or(t.address, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
+}
+
+func (t *temporalFlags) namespaceName() string {
+	return cmp.Or(t.namespace, os.Getenv("TEMPORAL_NAMESPACE"), client.DefaultNamespace)
+}
+
+// placement is where a run resumed with these flags executes: a paused run
+// waiting elsewhere is refused before any decision is stored.
+func (t *temporalFlags) placement() runtime.Placement {
+	if !t.onTemporal() {
+		return runtime.Placement{}
+	}
+	return runtime.Placement{Engine: runtime.EngineTemporal, Address: t.hostPort(), Namespace: t.namespaceName(), TaskQueue: t.queue}
 }
 
 func (t *temporalFlags) check() error {
@@ -64,8 +86,12 @@ func (t *temporalFlags) resumeFlags() []string {
 	if t.namespace != "" {
 		out = append(out, "--namespace", t.namespace)
 	}
-	return out
+	return append(out, t.tls.flags()...)
 }
+
+// dialTimeout bounds the first call to the cluster: a cluster that is down, or
+// refuses the client's TLS, fails the command rather than hang it.
+const dialTimeout = 15 * time.Second
 
 // dial connects to the Temporal cluster; its SDK logs only warnings, to errOut.
 // Payloads above temporal.DefaultInlineLimit travel by reference to the store
@@ -80,21 +106,41 @@ func (t *temporalFlags) dial(ctx context.Context, errOut io.Writer, blobs string
 // dialWith is dial with the store payloads travel through; nil keeps them inline.
 func (t *temporalFlags) dialWith(ctx context.Context, errOut io.Writer, blobs *lazyBlobs) (client.Client, func(), error) {
 	opts := client.Options{
-		HostPort:  cmp.Or(t.address, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort),
-		Namespace: cmp.Or(t.namespace, os.Getenv("TEMPORAL_NAMESPACE"), client.DefaultNamespace),
+		HostPort:  t.hostPort(),
+		Namespace: t.namespaceName(),
 		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if err := t.tls.apply(&opts); err != nil {
+		return nil, nil, err
 	}
 	closeStore := func() {}
 	if blobs != nil {
 		closeStore = blobs.shut
 		opts.DataConverter = (&temporal.Codec{Blobs: blobs}).DataConverter()
 	}
-	c, err := client.DialContext(ctx, opts)
+	dialCtx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		closeStore()
-		return nil, nil, fmt.Errorf("temporal at %s: %w", opts.HostPort, err)
+		return nil, nil, fmt.Errorf("temporal at %s: %w%s", opts.HostPort, err, dialHint(opts, err))
 	}
 	return c, func() { c.Close(); closeStore() }, nil
+}
+
+// dialHint says what of the client's TLS may be missing when a cluster that
+// answered cut the connection: a secured cluster's refusal says little.
+func dialHint(o client.Options, err error) string {
+	if strings.Contains(err.Error(), "connection refused") {
+		return "" // nothing listens there: TLS is not the question
+	}
+	switch cfg := o.ConnectionOptions.TLS; {
+	case cfg == nil:
+		return " (no TLS was used: a secured cluster needs --temporal-tls, or --temporal-tls-ca, and for mutual TLS --temporal-tls-cert and --temporal-tls-key)"
+	case len(cfg.Certificates) == 0:
+		return " (no client certificate was shown: a cluster that wants mutual TLS needs --temporal-tls-cert and --temporal-tls-key)"
+	}
+	return ""
 }
 
 // lazyBlobs opens the store the first time a payload needs it: most runs have
@@ -227,7 +273,7 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 	}
 	defer closeClient()
 	w := worker.New(c, t.queue, worker.Options{WorkerStopTimeout: 30 * time.Second})
-	if err := temporal.Register(w, agents, temporal.Options{Heartbeat: heartbeat}); err != nil {
+	if err := temporal.Register(w, agents, temporal.Options{Heartbeat: heartbeat, Address: t.hostPort()}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {
@@ -284,12 +330,14 @@ func resumeOnTemporal(cmd *cobra.Command, t temporalFlags, blobs, runID string, 
 
 // temporalEngine runs serve's runs as workflows on the workers of a task queue.
 type temporalEngine struct {
-	c     client.Client
-	queue string
+	c  client.Client
+	at runtime.Placement
 }
 
+func (e temporalEngine) Placement() runtime.Placement { return e.at }
+
 func (e temporalEngine) Run(ctx context.Context, agent *agentrun.Agent, req runtime.Request) (*runtime.Result, error) {
-	run, err := temporal.Start(ctx, e.c, e.queue, agent.Agent, req, temporal.StartOptions{})
+	run, err := temporal.Start(ctx, e.c, e.at.TaskQueue, agent.Agent, req, temporal.StartOptions{})
 	if err != nil {
 		return nil, err
 	}

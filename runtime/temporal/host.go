@@ -18,9 +18,22 @@ type host struct {
 	// continueAfter is the history length past which a run checkpoints
 	// between two turns, to go on in a new execution (Options.ContinueAfter).
 	continueAfter int
+	// address is the cluster's as the worker dialed it (Options.Address), for
+	// the command that resumes a run paused here.
+	address string
 }
 
-var _ runtime.Continuer = host{}
+var (
+	_ runtime.Continuer = host{}
+	_ runtime.Placer    = host{}
+)
+
+// Placement says a run paused here waits as this workflow: only a resumption
+// through Temporal (the decided signal) may go on with it.
+func (h host) Placement() runtime.Placement {
+	info := workflow.GetInfo(h.root)
+	return runtime.Placement{Engine: runtime.EngineTemporal, Address: h.address, Namespace: info.Namespace, TaskQueue: info.TaskQueueName}
+}
 
 func (h host) Now() time.Time { return workflow.Now(h.root) }
 

@@ -94,7 +94,7 @@ func TestDecisionDuringAResumeIsNotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true, Interval: 50 * time.Millisecond}); err != nil {
+	if _, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true}); err != nil {
 		t.Fatal(err)
 	}
 	hold, read := make(chan struct{}), make(chan struct{})
@@ -181,7 +181,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	first := run.GetRunID()
 	var seen events
-	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{Observer: &seen, Interval: 20 * time.Millisecond})
+	got, err := temporal.Follow(context.Background(), c, run, temporal.FollowOptions{Observer: &seen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func TestWorkerLostMidRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var seen events
-	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{Observer: &seen, Interval: 100 * time.Millisecond})
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{Observer: &seen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 		t.Fatal(err)
 	}
 	first := run.GetRunID() // Get follows the runs a workflow continued as: it changes
-	paused, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true, Interval: 50 * time.Millisecond})
+	paused, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{ReturnPaused: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 		t.Fatal(err)
 	}
 	var seen events
-	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{From: from, Observer: &seen, Interval: 50 * time.Millisecond})
+	res, err := temporal.Follow(ctx, c, run, temporal.FollowOptions{From: from, Observer: &seen})
 	if err != nil {
 		t.Fatal(err)
 	}

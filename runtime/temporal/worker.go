@@ -1,13 +1,13 @@
 package temporal
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -72,15 +72,17 @@ type FollowOptions struct {
 	Observer runtime.Observer
 	// From skips the run's first events (those a caller saw before).
 	From int
-	// Interval is how often the events are asked for (200ms).
-	Interval time.Duration
 	// ReturnPaused returns the run's result as soon as it waits for approvals,
 	// leaving the workflow waiting for the decided signal.
 	ReturnPaused bool
 }
 
-// Follow passes the run's events to o.Observer as the workflow makes them
-// (polling its events query) and returns the run's result once it ends.
+// Follow passes the run's events to o.Observer as the workflow makes them and
+// returns the run's result once it ends. It asks for the events (the events
+// query) each time a workflow task of the run completes, which a long poll on
+// the run's history tells it at once: no event waits for a timer, and a run
+// waiting on a model or a person costs no calls (BenchmarkFollow measures it
+// against polling).
 func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o FollowOptions) (*runtime.Result, error) {
 	type ended struct {
 		out RunOutput
@@ -92,6 +94,10 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o Foll
 		err := run.Get(ctx, &out)
 		done <- ended{out, err}
 	}()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	progressed := make(chan struct{}, 1)
+	go watchHistory(watchCtx, c, run.GetID(), progressed)
 	seen := o.From
 	paused := false
 	pass := func(events []runtime.Event) {
@@ -105,8 +111,6 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o Foll
 		}
 		seen += len(events)
 	}
-	tick := time.NewTicker(cmp.Or(o.Interval, 200*time.Millisecond))
-	defer tick.Stop()
 	for {
 		select {
 		case r := <-done:
@@ -120,10 +124,10 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o Foll
 				pass(r.out.Events[seen:])
 			}
 			return r.out.Result, nil
-		case <-tick.C:
+		case <-progressed:
 			v, err := c.QueryWorkflow(ctx, run.GetID(), "", QueryEvents, seen)
 			if err != nil {
-				continue // no worker has the run yet: ask again
+				continue // the run ended meanwhile (done has it), or no worker has it yet (the next task will)
 			}
 			var events []runtime.Event
 			if v.Get(&events) == nil {
@@ -139,6 +143,47 @@ func Follow(ctx context.Context, c client.Client, run client.WorkflowRun, o Foll
 		}
 	}
 }
+
+// watchHistory signals progressed (without blocking: one pending signal is
+// enough) whenever a workflow task of the run's current execution completes,
+// following it across continue-as-new, until ctx ends or the run closes. A
+// history it cannot read is asked for again a little later.
+func watchHistory(ctx context.Context, c client.Client, id string, progressed chan<- struct{}) {
+	signal := func() {
+		select {
+		case progressed <- struct{}{}:
+		default:
+		}
+	}
+	signal() // the events made before the watch began
+	for ctx.Err() == nil {
+		it := c.GetWorkflowHistory(ctx, id, "", true, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				break
+			}
+			switch ev.GetEventType() {
+			case enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				signal()
+			case enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+				enums.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+				enums.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+				return // the result has the rest
+			}
+		}
+		// The execution continued as new (its history ends there), or the read failed.
+		select {
+		case <-ctx.Done():
+		case <-time.After(watchRetry):
+		}
+	}
+}
+
+// watchRetry is how soon a history that ended (continued as new) or could not
+// be read is asked for again: a watch that keeps failing asks no more often
+// than a follower that polled.
+const watchRetry = 200 * time.Millisecond
 
 // Current is the run's result so far (QueryResult): a paused run's while it
 // waits; nil before it first ended or paused.

@@ -100,6 +100,9 @@ type Options struct {
 	// continues as new (2000): between two turns, or while it waits for
 	// approvals. Temporal's own suggestion to continue is followed too.
 	ContinueAfter int
+	// Address is the cluster's address as the worker dialed it: a run paused on
+	// the worker records it, so a resume elsewhere can say how to reach the run.
+	Address string
 }
 
 func (o Options) withDefaults() Options {
@@ -174,7 +177,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryResult, func() (*runtime.Result, error) { return current, nil }); err != nil {
 		return nil, err
 	}
-	h := host{root: ctx, continueAfter: e.o.ContinueAfter}
+	h := host{root: ctx, continueAfter: e.o.ContinueAfter, address: e.o.Address}
 	base := withWorkflow(withCommits(context.Background()), ctx)
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	decided := workflow.GetSignalChannel(ctx, SignalDecided)
