@@ -48,12 +48,6 @@ func (x *Index) UpdateWith(ctx context.Context, collection string, chunks []know
 	return x.update(ctx, collection, chunks, emb, opts)
 }
 
-type chunkRow struct {
-	id                 int64
-	source             string
-	startLine, endLine int
-}
-
 func (x *Index) update(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts UpdateOptions) (Stats, error) {
 	if collection == "" {
 		return Stats{}, errors.New("knowledge index: no collection name")
@@ -78,25 +72,52 @@ func (x *Index) update(ctx context.Context, collection string, chunks []knowledg
 	return st, nil
 }
 
+// updateTx is Update's transaction: the collection's row first, then its vectors,
+// then its chunk rows.
 func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts UpdateOptions) (Stats, error) {
-	rebuild := opts.Rebuild
-	id := emb.ID()
 	tx, err := x.write.BeginTx(ctx, nil)
 	if err != nil {
 		return Stats{}, err
 	}
 	defer tx.Rollback()
+	dims, err := writeCollection(ctx, tx, collection, len(chunks), emb, opts)
+	if err != nil {
+		return Stats{}, err
+	}
+	have, stored, err := storedContents(ctx, tx, collection)
+	if err != nil {
+		return Stats{}, err
+	}
+	st, err := updateVectors(ctx, tx, collection, chunks, have, emb, dims, opts.Progress)
+	if err != nil {
+		return Stats{}, err
+	}
+	if err := updateChunkRows(ctx, tx, collection, knowledge.ChangeChunkRows(chunks, stored)); err != nil {
+		return Stats{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Stats{}, err
+	}
+	return st, nil
+}
 
+// writeCollection records the update in the collection's row (embedder,
+// dimension, chunk count, manifest, next generation) and drops the vectors it
+// replaces: all of them with opts.Rebuild, otherwise another embedder's. It
+// returns the dimension of the vectors, 0 while not known yet.
+func writeCollection(ctx context.Context, tx *sql.Tx, collection string, n int, emb knowledge.Embedder, opts UpdateOptions) (int, error) {
+	rebuild := opts.Rebuild
+	id := emb.ID()
 	var stored string
 	var storedDims int
 	var generation int64
-	err = tx.QueryRowContext(ctx, `SELECT embedder, dimensions, generation FROM collections WHERE name = ?`, collection).Scan(&stored, &storedDims, &generation)
+	err := tx.QueryRowContext(ctx, `SELECT embedder, dimensions, generation FROM collections WHERE name = ?`, collection).Scan(&stored, &storedDims, &generation)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return Stats{}, err
+		return 0, err
 	case stored != id && !rebuild:
-		return Stats{}, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
+		return 0, &EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
 	}
 	// An embedder that learns its dimension from its first answer (an OpenAI model's
 	// native size) reports 0 until then: the collection's recorded dimension, or the
@@ -109,18 +130,22 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET embedder = excluded.embedder,
 		dimensions = excluded.dimensions, generation = excluded.generation, chunks = excluded.chunks,
 		updated_at = excluded.updated_at, manifest = excluded.manifest`,
-		collection, id, dims, generation+1, len(chunks), time.Now().UTC().Format(time.RFC3339Nano), opts.Manifest); err != nil {
-		return Stats{}, err
+		collection, id, dims, generation+1, n, time.Now().UTC().Format(time.RFC3339Nano), opts.Manifest); err != nil {
+		return 0, err
 	}
 	if rebuild {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE collection = ?`, collection); err != nil {
-			return Stats{}, err
+			return 0, err
 		}
 	} else if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE collection = ? AND embedder <> ?`, collection, id); err != nil {
-		return Stats{}, err // none unless the file was edited by hand
+		return 0, err // none unless the file was edited by hand
 	}
+	return dims, nil
+}
 
-	// What the index has.
+// storedContents is what the index has of collection: the contents (hashes) with
+// vectors, and the chunk rows by content in id order.
+func storedContents(ctx context.Context, tx *sql.Tx, collection string) (map[string]bool, map[string][]knowledge.StoredChunk, error) {
 	have := map[string]bool{}
 	if err := queryEach(ctx, tx, `SELECT DISTINCT hash FROM vectors WHERE collection = ?`, []any{collection}, func(rows *sql.Rows) error {
 		var h string
@@ -130,26 +155,32 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 		have[h] = true
 		return nil
 	}); err != nil {
-		return Stats{}, err
+		return nil, nil, err
 	}
-	existing := map[string][]chunkRow{}
+	stored := map[string][]knowledge.StoredChunk{}
 	if err := queryEach(ctx, tx, `SELECT id, hash, source, start_line, end_line FROM chunks WHERE collection = ? ORDER BY id`, []any{collection}, func(rows *sql.Rows) error {
-		var r chunkRow
+		var r knowledge.StoredChunk
 		var h string
-		if err := rows.Scan(&r.id, &h, &r.source, &r.startLine, &r.endLine); err != nil {
+		if err := rows.Scan(&r.ID, &h, &r.Source, &r.StartLine, &r.EndLine); err != nil {
 			return err
 		}
-		existing[h] = append(existing[h], r)
+		stored[h] = append(stored[h], r)
 		return nil
 	}); err != nil {
-		return Stats{}, err
+		return nil, nil, err
 	}
+	return have, stored, nil
+}
 
-	// Vectors: embed what is missing, delete what is gone.
+// updateVectors embeds the contents the index lacks (have) and deletes the
+// vectors of contents no chunk has any more; a dimension learned from the first
+// vector is recorded in the collection's row.
+func updateVectors(ctx context.Context, tx *sql.Tx, collection string, chunks []knowledge.Chunk, have map[string]bool,
+	emb knowledge.Embedder, dims int, progress func(done, total int)) (Stats, error) {
 	var st Stats
 	missing, wanted := MissingChunks(chunks, have)
 	st.Kept = len(wanted) - len(missing)
-	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
+	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, progress)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -168,57 +199,58 @@ func (x *Index) updateTx(ctx context.Context, collection string, chunks []knowle
 		}
 		st.Deleted++
 	}
-
-	// Chunk rows: reuse a row of the same content (updating where it now sits),
-	// insert the rest, delete the rows left over.
-	for _, c := range chunks {
-		if rs := existing[c.Hash]; len(rs) > 0 {
-			r := rs[0]
-			existing[c.Hash] = rs[1:]
-			if r.source != c.Source || r.startLine != c.StartLine || r.endLine != c.EndLine {
-				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET source = ?, start_line = ?, end_line = ? WHERE id = ?`,
-					c.Source, c.StartLine, c.EndLine, r.id); err != nil {
-					return Stats{}, err
-				}
-			}
-			continue
-		}
-		qs := c.Questions
-		if qs == nil {
-			qs = []string{}
-		}
-		questions, err := json.Marshal(qs)
-		if err != nil {
-			return Stats{}, err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, string(questions))
-		if err != nil {
-			return Stats{}, err
-		}
-		rowID, err := res.LastInsertId()
-		if err != nil {
-			return Stats{}, err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)`, rowID, ftsText(searchText(c))); err != nil {
-			return Stats{}, err
-		}
-	}
-	for _, rs := range existing {
-		for _, r := range rs {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks_fts WHERE rowid = ?`, r.id); err != nil {
-				return Stats{}, err
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, r.id); err != nil {
-				return Stats{}, err
-			}
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return Stats{}, err
-	}
 	return st, nil
+}
+
+// updateChunkRows applies ch: a reused row is updated where its chunk now sits,
+// the other chunks are inserted with their full-text rows, and the rows left over
+// are deleted with theirs.
+func updateChunkRows(ctx context.Context, tx *sql.Tx, collection string, ch knowledge.ChunkRowChanges) error {
+	for _, m := range ch.Moved {
+		c := m.Chunk
+		if _, err := tx.ExecContext(ctx, `UPDATE chunks SET source = ?, start_line = ?, end_line = ? WHERE id = ?`,
+			c.Source, c.StartLine, c.EndLine, m.ID); err != nil {
+			return err
+		}
+	}
+	for _, c := range ch.Added {
+		if err := insertChunk(ctx, tx, collection, c); err != nil {
+			return err
+		}
+	}
+	for _, id := range ch.Removed {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM chunks_fts WHERE rowid = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertChunk inserts a chunk's row and its full-text row.
+func insertChunk(ctx context.Context, tx *sql.Tx, collection string, c knowledge.Chunk) error {
+	qs := c.Questions
+	if qs == nil {
+		qs = []string{}
+	}
+	questions, err := json.Marshal(qs)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO chunks(collection, hash, kind, source, heading, start_line, end_line, text, questions)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, string(questions))
+	if err != nil {
+		return err
+	}
+	rowID, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)`, rowID, ftsText(searchText(c)))
+	return err
 }
 
 // embedTexts are what gets embedded for a chunk: each question of an FAQ entry
