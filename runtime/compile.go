@@ -187,6 +187,7 @@ func newAgent(s *spec.Spec, settings *spec.Settings, opts Options) *Agent {
 	return a
 }
 
+// report records an error at src.
 func (c *compilation) report(src spec.Source, format string, args ...any) {
 	c.diags = append(c.diags, spec.Diagnostic{Severity: spec.Error, Pos: src.Pos, Path: src.Path, Message: fmt.Sprintf(format, args...)})
 }
