@@ -122,24 +122,43 @@ type agentTool struct {
 	subAgent  string     // an agents entry: a call runs that agent on a task
 }
 
+// compilation is the state of one Compile: the agent being built, the compiler
+// of its tools' argument schemas, and the problems found so far.
+type compilation struct {
+	s       *spec.Spec
+	opts    Options
+	a       *Agent
+	schemas *jsonschema.Compiler
+	diags   spec.Diagnostics
+}
+
 // Compile resolves a loaded spec into an Agent. Problems are diagnostics at the
 // spec's positions, like the loader's; an Agent is returned only when there are no
 // errors.
 func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
-	var diags spec.Diagnostics
-	report := func(src spec.Source, format string, args ...any) {
-		diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: src.Pos, Path: src.Path, Message: fmt.Sprintf(format, args...)})
-	}
-	reportTool := func(t *spec.Tool, format string, args ...any) {
-		report(t.Source, format, args...)
-		for _, ref := range s.Skills { // a skill's tool: say which agent entry brought it
-			if ref.Pack != nil && ref.Pack.Name == t.Skill && t.Skill != "" {
-				diags[len(diags)-1].Notes = append(diags[len(diags)-1].Notes, spec.Note{Pos: ref.Pos, Message: "the skill as this agent uses it"})
-			}
-		}
-	}
 	settings := spec.Resolve(s)
-	g := settings.Guards
+	c := &compilation{s: s, opts: opts, a: newAgent(s, settings, opts), schemas: jsonschema.NewCompiler()}
+	a := c.a
+	c.compileFilters()
+	c.compileTools()
+	c.compileSubAgents()
+	c.compileExternalTools()
+	a.compileWorkflow(c.schemas, c.report)
+	if c.diags.HasErrors() {
+		return nil, c.diags
+	}
+	a.store = opts.Store
+	a.knowledge, a.version, a.digest = opts.Knowledge, opts.Version, opts.Digest
+	if usesPlan(settings) {
+		c.addPlanTool(settings.Plan != nil)
+	}
+	a.compileIntents()
+	return a, c.diags
+}
+
+// newAgent is the agent of s before its filters and tools: its settings, models
+// with their prices, and instructions.
+func newAgent(s *spec.Spec, settings *spec.Settings, opts Options) *Agent {
 	a := &Agent{
 		spec:        s,
 		settings:    settings,
@@ -165,108 +184,164 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		a.instructions = &s.Instructions
 		a.instructionsUseUser = a.instructions.ReadsRunContext()
 	}
+	return a
+}
+
+// report records an error at src.
+func (c *compilation) report(src spec.Source, format string, args ...any) {
+	c.diags = append(c.diags, spec.Diagnostic{Severity: spec.Error, Pos: src.Pos, Path: src.Path, Message: fmt.Sprintf(format, args...)})
+}
+
+// reportTool reports a problem of a tool; a skill's tool's also says which skills
+// entry brought it.
+func (c *compilation) reportTool(t *spec.Tool, format string, args ...any) {
+	c.report(t.Source, format, args...)
+	for _, ref := range c.s.Skills {
+		if ref.Pack != nil && ref.Pack.Name == t.Skill && t.Skill != "" {
+			c.diags[len(c.diags)-1].Notes = append(c.diags[len(c.diags)-1].Notes, spec.Note{Pos: ref.Pos, Message: "the skill as this agent uses it"})
+		}
+	}
+}
+
+// addTool makes at one of the agent's tools, offered to the model.
+func (c *compilation) addTool(at *agentTool) {
+	c.a.tools = append(c.a.tools, at)
+	c.a.byName[at.def.Name] = at
+	c.a.offered = append(c.a.offered, at.def)
+}
+
+// compileFilters sorts the spec's filters by the stage they run on.
+func (c *compilation) compileFilters() {
+	a, s := c.a, c.s
 	a.filters = map[spec.FilterStage][]*spec.Filter{}
 	for i := range s.Filters {
 		f := &s.Filters[i]
 		if !f.On.Allows(f.EffectiveAction()) {
-			report(f.Source, "filter action %q does not apply on %q (actions there: %v)", f.EffectiveAction(), f.On, f.On.Actions())
+			c.report(f.Source, "filter action %q does not apply on %q (actions there: %v)", f.EffectiveAction(), f.On, f.On.Actions())
 			continue
 		}
 		a.filters[f.On] = append(a.filters[f.On], f)
 		a.filtersUseUser = a.filtersUseUser || f.When.ReadsRunContext()
 	}
+}
+
+// compileTools builds the spec's tools with the registry's factories.
+func (c *compilation) compileTools() {
 	// Absolute, so a relative program path does not get resolved twice (once here,
 	// once against the command's working directory).
-	dir, _ := filepath.Abs(filepath.Dir(s.Pos.File))
-	schemas := jsonschema.NewCompiler()
-	for i := range s.Tools {
-		t := &s.Tools[i]
-		factory, ok := opts.Tools[Key(t)]
-		if !ok {
-			reportTool(t, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
-			continue
+	dir, _ := filepath.Abs(filepath.Dir(c.s.Pos.File))
+	for i := range c.s.Tools {
+		if at := c.compileTool(i, &c.s.Tools[i], dir); at != nil {
+			c.addTool(at)
 		}
-		toolDir := dir
-		if t.Command != nil && t.SkillDir != "" {
-			toolDir, _ = filepath.Abs(t.SkillDir) // a skill's programs are its own files
-		}
-		impl, err := factory(t, toolDir)
-		if err != nil {
-			reportTool(t, "tool %q: %v", t.Name, err)
-			continue
-		}
-		at := &agentTool{
-			def:       ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
-			bind:      t.Bind,
-			timeout:   cmp.Or(t.Timeout.Duration, g.ToolTimeout),
-			maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
-			impl:      impl,
-			spec:      t,
-			usesUser:  toolUsesUser(t, impl),
-		}
-		if d, ok := impl.(Describer); ok {
-			info := d.Describe()
-			at.def.Description = cmp.Or(t.Description, info.Description)
-			if info.Parameters != nil {
-				params, err := normalizeJSON(info.Parameters)
-				if err != nil {
-					reportTool(t, "tool %q: parameters: %v", t.Name, err)
-					continue
-				}
-				at.def.Parameters = params
-			}
-		}
-		if at.def.Parameters == nil {
-			at.def.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
-		url := fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name)
-		if err := schemas.AddResource(url, at.def.Parameters); err != nil {
-			reportTool(t, "tool %q: parameters: %v", t.Name, err)
-			continue
-		}
-		if at.schema, err = schemas.Compile(url); err != nil {
-			reportTool(t, "tool %q: parameters: %v", t.Name, err)
-			continue
-		}
-		a.tools = append(a.tools, at)
-		a.byName[t.Name] = at
-		a.offered = append(a.offered, at.def)
 	}
-	a.subAgents = map[string]*Agent{}
-	for i := range s.Agents {
-		entry := &s.Agents[i]
-		sub := opts.Agents[entry.Name]
-		if sub == nil && entry.Loaded != nil {
-			subOpts := opts
-			subOpts.Agents, subOpts.External, subOpts.Knowledge = nil, nil, nil
-			var subDiags spec.Diagnostics
-			if sub, subDiags = Compile(entry.Loaded, subOpts); subDiags.HasErrors() {
-				report(entry.Source, "agent %s (%s): %v", entry.Name, entry.Spec, subDiags.Errors())
-				continue
+}
+
+// compileTool builds the i-th tool, whose programs run in dir unless a skill
+// brought it; nil when it was reported instead.
+func (c *compilation) compileTool(i int, t *spec.Tool, dir string) *agentTool {
+	g := c.a.settings.Guards
+	factory, ok := c.opts.Tools[Key(t)]
+	if !ok {
+		c.reportTool(t, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
+		return nil
+	}
+	if t.Command != nil && t.SkillDir != "" {
+		dir, _ = filepath.Abs(t.SkillDir) // a skill's programs are its own files
+	}
+	impl, err := factory(t, dir)
+	if err != nil {
+		c.reportTool(t, "tool %q: %v", t.Name, err)
+		return nil
+	}
+	at := &agentTool{
+		def:       ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
+		bind:      t.Bind,
+		timeout:   cmp.Or(t.Timeout.Duration, g.ToolTimeout),
+		maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
+		impl:      impl,
+		spec:      t,
+		usesUser:  toolUsesUser(t, impl),
+	}
+	if d, ok := impl.(Describer); ok {
+		info := d.Describe()
+		at.def.Description = cmp.Or(t.Description, info.Description)
+		if info.Parameters != nil {
+			params, err := normalizeJSON(info.Parameters)
+			if err != nil {
+				c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
+				return nil
 			}
+			at.def.Parameters = params
 		}
+	}
+	if at.def.Parameters == nil {
+		at.def.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
+	}
+	url := fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name)
+	if err := c.schemas.AddResource(url, at.def.Parameters); err != nil {
+		c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
+		return nil
+	}
+	if at.schema, err = c.schemas.Compile(url); err != nil {
+		c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
+		return nil
+	}
+	return at
+}
+
+// compileSubAgents makes each agents entry a tool that runs the entry's agent on
+// a task.
+func (c *compilation) compileSubAgents() {
+	g := c.a.settings.Guards
+	c.a.subAgents = map[string]*Agent{}
+	for i := range c.s.Agents {
+		entry := &c.s.Agents[i]
+		sub := c.subAgent(entry)
 		if sub == nil {
-			report(entry.Source, "agent %s: its spec %s was not loaded", entry.Name, entry.Spec)
 			continue
 		}
 		def := ToolDef{Name: entry.Name, Description: entry.Description, Parameters: spec.SubAgentParameters()}
 		params, _ := normalizeJSON(def.Parameters)
 		def.Parameters = params
 		url := fmt.Sprintf("mem://agents/%d/%s.json", i, entry.Name)
-		if err := schemas.AddResource(url, params); err != nil {
+		if err := c.schemas.AddResource(url, params); err != nil {
 			panic(err) // the sub-agent tool's schema is ours
 		}
 		// A sub-agent acts as the user (their bound values, facts and entities):
 		// what it answers depends on who asked, like a tool binding user.id.
-		at := &agentTool{def: def, schema: schemas.MustCompile(url), spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
+		at := &agentTool{def: def, schema: c.schemas.MustCompile(url), spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
 			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, usesUser: true}
-		a.subAgents[entry.Name] = sub
-		a.tools = append(a.tools, at)
-		a.byName[entry.Name] = at
-		a.offered = append(a.offered, def)
+		c.a.subAgents[entry.Name] = sub
+		c.addTool(at)
 	}
-	for i, ext := range opts.External {
-		if _, declared := a.byName[ext.Def.Name]; declared {
+}
+
+// subAgent is an agents entry's agent: the one given in Options, or else its
+// loaded spec compiled with these options; nil when it was reported instead.
+func (c *compilation) subAgent(entry *spec.SubAgent) *Agent {
+	sub := c.opts.Agents[entry.Name]
+	if sub == nil && entry.Loaded != nil {
+		subOpts := c.opts
+		subOpts.Agents, subOpts.External, subOpts.Knowledge = nil, nil, nil
+		var subDiags spec.Diagnostics
+		if sub, subDiags = Compile(entry.Loaded, subOpts); subDiags.HasErrors() {
+			c.report(entry.Source, "agent %s (%s): %v", entry.Name, entry.Spec, subDiags.Errors())
+			return nil
+		}
+	}
+	if sub == nil {
+		c.report(entry.Source, "agent %s: its spec %s was not loaded", entry.Name, entry.Spec)
+	}
+	return sub
+}
+
+// compileExternalTools adds the tools found at run time that the spec does not
+// declare itself.
+func (c *compilation) compileExternalTools() {
+	g := c.a.settings.Guards
+	for i, ext := range c.opts.External {
+		if _, declared := c.a.byName[ext.Def.Name]; declared {
 			continue
 		}
 		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: passesUser(ext.Impl)}
@@ -274,39 +349,32 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 		if err == nil {
 			at.def.Parameters = params
 			url := fmt.Sprintf("mem://external/%d/%s.json", i, ext.Def.Name)
-			if err = schemas.AddResource(url, params); err == nil {
-				at.schema, err = schemas.Compile(url)
+			if err = c.schemas.AddResource(url, params); err == nil {
+				at.schema, err = c.schemas.Compile(url)
 			}
 		}
 		if err != nil {
-			report(s.Source, "tool %q: its parameters are not a usable JSON schema: %v", ext.Def.Name, err)
+			c.report(c.s.Source, "tool %q: its parameters are not a usable JSON schema: %v", ext.Def.Name, err)
 			continue
 		}
-		a.tools = append(a.tools, at)
-		a.byName[at.def.Name] = at
-		a.offered = append(a.offered, at.def)
+		c.addTool(at)
 	}
-	a.compileWorkflow(schemas, report)
-	if diags.HasErrors() {
-		return nil, diags
+}
+
+// addPlanTool adds the built-in plan tool, offered to the model when offer (the
+// spec's plan mode) is set.
+func (c *compilation) addPlanTool(offer bool) {
+	def := planTool()
+	at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, plan: true}
+	if err := c.schemas.AddResource("mem://builtin/plan.json", def.Parameters); err != nil {
+		panic(err) // planTool's schema is ours: a bug, not the spec's fault
 	}
-	a.store = opts.Store
-	a.knowledge, a.version, a.digest = opts.Knowledge, opts.Version, opts.Digest
-	if usesPlan(settings) {
-		def := planTool()
-		at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, plan: true}
-		if err := schemas.AddResource("mem://builtin/plan.json", def.Parameters); err != nil {
-			panic(err) // planTool's schema is ours: a bug, not the spec's fault
-		}
-		at.schema = schemas.MustCompile("mem://builtin/plan.json")
-		a.tools = append(a.tools, at)
-		a.byName[def.Name] = at
-		if settings.Plan != nil {
-			a.offered = append(a.offered, def)
-		}
+	at.schema = c.schemas.MustCompile("mem://builtin/plan.json")
+	c.a.tools = append(c.a.tools, at)
+	c.a.byName[def.Name] = at
+	if offer {
+		c.a.offered = append(c.a.offered, def)
 	}
-	a.compileIntents()
-	return a, diags
 }
 
 // normalizeJSON turns Go values (say []string) into the JSON values a schema

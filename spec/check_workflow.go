@@ -84,45 +84,107 @@ func (c *checker) checkSteps(wc *workflowCheck, steps []Step, tokens []string, v
 	return visible
 }
 
+// stepCheck is the state of checking one step: where it is, the outputs of the
+// steps that run before it, and the outputs it adds.
+type stepCheck struct {
+	wc      *workflowCheck
+	s       *Step
+	tokens  []string
+	at      location
+	visible types.Map
+	item    types.Type // a for_each step's item; nil in a step without for_each
+	added   types.Map
+}
+
+// sub is the path of a key inside the step.
+func (st *stepCheck) sub(more ...string) []string { return append(slices.Clip(st.tokens), more...) }
+
+// addNew adds the outputs in after that the step did not already see: those of
+// the steps inside it.
+func (st *stepCheck) addNew(after types.Map) {
+	for name, typ := range after {
+		if _, before := st.visible[name]; !before {
+			st.added[name] = typ
+		}
+	}
+}
+
 // checkStep checks one step and returns the outputs it adds: its own and those of
 // the steps inside it.
 func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible types.Map) types.Map {
-	at := c.at(tokens...)
-	s.Source = Source{Pos: at.pos, Path: at.path}
-	sub := func(more ...string) []string { return append(slices.Clip(tokens), more...) }
-	added := types.Map{}
-	// The name.
-	nameAt := c.at(sub("name")...)
+	st := &stepCheck{wc: wc, s: s, tokens: tokens, at: c.at(tokens...), visible: visible, added: types.Map{}}
+	s.Source = Source{Pos: st.at.pos, Path: st.at.path}
+	c.checkStepName(st)
+	c.checkStepKinds(st)
+	c.checkMisplacedStepKeys(st)
+	c.checkStepOnError(st)
+	// when and for_each see the steps before this one.
+	c.compileWorkflowExpr(wc, s.When, visible, nil, true, c.at(st.sub("when")...))
+	c.checkForEach(st)
+	c.checkStepAgentRef(st)
+	switch s.Kind() {
+	case StepTool:
+		c.checkToolStep(st)
+	case StepModelK:
+		c.checkModelStep(st)
+	case StepAgent:
+		c.checkAgentStep(st)
+	case StepParallel:
+		c.checkParallelStep(st)
+	case StepLoop:
+		c.checkLoopStep(st)
+	}
+	s.Output = StepOutputType(s)
+	if s.Name != "" {
+		st.added[s.Name] = s.Output
+	}
+	return st.added
+}
+
+// checkStepName checks that the step has a valid name no other step has.
+func (c *checker) checkStepName(st *stepCheck) {
+	s := st.s
+	nameAt := c.at(st.sub("name")...)
 	switch {
 	case s.Name == "":
 		if !c.failed[nameAt.path] {
-			c.errorf(at, "name it, e.g. name: fetch_orders: later steps read its output as steps.NAME", "step needs a name")
+			c.errorf(st.at, "name it, e.g. name: fetch_orders: later steps read its output as steps.NAME", "step needs a name")
 		}
 	case !stepNameRe.MatchString(s.Name):
 		if !c.failed[nameAt.path] {
 			c.errorf(nameAt, "use lower-case letters, digits and _, starting with a letter or _", "step name %q is not a valid name", s.Name)
 		}
-	case !slices.Equal(wc.declared[s.Name], tokens):
-		first := c.at(wc.declared[s.Name]...)
+	case !slices.Equal(st.wc.declared[s.Name], st.tokens):
+		first := c.at(st.wc.declared[s.Name]...)
 		c.errorf(nameAt, fmt.Sprintf("first declared at line %d; step names are unique in the whole workflow", first.pos.Line), "duplicate step name %q", s.Name)
 	}
-	// The kind.
-	kinds := s.kinds()
+}
+
+// checkStepKinds checks that the step does exactly one thing.
+func (c *checker) checkStepKinds(st *stepCheck) {
+	kinds := st.s.kinds()
 	switch len(kinds) {
 	case 0:
-		c.errorf(at, "give it one of tool, model, agent, parallel or loop", "step %q does not say what it does", s.Name)
+		c.errorf(st.at, "give it one of tool, model, agent, parallel or loop", "step %q does not say what it does", st.s.Name)
 	case 1:
 	default:
-		slices.SortFunc(kinds, func(a, b StepKind) int { return comparePos(c.at(sub(string(a))...).pos, c.at(sub(string(b))...).pos) })
-		c.errorf(c.at(sub(string(kinds[1]))...).keyPos(c.file), "a step does exactly one thing: split it into two steps", "step %q has both %s and %s", s.Name, kinds[0], kinds[1])
+		slices.SortFunc(kinds, func(a, b StepKind) int {
+			return comparePos(c.at(st.sub(string(a))...).pos, c.at(st.sub(string(b))...).pos)
+		})
+		c.errorf(c.at(st.sub(string(kinds[1]))...).keyPos(c.file), "a step does exactly one thing: split it into two steps", "step %q has both %s and %s", st.s.Name, kinds[0], kinds[1])
 	}
+}
+
+// checkMisplacedStepKeys reports the keys of one kind of step set on a step of
+// another. A step of two kinds is reported as that; its keys are not misplaced too.
+func (c *checker) checkMisplacedStepKeys(st *stepCheck) {
+	s := st.s
 	kind := s.Kind()
 	misplaced := func(key, hint, format string, args ...any) {
-		if a := c.at(sub(key)...); a.node != nil {
+		if a := c.at(st.sub(key)...); a.node != nil {
 			c.errorf(a.keyPos(c.file), hint, format, args...)
 		}
 	}
-	// A step of two kinds is reported as that; its keys are not misplaced too.
 	if s.Tool == "" {
 		misplaced("args", "args are a tool step's arguments", "args without tool")
 	}
@@ -138,8 +200,13 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 	if s.ForEach == nil {
 		misplaced("max_parallel", "max_parallel bounds a for_each step's items", "max_parallel without for_each")
 	}
-	// on_error and fallback.
-	if fb := c.at(sub("fallback")...); fb.node != nil {
+}
+
+// checkStepOnError checks that on_error: fallback and a fallback value come
+// together, on a step that has a result to stand in for.
+func (c *checker) checkStepOnError(st *stepCheck) {
+	s := st.s
+	if fb := c.at(st.sub("fallback")...); fb.node != nil {
 		s.HasFallback = true
 		c.budget = maxJSONNodes
 		s.Fallback, _ = c.toJSON(fb.node, fb.path)
@@ -147,123 +214,153 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 			c.errorf(fb.keyPos(c.file), "set on_error: fallback to use it", "fallback without on_error: fallback")
 		}
 	} else if s.OnError == OnErrorFallback {
-		c.errorf(c.at(sub("on_error")...), "add fallback: VALUE, the result the step gives when it fails", "on_error: fallback without a fallback value")
+		c.errorf(c.at(st.sub("on_error")...), "add fallback: VALUE, the result the step gives when it fails", "on_error: fallback without a fallback value")
 	}
-	if s.OnError == OnErrorFallback && (kind == StepParallel || kind == StepLoop) {
-		c.errorf(c.at(sub("on_error")...), "use continue, or put the fallback on the steps inside", "a %s step has no result a fallback could stand in for", kind)
+	if kind := s.Kind(); s.OnError == OnErrorFallback && (kind == StepParallel || kind == StepLoop) {
+		c.errorf(c.at(st.sub("on_error")...), "use continue, or put the fallback on the steps inside", "a %s step has no result a fallback could stand in for", kind)
 	}
-	// when and for_each see the steps before this one.
-	c.compileWorkflowExpr(wc, s.When, visible, nil, true, c.at(sub("when")...))
-	var item types.Type
-	if s.ForEach != nil {
-		at := c.at(sub("for_each")...)
-		if c.compileWorkflowExpr(wc, s.ForEach, visible, nil, false, at) && s.ForEach.Program != nil {
-			var ok bool
-			if item, ok = elemType(*s.ForEach.Program.Node().Nature()); !ok {
-				c.errorf(at, "give an expression whose value is a list, like steps.orders.result.orders", "for_each must give a list, not %s", describeNature(*s.ForEach.Program.Node().Nature()))
-			}
-		}
-		if item == nil {
-			item = types.Any
-		}
+}
+
+// checkForEach compiles a for_each step's list and sets the type of its items,
+// which the step's templates see as item.
+func (c *checker) checkForEach(st *stepCheck) {
+	s := st.s
+	if s.ForEach == nil {
+		return
 	}
-	if s.Agent != "" && c.spec.SubAgent(s.Agent) == nil {
-		var names []string
-		for _, a := range c.spec.Agents {
-			names = append(names, a.Name)
-		}
-		hint := suggest(s.Agent, names)
-		if hint == "" {
-			hint = "declare it under agents: {name: " + s.Agent + ", spec: …}"
-		}
-		c.errorf(c.at(sub("agent")...), hint, "unknown agent %q", s.Agent)
-	}
-	switch kind {
-	case StepTool:
-		c.toolRef(s.Tool, sub("tool")...)
-		if a := c.at(sub("args")...); a.node != nil {
-			s.ArgTemplates = map[string]*Template{}
-			c.budget = maxJSONNodes
-			v, _ := c.toJSON(a.node, a.path)
-			args, _ := v.(map[string]any)
-			s.Args = args
-			c.walkArgs(wc, s, v, sub("args"), "", visible, item)
-		}
-		if !c.failed[c.at(sub("args")...).path] {
-			c.checkStepArgs(s, sub)
-		}
-	case StepModelK:
-		c.compileWorkflowTemplate(wc, &s.Model.Prompt, visible, item, c.at(sub("model", "prompt")...))
-		if a := c.at(sub("model", "schema")...); a.node != nil && !c.failed[a.path] {
-			c.budget = maxJSONNodes
-			v, _ := c.toJSON(a.node, a.path)
-			s.Model.Schema, _ = v.(map[string]any)
-			if err := c.loader.schemas.meta.Validate(v); err != nil {
-				c.schemaErrors(err, c.loader.schemas, sub("model", "schema"))
-				s.Model.Schema = nil
-			} else if typ, ok := s.Model.Schema["type"]; ok && typ != "object" {
-				c.errorf(c.at(sub("model", "schema", "type")...), "structured output is a JSON object: wrap the value in one", "schema must have type object, not %v", typ)
-			}
-		}
-	case StepAgent:
-		if s.Task == nil {
-			c.errorf(at, "give the agent its task, e.g. task: \"Check refunds for {{ input }}\"", "agent step %q needs a task", s.Name)
-		} else {
-			c.compileWorkflowTemplate(wc, s.Task, visible, item, c.at(sub("task")...))
-		}
-	case StepParallel:
-		if len(s.Parallel) < 2 && !c.failed[c.at(sub("parallel")...).path] {
-			c.warnf(c.at(sub("parallel")...).keyPos(c.file), "give two or more branches, or put the steps in the workflow's list", "parallel with %d branch runs nothing at once", len(s.Parallel))
-		}
-		for b, branch := range s.Parallel {
-			bt := sub("parallel", strconv.Itoa(b))
-			if len(branch) == 0 {
-				c.errorf(c.at(bt...), "a branch is a list of steps", "empty parallel branch")
-			}
-			// A branch sees the steps before the parallel step and its own earlier
-			// steps, never another branch's: they run at the same time.
-			after := c.checkSteps(wc, branch, bt, visible)
-			for name, typ := range after {
-				if _, before := visible[name]; !before {
-					added[name] = typ
-				}
-			}
-		}
-	case StepLoop:
-		if len(s.Steps) == 0 {
-			c.errorf(c.at(sub("loop")...).keyPos(c.file), "add steps: the body the loop repeats", "loop without steps")
-		}
-		after := c.checkSteps(wc, s.Steps, sub("steps"), visible)
-		for name, typ := range after {
-			if _, before := visible[name]; !before {
-				added[name] = typ
-			}
-		}
-		// until sees the body's latest outputs, and the loop's own iterations.
-		untilSees := maps.Clone(after)
-		if s.Name != "" {
-			untilSees[s.Name] = StepOutputType(s)
-		}
-		if s.Loop.Until == nil || s.Loop.Until.Source == "" {
-			if !c.failed[c.at(sub("loop")...).path] {
-				c.errorf(c.at(sub("loop")...), "say when the loop is done, e.g. until: 'steps.status.result.done'", "loop without until")
-			}
-		} else {
-			c.compileWorkflowExpr(wc, s.Loop.Until, untilSees, nil, true, c.at(sub("loop", "until")...))
-		}
-		switch maxAt := c.at(sub("loop", "max")...); {
-		case c.failed[maxAt.path] || c.failed[c.at(sub("loop")...).path]:
-		case s.Loop.Max < 1:
-			c.errorf(c.at(sub("loop")...), "give the most iterations, e.g. max: 5: a loop must end", "loop needs max of at least 1")
-		case s.Loop.Max > MaxLoopIterations:
-			c.errorf(maxAt, fmt.Sprintf("a loop runs at most %d times: poll less often, or split the work", MaxLoopIterations), "loop max %d is more than %d", s.Loop.Max, MaxLoopIterations)
+	at := c.at(st.sub("for_each")...)
+	if c.compileWorkflowExpr(st.wc, s.ForEach, st.visible, nil, false, at) && s.ForEach.Program != nil {
+		var ok bool
+		if st.item, ok = elemType(*s.ForEach.Program.Node().Nature()); !ok {
+			c.errorf(at, "give an expression whose value is a list, like steps.orders.result.orders", "for_each must give a list, not %s", describeNature(*s.ForEach.Program.Node().Nature()))
 		}
 	}
-	s.Output = StepOutputType(s)
+	if st.item == nil {
+		st.item = types.Any
+	}
+}
+
+// checkStepAgentRef checks that an agent step names a declared agent.
+func (c *checker) checkStepAgentRef(st *stepCheck) {
+	s := st.s
+	if s.Agent == "" || c.spec.SubAgent(s.Agent) != nil {
+		return
+	}
+	var names []string
+	for _, a := range c.spec.Agents {
+		names = append(names, a.Name)
+	}
+	hint := suggest(s.Agent, names)
+	if hint == "" {
+		hint = "declare it under agents: {name: " + s.Agent + ", spec: …}"
+	}
+	c.errorf(c.at(st.sub("agent")...), hint, "unknown agent %q", s.Agent)
+}
+
+// checkToolStep checks a tool step: the tool, and its args' templates and names.
+func (c *checker) checkToolStep(st *stepCheck) {
+	s := st.s
+	c.toolRef(s.Tool, st.sub("tool")...)
+	if a := c.at(st.sub("args")...); a.node != nil {
+		s.ArgTemplates = map[string]*Template{}
+		c.budget = maxJSONNodes
+		v, _ := c.toJSON(a.node, a.path)
+		args, _ := v.(map[string]any)
+		s.Args = args
+		c.walkArgs(st.wc, s, v, st.sub("args"), "", st.visible, st.item)
+	}
+	if !c.failed[c.at(st.sub("args")...).path] {
+		c.checkStepArgs(s, st.sub)
+	}
+}
+
+// checkModelStep checks a model step: its prompt, and its output schema, which
+// must be a valid JSON schema of an object.
+func (c *checker) checkModelStep(st *stepCheck) {
+	s := st.s
+	c.compileWorkflowTemplate(st.wc, &s.Model.Prompt, st.visible, st.item, c.at(st.sub("model", "prompt")...))
+	a := c.at(st.sub("model", "schema")...)
+	if a.node == nil || c.failed[a.path] {
+		return
+	}
+	c.budget = maxJSONNodes
+	v, _ := c.toJSON(a.node, a.path)
+	s.Model.Schema, _ = v.(map[string]any)
+	if err := c.loader.schemas.meta.Validate(v); err != nil {
+		c.schemaErrors(err, c.loader.schemas, st.sub("model", "schema"))
+		s.Model.Schema = nil
+	} else if typ, ok := s.Model.Schema["type"]; ok && typ != "object" {
+		c.errorf(c.at(st.sub("model", "schema", "type")...), "structured output is a JSON object: wrap the value in one", "schema must have type object, not %v", typ)
+	}
+}
+
+// checkAgentStep checks that an agent step has a task, and compiles it.
+func (c *checker) checkAgentStep(st *stepCheck) {
+	s := st.s
+	if s.Task == nil {
+		c.errorf(st.at, "give the agent its task, e.g. task: \"Check refunds for {{ input }}\"", "agent step %q needs a task", s.Name)
+		return
+	}
+	c.compileWorkflowTemplate(st.wc, s.Task, st.visible, st.item, c.at(st.sub("task")...))
+}
+
+// checkParallelStep checks a parallel step's branches.
+func (c *checker) checkParallelStep(st *stepCheck) {
+	s := st.s
+	if len(s.Parallel) < 2 && !c.failed[c.at(st.sub("parallel")...).path] {
+		c.warnf(c.at(st.sub("parallel")...).keyPos(c.file), "give two or more branches, or put the steps in the workflow's list", "parallel with %d branch runs nothing at once", len(s.Parallel))
+	}
+	for b, branch := range s.Parallel {
+		bt := st.sub("parallel", strconv.Itoa(b))
+		if len(branch) == 0 {
+			c.errorf(c.at(bt...), "a branch is a list of steps", "empty parallel branch")
+		}
+		// A branch sees the steps before the parallel step and its own earlier
+		// steps, never another branch's: they run at the same time.
+		st.addNew(c.checkSteps(st.wc, branch, bt, st.visible))
+	}
+}
+
+// checkLoopStep checks a loop step: its body, until and max.
+func (c *checker) checkLoopStep(st *stepCheck) {
+	s := st.s
+	if len(s.Steps) == 0 {
+		c.errorf(c.at(st.sub("loop")...).keyPos(c.file), "add steps: the body the loop repeats", "loop without steps")
+	}
+	after := c.checkSteps(st.wc, s.Steps, st.sub("steps"), st.visible)
+	st.addNew(after)
+	c.checkLoopUntil(st, after)
+	c.checkLoopMax(st)
+}
+
+// checkLoopUntil compiles a loop's until, which sees the body's latest outputs
+// (after) and the loop's own iterations.
+func (c *checker) checkLoopUntil(st *stepCheck, after types.Map) {
+	s := st.s
+	untilSees := maps.Clone(after)
 	if s.Name != "" {
-		added[s.Name] = s.Output
+		untilSees[s.Name] = StepOutputType(s)
 	}
-	return added
+	if s.Loop.Until == nil || s.Loop.Until.Source == "" {
+		if !c.failed[c.at(st.sub("loop")...).path] {
+			c.errorf(c.at(st.sub("loop")...), "say when the loop is done, e.g. until: 'steps.status.result.done'", "loop without until")
+		}
+		return
+	}
+	c.compileWorkflowExpr(st.wc, s.Loop.Until, untilSees, nil, true, c.at(st.sub("loop", "until")...))
+}
+
+// checkLoopMax checks that a loop's max bounds it within MaxLoopIterations.
+func (c *checker) checkLoopMax(st *stepCheck) {
+	s := st.s
+	loopAt := c.at(st.sub("loop")...)
+	switch maxAt := c.at(st.sub("loop", "max")...); {
+	case c.failed[maxAt.path] || c.failed[loopAt.path]:
+	case s.Loop.Max < 1:
+		c.errorf(loopAt, "give the most iterations, e.g. max: 5: a loop must end", "loop needs max of at least 1")
+	case s.Loop.Max > MaxLoopIterations:
+		c.errorf(maxAt, fmt.Sprintf("a loop runs at most %d times: poll less often, or split the work", MaxLoopIterations), "loop max %d is more than %d", s.Loop.Max, MaxLoopIterations)
+	}
 }
 
 // checkStepArgs checks what can be known at load of a tool step's args against

@@ -579,6 +579,9 @@ func newChunk(c Chunk) Chunk {
 	return c
 }
 
+// noFAQList is the warning for a YAML source that is not an FAQ file.
+const noFAQList = "no top-level faq list; a YAML source must be an FAQ file"
+
 // chunkFAQ reads a YAML file with a top-level faq list of {question, variants,
 // answer}: one chunk per entry. Every bad entry is reported with its line.
 func chunkFAQ(source, text string) ([]Chunk, spec.Diagnostics, []error) {
@@ -587,12 +590,50 @@ func chunkFAQ(source, text string) ([]Chunk, spec.Diagnostics, []error) {
 		return nil, nil, []error{&SourceError{Source: source, Err: err}}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, spec.Diagnostics{warn(source, 1, "no top-level faq list; a YAML source must be an FAQ file")}, nil
+		return nil, spec.Diagnostics{warn(source, 1, noFAQList)}, nil
 	}
-	root := doc.Content[0]
-	var list *yaml.Node
-	var warnings spec.Diagnostics
-	nextTop := 0 // line of the top-level key after faq, where its last entry ends
+	list, nextTop, warnings := faqList(source, doc.Content[0])
+	if list == nil {
+		return nil, spec.Diagnostics{warn(source, 1, noFAQList)}, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, warnings, []error{&SourceError{Source: source, Line: list.Line, Path: "faq", Err: errors.New("must be a list of {question, variants, answer}")}}
+	}
+	lines := splitLines(text)
+	if nextTop == 0 {
+		nextTop = len(lines) + 1
+	}
+	r := &faqReader{source: source}
+	var chunks []Chunk
+	for i, item := range list.Content {
+		e, ok := r.entry(item, fmt.Sprintf("faq[%d]", i))
+		if !ok {
+			continue
+		}
+		end := nextTop - 1
+		if i+1 < len(list.Content) {
+			end = list.Content[i+1].Line - 1
+		}
+		chunks = append(chunks, newChunk(Chunk{
+			Source:    source,
+			Heading:   e.question,
+			StartLine: item.Line,
+			EndLine:   faqEntryEnd(lines, item.Line, end),
+			Text:      e.answer,
+			Kind:      ChunkFAQ,
+			Questions: e.questions(),
+		}))
+	}
+	if len(r.errs) > 0 {
+		return nil, warnings, r.errs
+	}
+	return chunks, warnings, nil
+}
+
+// faqList finds the faq list among an FAQ file's top-level keys, warning about
+// the others; nextTop is the line of the key after faq, where its last entry
+// ends, or 0 when faq is the last.
+func faqList(source string, root *yaml.Node) (list *yaml.Node, nextTop int, warnings spec.Diagnostics) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if list != nil && nextTop == 0 {
@@ -604,98 +645,107 @@ func chunkFAQ(source, text string) ([]Chunk, spec.Diagnostics, []error) {
 		}
 		warnings = append(warnings, warn(source, k.Line, "unknown top-level key %q ignored; an FAQ file has only faq", k.Value))
 	}
-	if list == nil {
-		return nil, spec.Diagnostics{warn(source, 1, "no top-level faq list; a YAML source must be an FAQ file")}, nil
-	}
-	if list.Kind != yaml.SequenceNode {
-		return nil, warnings, []error{&SourceError{Source: source, Line: list.Line, Path: "faq", Err: errors.New("must be a list of {question, variants, answer}")}}
-	}
-	lines := splitLines(text)
-	if nextTop == 0 {
-		nextTop = len(lines) + 1
-	}
-	var chunks []Chunk
-	var errs []error
-	bad := func(n *yaml.Node, path, format string, args ...any) {
-		errs = append(errs, &SourceError{Source: source, Line: n.Line, Path: path, Err: fmt.Errorf(format, args...)})
-	}
-	for i, item := range list.Content {
-		at := fmt.Sprintf("faq[%d]", i)
-		if item.Kind != yaml.MappingNode {
-			bad(item, at, "must be a mapping with question, variants and answer")
-			continue
+	return list, nextTop, warnings
+}
+
+// faqEntryEnd is the last line of an entry that starts at line start and ends at
+// line end at the latest: trailing blank and comment lines are no entry's.
+func faqEntryEnd(lines []string, start, end int) int {
+	for end > start {
+		t := strings.TrimSpace(lines[end-1])
+		if t != "" && !strings.HasPrefix(t, "#") {
+			break
 		}
-		var question, answer string
-		var variants []string
-		var haveQ, haveA bool
-		keys := map[string]bool{}
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			k, v := item.Content[j], item.Content[j+1]
-			keys[k.Value] = true
-			switch k.Value {
-			case "question", "answer":
-				if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || strings.TrimSpace(v.Value) == "" {
-					bad(v, at+"."+k.Value, "must be a non-empty string")
-					continue
-				}
-				if k.Value == "question" {
-					question, haveQ = strings.TrimSpace(v.Value), true
-				} else {
-					answer, haveA = strings.TrimSpace(v.Value), true
-				}
-			case "variants":
-				if v.Kind != yaml.SequenceNode {
-					bad(v, at+".variants", "must be a list of strings")
-					continue
-				}
-				for n, vv := range v.Content {
-					if vv.Kind != yaml.ScalarNode || vv.Tag == "!!null" || strings.TrimSpace(vv.Value) == "" {
-						bad(vv, fmt.Sprintf("%s.variants[%d]", at, n), "must be a non-empty string")
-						continue
-					}
-					variants = append(variants, strings.TrimSpace(vv.Value))
-				}
-			default:
-				bad(k, at+"."+k.Value, "unknown key; an FAQ entry has question, variants and answer")
+		end--
+	}
+	return end
+}
+
+// faqEntry is one entry of an FAQ file.
+type faqEntry struct {
+	question, answer string
+	variants         []string
+}
+
+// questions are the entry's question followed by its distinct variants.
+func (e faqEntry) questions() []string {
+	questions := []string{e.question}
+	for _, v := range e.variants {
+		if !slices.Contains(questions, v) {
+			questions = append(questions, v)
+		}
+	}
+	return questions
+}
+
+// faqReader reads the entries of an FAQ file, collecting every bad one's error
+// with its line.
+type faqReader struct {
+	source string
+	errs   []error
+}
+
+func (r *faqReader) bad(n *yaml.Node, path, format string, args ...any) {
+	r.errs = append(r.errs, &SourceError{Source: r.source, Line: n.Line, Path: path, Err: fmt.Errorf(format, args...)})
+}
+
+// entry reads the entry at path at; ok is false when it lacks a valid question or
+// answer.
+func (r *faqReader) entry(item *yaml.Node, at string) (e faqEntry, ok bool) {
+	if item.Kind != yaml.MappingNode {
+		r.bad(item, at, "must be a mapping with question, variants and answer")
+		return faqEntry{}, false
+	}
+	var haveQ, haveA bool
+	keys := map[string]bool{}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		k, v := item.Content[j], item.Content[j+1]
+		keys[k.Value] = true
+		switch k.Value {
+		case "question", "answer":
+			s, ok := r.text(v, at+"."+k.Value)
+			if !ok {
+				continue
 			}
-		}
-		for _, key := range []string{"question", "answer"} {
-			if !keys[key] {
-				bad(item, at, "missing %s", key)
+			if k.Value == "question" {
+				e.question, haveQ = s, true
+			} else {
+				e.answer, haveA = s, true
 			}
+		case "variants":
+			e.variants = append(e.variants, r.variants(v, at)...)
+		default:
+			r.bad(k, at+"."+k.Value, "unknown key; an FAQ entry has question, variants and answer")
 		}
-		if !haveQ || !haveA {
-			continue
-		}
-		questions := []string{question}
-		for _, v := range variants {
-			if !slices.Contains(questions, v) {
-				questions = append(questions, v)
-			}
-		}
-		end := nextTop - 1
-		if i+1 < len(list.Content) {
-			end = list.Content[i+1].Line - 1
-		}
-		for end > item.Line {
-			t := strings.TrimSpace(lines[end-1])
-			if t != "" && !strings.HasPrefix(t, "#") {
-				break
-			}
-			end--
-		}
-		chunks = append(chunks, newChunk(Chunk{
-			Source:    source,
-			Heading:   question,
-			StartLine: item.Line,
-			EndLine:   end,
-			Text:      answer,
-			Kind:      ChunkFAQ,
-			Questions: questions,
-		}))
 	}
-	if len(errs) > 0 {
-		return nil, warnings, errs
+	for _, key := range []string{"question", "answer"} {
+		if !keys[key] {
+			r.bad(item, at, "missing %s", key)
+		}
 	}
-	return chunks, warnings, nil
+	return e, haveQ && haveA
+}
+
+// text is a non-empty string value, trimmed.
+func (r *faqReader) text(v *yaml.Node, path string) (string, bool) {
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || strings.TrimSpace(v.Value) == "" {
+		r.bad(v, path, "must be a non-empty string")
+		return "", false
+	}
+	return strings.TrimSpace(v.Value), true
+}
+
+// variants are the valid strings of an entry's variants list.
+func (r *faqReader) variants(v *yaml.Node, at string) []string {
+	if v.Kind != yaml.SequenceNode {
+		r.bad(v, at+".variants", "must be a list of strings")
+		return nil
+	}
+	var out []string
+	for n, vv := range v.Content {
+		if s, ok := r.text(vv, fmt.Sprintf("%s.variants[%d]", at, n)); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

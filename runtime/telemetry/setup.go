@@ -96,31 +96,13 @@ func Setup(ctx context.Context, lookupEnv func(string) (string, bool), opts ...S
 	for _, o := range opts {
 		o(&cfg)
 	}
-	env := func(k string) string {
-		if lookupEnv == nil {
-			return ""
-		}
-		v, _ := lookupEnv(k)
-		return strings.TrimSpace(v)
-	}
+	env := envReader(lookupEnv)
 	t := &Telemetry{log: cfg.log, shutdownTO: DefaultShutdownTimeout}
 	if t.log == nil {
 		t.log = slog.Default()
 	}
-	var err error
-	if t.prop, err = propagatorFrom(env("OTEL_PROPAGATORS")); err != nil {
+	if err := t.readSignals(env); err != nil {
 		return nil, err
-	}
-	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")
-	generic := env("OTEL_EXPORTER_OTLP_ENDPOINT")
-	if t.traces, err = exporterOn("OTEL_TRACES_EXPORTER", env("OTEL_TRACES_EXPORTER"), generic != "" || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""); err != nil {
-		return nil, err
-	}
-	if t.metrics, err = exporterOn("OTEL_METRICS_EXPORTER", env("OTEL_METRICS_EXPORTER"), generic != "" || env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""); err != nil {
-		return nil, err
-	}
-	if disabled {
-		t.traces, t.metrics = false, false
 	}
 	t.tp, t.mp = tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()
 	if !t.traces && !t.metrics && len(cfg.readers) == 0 {
@@ -131,71 +113,129 @@ func Setup(ctx context.Context, lookupEnv func(string) (string, bool), opts ...S
 		return nil, err
 	}
 	if t.traces {
-		c, err := signalConfig(env, "TRACES", "/v1/traces")
-		if err != nil {
+		if t.sdkTP, err = tracerProvider(ctx, env, res); err != nil {
 			return nil, err
 		}
-		topts := []otlptracehttp.Option{}
-		if c.endpoint != "" {
-			topts = append(topts, otlptracehttp.WithEndpointURL(c.endpoint))
-		}
-		if c.headers != nil {
-			topts = append(topts, otlptracehttp.WithHeaders(c.headers))
-		}
-		if c.timeout > 0 {
-			topts = append(topts, otlptracehttp.WithTimeout(c.timeout))
-		}
-		exp, err := otlptracehttp.New(ctx, topts...)
-		if err != nil {
-			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
-		}
-		t.sdkTP = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
 		t.tp = t.sdkTP
 	}
 	if t.metrics || len(cfg.readers) > 0 {
-		mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
-		for _, r := range cfg.readers {
-			mopts = append(mopts, sdkmetric.WithReader(r))
+		if t.sdkMP, err = t.meterProvider(ctx, env, res, cfg.readers); err != nil {
+			return nil, err
 		}
-		if t.metrics {
-			c, err := signalConfig(env, "METRICS", "/v1/metrics")
-			if err != nil {
-				return nil, err
-			}
-			eopts := []otlpmetrichttp.Option{}
-			if c.endpoint != "" {
-				eopts = append(eopts, otlpmetrichttp.WithEndpointURL(c.endpoint))
-			}
-			if c.headers != nil {
-				eopts = append(eopts, otlpmetrichttp.WithHeaders(c.headers))
-			}
-			if c.timeout > 0 {
-				eopts = append(eopts, otlpmetrichttp.WithTimeout(c.timeout))
-			}
-			exp, err := otlpmetrichttp.New(ctx, eopts...)
-			if err != nil {
-				if t.sdkTP != nil {
-					_ = t.sdkTP.Shutdown(ctx)
-				}
-				return nil, fmt.Errorf("OTLP metric exporter: %w", err)
-			}
-			var ropts []sdkmetric.PeriodicReaderOption
-			if d, err := millis(env, "OTEL_METRIC_EXPORT_INTERVAL"); err != nil {
-				return nil, err
-			} else if d > 0 {
-				ropts = append(ropts, sdkmetric.WithInterval(d))
-			}
-			if d, err := millis(env, "OTEL_METRIC_EXPORT_TIMEOUT"); err != nil {
-				return nil, err
-			} else if d > 0 {
-				ropts = append(ropts, sdkmetric.WithTimeout(d))
-			}
-			mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, ropts...)))
-		}
-		t.sdkMP = sdkmetric.NewMeterProvider(mopts...)
 		t.mp = t.sdkMP
 	}
 	return t, nil
+}
+
+// envReader reads a variable through lookupEnv, trimmed: "" when it is unset or
+// there is no lookupEnv.
+func envReader(lookupEnv func(string) (string, bool)) func(string) string {
+	return func(k string) string {
+		if lookupEnv == nil {
+			return ""
+		}
+		v, _ := lookupEnv(k)
+		return strings.TrimSpace(v)
+	}
+}
+
+// readSignals reads the propagator and whether traces and metrics are exported.
+func (t *Telemetry) readSignals(env func(string) string) error {
+	var err error
+	if t.prop, err = propagatorFrom(env("OTEL_PROPAGATORS")); err != nil {
+		return err
+	}
+	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")
+	generic := env("OTEL_EXPORTER_OTLP_ENDPOINT")
+	if t.traces, err = exporterOn("OTEL_TRACES_EXPORTER", env("OTEL_TRACES_EXPORTER"), generic != "" || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""); err != nil {
+		return err
+	}
+	if t.metrics, err = exporterOn("OTEL_METRICS_EXPORTER", env("OTEL_METRICS_EXPORTER"), generic != "" || env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""); err != nil {
+		return err
+	}
+	if disabled {
+		t.traces, t.metrics = false, false
+	}
+	return nil
+}
+
+// tracerProvider is the SDK tracer provider exporting spans by OTLP/HTTP through
+// a batch processor.
+func tracerProvider(ctx context.Context, env func(string) string, res *resource.Resource) (*sdktrace.TracerProvider, error) {
+	c, err := signalConfig(env, "TRACES", "/v1/traces")
+	if err != nil {
+		return nil, err
+	}
+	topts := []otlptracehttp.Option{}
+	if c.endpoint != "" {
+		topts = append(topts, otlptracehttp.WithEndpointURL(c.endpoint))
+	}
+	if c.headers != nil {
+		topts = append(topts, otlptracehttp.WithHeaders(c.headers))
+	}
+	if c.timeout > 0 {
+		topts = append(topts, otlptracehttp.WithTimeout(c.timeout))
+	}
+	exp, err := otlptracehttp.New(ctx, topts...)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp)), nil
+}
+
+// meterProvider is the SDK meter provider with the readers given and, when
+// metrics are exported, a periodic reader exporting by OTLP/HTTP.
+func (t *Telemetry) meterProvider(ctx context.Context, env func(string) string, res *resource.Resource, readers []sdkmetric.Reader) (*sdkmetric.MeterProvider, error) {
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	for _, r := range readers {
+		mopts = append(mopts, sdkmetric.WithReader(r))
+	}
+	if t.metrics {
+		r, err := t.otlpMetricReader(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(r))
+	}
+	return sdkmetric.NewMeterProvider(mopts...), nil
+}
+
+// otlpMetricReader is the periodic reader exporting metrics by OTLP/HTTP. When
+// its exporter cannot be made, the tracer provider already built is shut down.
+func (t *Telemetry) otlpMetricReader(ctx context.Context, env func(string) string) (sdkmetric.Reader, error) {
+	c, err := signalConfig(env, "METRICS", "/v1/metrics")
+	if err != nil {
+		return nil, err
+	}
+	eopts := []otlpmetrichttp.Option{}
+	if c.endpoint != "" {
+		eopts = append(eopts, otlpmetrichttp.WithEndpointURL(c.endpoint))
+	}
+	if c.headers != nil {
+		eopts = append(eopts, otlpmetrichttp.WithHeaders(c.headers))
+	}
+	if c.timeout > 0 {
+		eopts = append(eopts, otlpmetrichttp.WithTimeout(c.timeout))
+	}
+	exp, err := otlpmetrichttp.New(ctx, eopts...)
+	if err != nil {
+		if t.sdkTP != nil {
+			_ = t.sdkTP.Shutdown(ctx)
+		}
+		return nil, fmt.Errorf("OTLP metric exporter: %w", err)
+	}
+	var ropts []sdkmetric.PeriodicReaderOption
+	if d, err := millis(env, "OTEL_METRIC_EXPORT_INTERVAL"); err != nil {
+		return nil, err
+	} else if d > 0 {
+		ropts = append(ropts, sdkmetric.WithInterval(d))
+	}
+	if d, err := millis(env, "OTEL_METRIC_EXPORT_TIMEOUT"); err != nil {
+		return nil, err
+	} else if d > 0 {
+		ropts = append(ropts, sdkmetric.WithTimeout(d))
+	}
+	return sdkmetric.NewPeriodicReader(exp, ropts...), nil
 }
 
 // exporterOn reads OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER: otlp is on,

@@ -253,23 +253,48 @@ func (x *Index) UpdateWith(ctx context.Context, collection string, chunks []know
 	return st, nil
 }
 
-type chunkRow struct {
-	id                 int64
-	source             string
-	startLine, endLine int
+// updateTx is UpdateWith's transaction: the collection held and its row written
+// first, then its vectors, then its chunk rows.
+func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error) {
+	if err := x.holdCollection(ctx, tx, collection); err != nil {
+		return sqlite.Stats{}, err
+	}
+	dims, err := writeCollection(ctx, tx, collection, len(chunks), emb, opts)
+	if err != nil {
+		return sqlite.Stats{}, err
+	}
+	have, stored, err := storedContents(ctx, tx, collection)
+	if err != nil {
+		return sqlite.Stats{}, err
+	}
+	st, err := x.updateVectors(ctx, tx, collection, chunks, have, emb, dims, opts.Progress)
+	if err != nil {
+		return sqlite.Stats{}, err
+	}
+	if err := updateChunkRows(ctx, tx, collection, knowledge.ChangeChunkRows(chunks, stored)); err != nil {
+		return sqlite.Stats{}, err
+	}
+	return st, nil
 }
 
-func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error) {
-	rebuild := opts.Rebuild
-	id := emb.ID()
+// holdCollection takes the collection's advisory lock for the transaction.
+func (x *Index) holdCollection(ctx context.Context, tx pgx.Tx, collection string) error {
 	// An update embeds while it holds the collection: one of the same collection
 	// waits for it however long that takes, rather than time out.
 	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
-		return sqlite.Stats{}, err
+		return err
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+x.db.Schema+":knowledge:"+collection); err != nil {
-		return sqlite.Stats{}, err
-	}
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "agentrun:"+x.db.Schema+":knowledge:"+collection)
+	return err
+}
+
+// writeCollection records the update in the collection's row (embedder,
+// dimension, chunk count, manifest, next generation) and drops the vectors it
+// replaces: all of them with opts.Rebuild, otherwise another embedder's. It
+// returns the dimension of the vectors, 0 while not known yet.
+func writeCollection(ctx context.Context, tx pgx.Tx, collection string, n int, emb knowledge.Embedder, opts sqlite.UpdateOptions) (int, error) {
+	rebuild := opts.Rebuild
+	id := emb.ID()
 	var stored string
 	var storedDims int
 	var generation int64
@@ -277,9 +302,9 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return sqlite.Stats{}, err
+		return 0, err
 	case stored != id && !rebuild:
-		return sqlite.Stats{}, &sqlite.EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
+		return 0, &sqlite.EmbedderMismatchError{Collection: collection, Index: stored, Agent: id}
 	}
 	dims := emb.Dimensions()
 	if dims == 0 && stored == id && !rebuild {
@@ -289,47 +314,58 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 		VALUES ($1, $2, $3, $4, $5, $6, now()) ON CONFLICT (name) DO UPDATE SET embedder = EXCLUDED.embedder,
 		dimensions = EXCLUDED.dimensions, generation = EXCLUDED.generation, chunks = EXCLUDED.chunks,
 		manifest = EXCLUDED.manifest, updated_at = EXCLUDED.updated_at`,
-		collection, id, dims, generation+1, len(chunks), opts.Manifest); err != nil {
-		return sqlite.Stats{}, err
+		collection, id, dims, generation+1, n, opts.Manifest); err != nil {
+		return 0, err
 	}
 	if rebuild {
 		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vectors WHERE collection = $1`, collection); err != nil {
-			return sqlite.Stats{}, err
+			return 0, err
 		}
 	} else if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vectors WHERE collection = $1 AND embedder <> $2`, collection, id); err != nil {
-		return sqlite.Stats{}, err
+		return 0, err
 	}
+	return dims, nil
+}
 
-	// What the index has.
+// storedContents is what the index has of collection: the contents (hashes) with
+// vectors, and the chunk rows by content in id order.
+func storedContents(ctx context.Context, tx pgx.Tx, collection string) (map[string]bool, map[string][]knowledge.StoredChunk, error) {
 	have := map[string]bool{}
 	hashes, err := queryAll(ctx, tx, `SELECT DISTINCT hash FROM knowledge_vectors WHERE collection = $1`, []any{collection}, func(r pgx.Rows) (string, error) {
 		var h string
 		return h, r.Scan(&h)
 	})
 	if err != nil {
-		return sqlite.Stats{}, err
+		return nil, nil, err
 	}
 	for _, h := range hashes {
 		have[h] = true
 	}
-	existing := map[string][]chunkRow{}
+	stored := map[string][]knowledge.StoredChunk{}
 	if _, err := queryAll(ctx, tx, `SELECT id, hash, source, start_line, end_line FROM knowledge_chunks WHERE collection = $1 ORDER BY id`, []any{collection}, func(r pgx.Rows) (struct{}, error) {
-		var c chunkRow
+		var c knowledge.StoredChunk
 		var h string
-		if err := r.Scan(&c.id, &h, &c.source, &c.startLine, &c.endLine); err != nil {
+		if err := r.Scan(&c.ID, &h, &c.Source, &c.StartLine, &c.EndLine); err != nil {
 			return struct{}{}, err
 		}
-		existing[h] = append(existing[h], c)
+		stored[h] = append(stored[h], c)
 		return struct{}{}, nil
 	}); err != nil {
-		return sqlite.Stats{}, err
+		return nil, nil, err
 	}
+	return have, stored, nil
+}
 
-	// Vectors: embed what is missing, delete what is gone.
+// updateVectors embeds the contents the index lacks (have), fills pgvector's
+// column when the index scores with it, and deletes the vectors of contents no
+// chunk has any more; a dimension learned from the first vector is recorded in the
+// collection's row.
+func (x *Index) updateVectors(ctx context.Context, tx pgx.Tx, collection string, chunks []knowledge.Chunk, have map[string]bool,
+	emb knowledge.Embedder, dims int, progress func(done, total int)) (sqlite.Stats, error) {
 	var st sqlite.Stats
 	missing, wanted := sqlite.MissingChunks(chunks, have)
 	st.Kept = len(wanted) - len(missing)
-	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, opts.Progress)
+	n, got, err := embedAndStore(ctx, tx, collection, missing, emb, dims, progress)
 	if err != nil {
 		return sqlite.Stats{}, err
 	}
@@ -356,21 +392,20 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 		}
 	}
 	st.Deleted = len(gone)
+	return st, nil
+}
 
-	// Chunk rows: reuse a row of the same content (updating where it now sits),
-	// insert the rest (in order, so ids follow the chunks' order as in the SQLite
-	// index), delete the rows left over.
+// updateChunkRows applies ch in one batch: a reused row is updated where its chunk
+// now sits, the other chunks are inserted (in order, so ids follow the chunks'
+// order as in the SQLite index), and the rows left over are deleted.
+func updateChunkRows(ctx context.Context, tx pgx.Tx, collection string, ch knowledge.ChunkRowChanges) error {
 	batch := &pgx.Batch{}
-	for _, c := range chunks {
-		if rs := existing[c.Hash]; len(rs) > 0 {
-			r := rs[0]
-			existing[c.Hash] = rs[1:]
-			if r.source != c.Source || r.startLine != c.StartLine || r.endLine != c.EndLine {
-				batch.Queue(`UPDATE knowledge_chunks SET source = $1, start_line = $2, end_line = $3 WHERE id = $4`,
-					c.Source, c.StartLine, c.EndLine, r.id)
-			}
-			continue
-		}
+	for _, m := range ch.Moved {
+		c := m.Chunk
+		batch.Queue(`UPDATE knowledge_chunks SET source = $1, start_line = $2, end_line = $3 WHERE id = $4`,
+			c.Source, c.StartLine, c.EndLine, m.ID)
+	}
+	for _, c := range ch.Added {
 		qs := c.Questions
 		if qs == nil {
 			qs = []string{}
@@ -380,26 +415,13 @@ func (x *Index) updateTx(ctx context.Context, tx pgx.Tx, collection string, chun
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::tsvector, $11)`,
 			collection, c.Hash, string(c.Kind), c.Source, c.Heading, c.StartLine, c.EndLine, c.Text, qs, tsvector(terms), len(terms))
 	}
-	var leftover []int64
-	for _, rs := range existing {
-		for _, r := range rs {
-			leftover = append(leftover, r.id)
-		}
+	if len(ch.Removed) > 0 {
+		batch.Queue(`DELETE FROM knowledge_chunks WHERE id = ANY($1)`, ch.Removed)
 	}
-	if len(leftover) > 0 {
-		batch.Queue(`DELETE FROM knowledge_chunks WHERE id = ANY($1)`, leftover)
+	if batch.Len() == 0 {
+		return nil
 	}
-	if batch.Len() > 0 {
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return sqlite.Stats{}, err
-		}
-	}
-	return st, nil
-}
-
-type pending struct {
-	hash string
-	seq  int
+	return tx.SendBatch(ctx, batch).Close()
 }
 
 // embedAndStore embeds the chunks' texts and copies their vectors in (see

@@ -266,26 +266,52 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 	}
 	stamp := now.Format(time.RFC3339Nano)
 	for _, ch := range rec.Facts {
-		if ch.Op == runtime.FactDelete {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ? AND key = ?`, rec.UserID, ch.Key); err != nil {
-				return err
-			}
-			continue
-		}
-		var old string
-		err := tx.QueryRowContext(ctx, `SELECT value FROM facts WHERE user_id = ? AND key = ?`, rec.UserID, ch.Key).Scan(&old)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES(?, ?, ?, ?, ?)
-			ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, source = excluded.source, updated_at = excluded.updated_at`,
-			rec.UserID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, stamp); err != nil {
+		if err := commitFact(ctx, tx, rec.UserID, ch, stamp); err != nil {
 			return err
 		}
 	}
-	// Resumed goes first: a run resumed under its id may pause again in the same commit.
-	// Each is written only over the version it expects, checked in the transaction
-	// (which holds the write lock); ErrPausedConflict rolls the whole commit back.
+	if err := commitPaused(ctx, tx, rec); err != nil {
+		return err
+	}
+	if rec.Conversation == "" {
+		return nil
+	}
+	turn, err := commitTurn(ctx, tx, rec, stamp)
+	if err != nil {
+		return err
+	}
+	if len(rec.Messages) > 0 {
+		if err := commitMessages(ctx, tx, rec, turn); err != nil {
+			return err
+		}
+	}
+	return commitSeen(ctx, tx, rec)
+}
+
+// commitFact applies one change to the user's facts; the transaction holds the
+// write lock, so an append sees the commit before it.
+func commitFact(ctx context.Context, tx *sql.Tx, userID string, ch runtime.FactChange, stamp string) error {
+	if ch.Op == runtime.FactDelete {
+		_, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ? AND key = ?`, userID, ch.Key)
+		return err
+	}
+	var old string
+	err := tx.QueryRowContext(ctx, `SELECT value FROM facts WHERE user_id = ? AND key = ?`, userID, ch.Key).Scan(&old)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES(?, ?, ?, ?, ?)
+			ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, source = excluded.source, updated_at = excluded.updated_at`,
+		userID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, stamp)
+	return err
+}
+
+// commitPaused deletes the paused run the record ends and writes the one it
+// pauses. Resumed goes first: a run resumed under its id may pause again in the
+// same commit. Each is written only over the version it expects, checked in the
+// transaction (which holds the write lock); ErrPausedConflict rolls the whole
+// commit back.
+func commitPaused(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
 	if rec.Resumed != "" {
 		res, err := tx.ExecContext(ctx, `DELETE FROM paused_runs WHERE id = ? AND version = ?`, rec.Resumed, rec.ResumedVersion)
 		if err != nil {
@@ -297,32 +323,34 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 			return runtime.ErrPausedConflict
 		}
 	}
-	if p := rec.Pause; p != nil {
-		if p.ID != rec.Resumed {
-			var version int
-			err := tx.QueryRowContext(ctx, `SELECT version FROM paused_runs WHERE id = ?`, p.ID).Scan(&version)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				if p.Version != 1 {
-					return runtime.ErrPausedConflict
-				}
-			case err != nil:
-				return err
-			case version != p.Version-1:
-				return runtime.ErrPausedConflict
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO paused_runs(id, user_id, agent, status, version, created_at, expires_at, state)
-			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`, p.ID, p.UserID, p.Agent, string(p.Status), p.Version,
-			pausedTime(p.Created), pausedTime(p.Expires), pausedState(p.State)); err != nil {
-			return err
-		}
-	}
-	if rec.Conversation == "" {
+	p := rec.Pause
+	if p == nil {
 		return nil
 	}
+	if p.ID != rec.Resumed {
+		var version int
+		err := tx.QueryRowContext(ctx, `SELECT version FROM paused_runs WHERE id = ?`, p.ID).Scan(&version)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if p.Version != 1 {
+				return runtime.ErrPausedConflict
+			}
+		case err != nil:
+			return err
+		case version != p.Version-1:
+			return runtime.ErrPausedConflict
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO paused_runs(id, user_id, agent, status, version, created_at, expires_at, state)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`, p.ID, p.UserID, p.Agent, string(p.Status), p.Version,
+		pausedTime(p.Created), pausedTime(p.Expires), pausedState(p.State))
+	return err
+}
 
-	// The conversation keeps the user who started it, as the memory store does.
+// commitTurn creates the conversation if it is new and counts the record's turn;
+// it returns the turn's number (the conversation's turn count, with this one). The
+// conversation keeps the user who started it, as the memory store does.
+func commitTurn(ctx context.Context, tx *sql.Tx, rec runtime.Record, stamp string) (int, error) {
 	newTurns := 0
 	if len(rec.Messages) > 0 {
 		newTurns = 1
@@ -335,39 +363,40 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 		WHERE conversations.user_id = excluded.user_id
 		RETURNING turns`, rec.Conversation, rec.UserID, newTurns, stamp).Scan(&turn)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runtime.ErrForeignConversation
+		return 0, runtime.ErrForeignConversation
 	}
+	return turn, err
+}
+
+// commitMessages appends the record's messages as turn number turn, numbered on
+// from the conversation's last.
+func commitMessages(ctx context.Context, tx *sql.Tx, rec runtime.Record, turn int) error {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = ?`,
+		rec.Conversation).Scan(&seq); err != nil {
+		return err
+	}
+	insert, err := tx.PrepareContext(ctx, `INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id, reasoning)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
-	if len(rec.Messages) > 0 {
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = ?`,
-			rec.Conversation).Scan(&seq); err != nil {
-			return err
-		}
-		insert, err := tx.PrepareContext(ctx, `INSERT INTO messages(conversation_id, seq, turn, role, content, tool_calls, tool_call_id, reasoning)
-			VALUES(?, ?, ?, ?, ?, ?, ?, ?)`)
+	defer insert.Close()
+	for _, m := range rec.Messages {
+		seq++
+		calls, err := nullJSON(len(m.ToolCalls) > 0, m.ToolCalls)
 		if err != nil {
 			return err
 		}
-		defer insert.Close()
-		for _, m := range rec.Messages {
-			seq++
-			calls, err := nullJSON(len(m.ToolCalls) > 0, m.ToolCalls)
-			if err != nil {
-				return err
-			}
-			reasoning, err := nullJSON(m.Reasoning != nil, m.Reasoning)
-			if err != nil {
-				return err
-			}
-			if _, err := insert.ExecContext(ctx, rec.Conversation, seq, turn, string(m.Role), m.Content, calls, m.ToolCallID, reasoning); err != nil {
-				return err
-			}
+		reasoning, err := nullJSON(m.Reasoning != nil, m.Reasoning)
+		if err != nil {
+			return err
+		}
+		if _, err := insert.ExecContext(ctx, rec.Conversation, seq, turn, string(m.Role), m.Content, calls, m.ToolCallID, reasoning); err != nil {
+			return err
 		}
 	}
-	return commitSeen(ctx, tx, rec)
+	return nil
 }
 
 // commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
