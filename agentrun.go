@@ -134,6 +134,49 @@ func Load(path string) (*spec.Spec, error) {
 
 // Build assembles the agent of a loaded spec. Relative paths in it resolve against
 // the directory of the spec's file. Compile errors are a spec.Diagnostics error.
+// openStore gives the run the store it remembers in: the caller's shared one, or
+// the one the options and the spec name, when the agent needs one.
+func (a *Agent) openStore(ropts *runtime.Options, opts Options, lookup func(string) (string, bool)) error {
+	s := a.Spec
+	switch {
+	case opts.SharedStore != nil:
+		ropts.Store = opts.SharedStore
+	case opts.Remember || NeedsStore(s):
+		url, err := StoreURL(opts.Store, s.Memory, lookup)
+		if err != nil {
+			return err
+		}
+		if ropts.Store, err = OpenStore(url, s.Memory.TTL.Duration); err != nil {
+			return fmt.Errorf("memory store: %w", err)
+		}
+		a.closers = append(a.closers, ropts.Store.Close)
+	}
+	return nil
+}
+
+// openKnowledge opens the spec's collections. Collections never indexed, or whose
+// sources changed, are indexed here (incrementally); one indexed by another
+// embedder is an error rather than a silent rebuild (see ReindexError).
+func (a *Agent) openKnowledge(ctx context.Context, ropts *runtime.Options, opts Options, lookup func(string) (string, bool)) error {
+	s := a.Spec
+	if !s.UsesKnowledge() {
+		return nil
+	}
+	k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup,
+		Telemetry: a.tel, TelemetryOptions: a.topts})
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, closeK)
+	a.index = cmp.Or(opts.Index, IndexPath(s, lookup))
+	ropts.Knowledge = k
+	ropts.Version = SpecVersion(s)
+	if Offline(s) { // what an offline model answers must never answer a real run
+		ropts.Version += "+" + string(s.Model.Provider)
+	}
+	return nil
+}
+
 func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error) {
 	copied := *s // the model override must not change the caller's spec
 	s = &copied
@@ -183,34 +226,11 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 		if err := a.startMCP(ctx, &ropts, dir, opts.Audit); err != nil {
 			return nil, err
 		}
-		if opts.SharedStore != nil {
-			ropts.Store = opts.SharedStore
-		} else if opts.Remember || NeedsStore(s) {
-			url, err := StoreURL(opts.Store, s.Memory, lookup)
-			if err != nil {
-				return nil, err
-			}
-			if ropts.Store, err = OpenStore(url, s.Memory.TTL.Duration); err != nil {
-				return nil, fmt.Errorf("memory store: %w", err)
-			}
-			a.closers = append(a.closers, ropts.Store.Close)
+		if err := a.openStore(&ropts, opts, lookup); err != nil {
+			return nil, err
 		}
-		// Collections never indexed, or whose sources changed, are indexed here
-		// (incrementally); one indexed by another embedder is an error rather than a
-		// silent rebuild (see ReindexError).
-		if s.UsesKnowledge() {
-			k, closeK, err := OpenKnowledge(ctx, s, KnowledgeOptions{Index: opts.Index, Offline: Offline(s), OnIndex: opts.OnIndex, LookupEnv: lookup,
-				Telemetry: a.tel, TelemetryOptions: a.topts})
-			if err != nil {
-				return nil, err
-			}
-			a.closers = append(a.closers, closeK)
-			a.index = cmp.Or(opts.Index, IndexPath(s, lookup))
-			ropts.Knowledge = k
-			ropts.Version = SpecVersion(s)
-			if Offline(s) { // what an offline model answers must never answer a real run
-				ropts.Version += "+" + string(s.Model.Provider)
-			}
+		if err := a.openKnowledge(ctx, &ropts, opts, lookup); err != nil {
+			return nil, err
 		}
 	}
 	if a.tel != nil && a.tel.TracesEnabled() {

@@ -99,6 +99,28 @@ func newExecCommand() *cobra.Command {
 	return cmd
 }
 
+// telemetryLogger is where telemetry's warnings go: stderr, or nowhere under -q
+// (a collector that is down says nothing either).
+func telemetryLogger(errOut io.Writer, quiet bool) *slog.Logger {
+	if quiet {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(errOut, nil))
+}
+
+// showDeltas shows a streamed answer's text on stderr as it arrives; nil when the
+// run is not streamed. -q hides the text, but the request stays streamed: quiet
+// never changes what goes over the wire.
+func showDeltas(errOut io.Writer, stream, quiet bool) func(string) {
+	switch {
+	case !stream:
+		return nil
+	case quiet:
+		return func(string) {}
+	}
+	return func(text string) { fmt.Fprint(errOut, text) }
+}
+
 func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error {
 	errOut := cmd.ErrOrStderr()
 	question, err := readQuestion(cmd.InOrStdin(), question)
@@ -123,11 +145,7 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return execOnTemporal(cmd, s, req, o)
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
-	telemetryLog := slog.New(slog.NewTextHandler(errOut, nil))
-	if o.quiet {
-		telemetryLog = slog.New(slog.DiscardHandler) // -q: a collector that is down says nothing either
-	}
-	tel, err := setupTelemetry(cmd.Context(), &opts, telemetryLog)
+	tel, err := setupTelemetry(cmd.Context(), &opts, telemetryLogger(errOut, o.quiet))
 	if err != nil {
 		return err
 	}
@@ -159,14 +177,7 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	defer closeTrace()
-	if o.stream || boolValue(agent.Spec.Model.Stream) {
-		// -q hides the text, but the request stays streamed: quiet never changes
-		// what goes over the wire.
-		req.OnDelta = func(string) {}
-		if !o.quiet {
-			req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
-		}
-	}
+	req.OnDelta = showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
 	storeURL, _ := agentrun.StoreURL(o.store, s.Memory, nil)
 	stdin, _ := cmd.InOrStdin().(*os.File)
 	stdinTerminal := stdin != nil && isTerminal(stdin)
@@ -457,6 +468,56 @@ func (p *progress) Observe(e runtime.Event) {
 
 func (p *progress) print(w io.Writer, e runtime.Event) {
 	switch e.Kind {
+	case runtime.EventAgent, runtime.EventPlan, runtime.EventStep:
+		printFlow(w, e)
+	case runtime.EventModelRequest, runtime.EventModelResponse:
+		printModel(w, e)
+	case runtime.EventToolCall, runtime.EventToolResult, runtime.EventToolRefused, runtime.EventBindDiscarded, runtime.EventCollect:
+		printTool(w, e)
+	case runtime.EventApprovalRequested, runtime.EventApprovalDecided:
+		printApproval(w, e)
+	case runtime.EventGuard:
+		fmt.Fprintf(w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+	case runtime.EventIntent:
+		fmt.Fprintf(w, "[%d] intent %s · by %s%s\n", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy, suffix(" · ", e.Message))
+	case runtime.EventMemory:
+		printMemory(w, e)
+	case runtime.EventVerdict:
+		if *e.Passed {
+			fmt.Fprintf(w, "[%d] ✓ judge passed the draft\n", e.Turn)
+		} else {
+			fmt.Fprintf(w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
+		}
+	case runtime.EventFilter:
+		fmt.Fprintf(w, "[%d] ! filter %s: %s: %s%s\n", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message), parenthesized(e.Error))
+	case runtime.EventCache:
+		p.cache(w, e)
+	case runtime.EventRetrieve:
+		printRetrieve(w, e)
+	case runtime.EventStop:
+		p.printStop(w, e)
+	}
+}
+
+// suffix is sep+s, or nothing when s is empty.
+func suffix(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}
+
+// parenthesized is " (s)", or nothing when s is empty.
+func parenthesized(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// printFlow prints what sub-agents, the plan and a workflow's steps do.
+func printFlow(w io.Writer, e runtime.Event) {
+	switch e.Kind {
 	case runtime.EventAgent:
 		if e.Stop == "" {
 			fmt.Fprintf(w, "▶ agent %s: %s\n", e.Agent, clip(e.Message, 120))
@@ -477,21 +538,30 @@ func (p *progress) print(w io.Writer, e runtime.Event) {
 		default:
 			fmt.Fprintf(w, "✗ step %s %s · %s\n", e.Step, e.StepStatus, clip(e.Error, 160))
 		}
-	case runtime.EventModelRequest:
+	}
+}
+
+func printModel(w io.Writer, e runtime.Event) {
+	if e.Kind == runtime.EventModelRequest {
 		if e.Purpose == runtime.PurposeClassifier {
 			fmt.Fprintf(w, "[%d] → classifier\n", e.Turn)
 			return
 		}
 		fmt.Fprintf(w, "[%d] → model: %d messages, %d tools\n", e.Turn, e.Messages, e.Tools)
-	case runtime.EventModelResponse:
-		what := "answer"
-		if e.Calls > 0 {
-			what = fmt.Sprintf("%d tool call(s)", e.Calls)
-		}
-		if e.Finish != "" {
-			what += " (" + string(e.Finish) + ")"
-		}
-		fmt.Fprintf(w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
+		return
+	}
+	what := "answer"
+	if e.Calls > 0 {
+		what = fmt.Sprintf("%d tool call(s)", e.Calls)
+	}
+	if e.Finish != "" {
+		what += " (" + string(e.Finish) + ")"
+	}
+	fmt.Fprintf(w, "[%d] ← %s · %d tokens · %s\n", e.Turn, what, e.Usage.TotalTokens, round(e.Duration))
+}
+
+func printTool(w io.Writer, e runtime.Event) {
+	switch e.Kind {
 	case runtime.EventToolCall:
 		fmt.Fprintf(w, "[%d]   ⚙ %s %s\n", e.Turn, e.Tool, clip(e.Args, 120))
 	case runtime.EventToolResult:
@@ -506,89 +576,65 @@ func (p *progress) print(w io.Writer, e runtime.Event) {
 			by = " by accept"
 		}
 		fmt.Fprintf(w, "[%d]   ✗ %s refused%s: %s\n", e.Turn, e.Tool, by, clip(e.Error, 160))
-	case runtime.EventApprovalRequested:
-		fmt.Fprintf(w, "[%d]   ? %s waits for approval (%s)", e.Turn, e.Tool, e.CallID)
-		if e.Message != "" {
-			fmt.Fprintf(w, ": %s", clip(e.Message, 160))
-		}
-		fmt.Fprintln(w)
-	case runtime.EventApprovalDecided:
-		mark, what := "✗", "rejected"
-		if e.Passed != nil && *e.Passed {
-			mark, what = "✓", "approved"
-		}
-		fmt.Fprintf(w, "[%d]   %s %s %s (%s)", e.Turn, mark, e.Tool, what, e.CallID)
-		if e.Message != "" {
-			fmt.Fprintf(w, " · %s", e.Message)
-		}
-		fmt.Fprintln(w)
 	case runtime.EventBindDiscarded:
 		fmt.Fprintf(w, "[%d]   ! %s: %s\n", e.Turn, e.Tool, e.Message)
-	case runtime.EventGuard:
-		fmt.Fprintf(w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
-	case runtime.EventIntent:
-		fmt.Fprintf(w, "[%d] intent %s · by %s", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy)
-		if e.Message != "" {
-			fmt.Fprintf(w, " · %s", e.Message)
-		}
-		fmt.Fprintln(w)
-	case runtime.EventMemory:
-		switch {
-		case e.Error != "":
-			fmt.Fprintf(w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
-		case e.Level != "":
-			fmt.Fprintf(w, "[%d] memory %s · %d facts\n", e.Turn, e.Level, e.Count)
-		default:
-			fmt.Fprintf(w, "[%d] memory %s\n", e.Turn, e.Message)
-		}
-	case runtime.EventVerdict:
-		if *e.Passed {
-			fmt.Fprintf(w, "[%d] ✓ judge passed the draft\n", e.Turn)
-		} else {
-			fmt.Fprintf(w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
-		}
-	case runtime.EventFilter:
-		fmt.Fprintf(w, "[%d] ! filter %s: %s: %s", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message))
-		if e.Error != "" {
-			fmt.Fprintf(w, " (%s)", e.Error)
-		}
-		fmt.Fprintln(w)
 	case runtime.EventCollect:
 		if e.Error != "" {
 			fmt.Fprintf(w, "[%d]   ! collect %s from %s failed: %s\n", e.Turn, e.Entity, e.Tool, e.Error)
 		} else if e.Count > 0 {
 			fmt.Fprintf(w, "[%d]   + %d %s revealed by %s\n", e.Turn, e.Count, e.Entity, e.Tool)
 		}
-	case runtime.EventCache:
-		p.cache(w, e)
-	case runtime.EventRetrieve:
-		switch {
-		case e.Error != "":
-			fmt.Fprintf(w, "[%d] ! retrieve: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
-		case len(e.Passages) == 0:
-			fmt.Fprintf(w, "[%d] retrieved no passages\n", e.Turn)
-		default:
-			parts := make([]string, len(e.Passages))
-			for i, ps := range e.Passages {
-				parts[i] = fmt.Sprintf("%s %s (%.2f)", ps.ID, passageRef(ps), ps.Score)
-			}
-			fmt.Fprintf(w, "[%d] retrieved %s\n", e.Turn, strings.Join(parts, ", "))
-		}
-	case runtime.EventStop:
-		tokens := int64(0)
-		if e.Usage != nil {
-			tokens = e.Usage.TotalTokens
-		}
-		fmt.Fprintf(w, "■ %s · %d model calls · %d tokens", e.Stop, e.Turn, tokens)
-		if e.Cost != nil {
-			fmt.Fprintf(w, " · %s", formatCost(*e.Cost))
-		}
-		fmt.Fprintf(w, " · %s", round(time.Since(p.start)))
-		if e.Message != "" {
-			fmt.Fprintf(w, " · %s", e.Message)
-		}
-		fmt.Fprintln(w)
 	}
+}
+
+func printApproval(w io.Writer, e runtime.Event) {
+	if e.Kind == runtime.EventApprovalRequested {
+		fmt.Fprintf(w, "[%d]   ? %s waits for approval (%s)%s\n", e.Turn, e.Tool, e.CallID, suffix(": ", clip(e.Message, 160)))
+		return
+	}
+	mark, what := "✗", "rejected"
+	if e.Passed != nil && *e.Passed {
+		mark, what = "✓", "approved"
+	}
+	fmt.Fprintf(w, "[%d]   %s %s %s (%s)%s\n", e.Turn, mark, e.Tool, what, e.CallID, suffix(" · ", e.Message))
+}
+
+func printMemory(w io.Writer, e runtime.Event) {
+	switch {
+	case e.Error != "":
+		fmt.Fprintf(w, "[%d] ! memory: %s (%s)\n", e.Turn, e.Message, e.Error)
+	case e.Level != "":
+		fmt.Fprintf(w, "[%d] memory %s · %d facts\n", e.Turn, e.Level, e.Count)
+	default:
+		fmt.Fprintf(w, "[%d] memory %s\n", e.Turn, e.Message)
+	}
+}
+
+func printRetrieve(w io.Writer, e runtime.Event) {
+	switch {
+	case e.Error != "":
+		fmt.Fprintf(w, "[%d] ! retrieve: %s (%s)\n", e.Turn, cmp.Or(e.Message, "failed"), e.Error)
+	case len(e.Passages) == 0:
+		fmt.Fprintf(w, "[%d] retrieved no passages\n", e.Turn)
+	default:
+		parts := make([]string, len(e.Passages))
+		for i, ps := range e.Passages {
+			parts[i] = fmt.Sprintf("%s %s (%.2f)", ps.ID, passageRef(ps), ps.Score)
+		}
+		fmt.Fprintf(w, "[%d] retrieved %s\n", e.Turn, strings.Join(parts, ", "))
+	}
+}
+
+func (p *progress) printStop(w io.Writer, e runtime.Event) {
+	tokens := int64(0)
+	if e.Usage != nil {
+		tokens = e.Usage.TotalTokens
+	}
+	fmt.Fprintf(w, "■ %s · %d model calls · %d tokens", e.Stop, e.Turn, tokens)
+	if e.Cost != nil {
+		fmt.Fprintf(w, " · %s", formatCost(*e.Cost))
+	}
+	fmt.Fprintf(w, " · %s%s\n", round(time.Since(p.start)), suffix(" · ", e.Message))
 }
 
 // cache prints what the FAQ cache did: a hit with its entry and score, a miss with

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -81,14 +80,12 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		return err
 	}
 	var s *spec.Spec
+	memory := spec.Memory{}
 	if o.spec != "" {
 		var err error
 		if s, err = loadSpec(cmd, o.spec); err != nil {
 			return err
 		}
-	}
-	memory := spec.Memory{}
-	if s != nil {
 		memory = s.Memory
 	}
 	url, err := agentrun.StoreURL(o.store, memory, nil)
@@ -106,24 +103,61 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		return exitError{1}
 	}
 	flags := resumeFlags(o.store, s)
-	ctx := cmd.Context()
 	decider := runtime.Decider{ID: cmp.Or(o.by, os.Getenv("USER"), "cli"), Approver: true}
-	p, err := runtime.LoadPaused(ctx, store, runID, decider)
+	p, err := loadResumable(cmd, store, runID, decider, o, flags)
+	if err != nil {
+		return err
+	}
+	if p, err = decideCalls(cmd, store, p, decider, o); err != nil {
+		return err
+	}
+	if waiting := waitingCalls(p); len(waiting) > 0 && time.Now().Before(p.Expires) {
+		for _, call := range waiting {
+			writeCall(errOut, "waiting: ", call)
+		}
+		fmt.Fprintf(errOut, "%s goes on once every call is decided, or at %s when its approvals expire\n",
+			runID, p.Expires.Local().Format(time.DateTime))
+		writeResumeCommands(errOut, runID, waiting, flags)
+		return exitError{exitAwaitingApproval}
+	}
+	if o.temporal.onTemporal() {
+		return resumeTemporal(cmd, url, runID, p, o, flags)
+	}
+	if s == nil {
+		if s, st, err = pausedSpec(cmd, p, url, st); err != nil {
+			return err
+		}
+	}
+	return resumeHere(cmd, s, st, p, decider, o, flags)
+}
+
+// loadResumable reads the paused run and checks it waits where this command would
+// resume it, before any decision is stored: the command to use instead must still
+// work.
+func loadResumable(cmd *cobra.Command, store runtime.PausedRuns, runID string, decider runtime.Decider, o resumeOptions, flags []string) (*runtime.Paused, error) {
+	errOut := cmd.ErrOrStderr()
+	p, err := runtime.LoadPaused(cmd.Context(), store, runID, decider)
 	if err != nil {
 		if errors.Is(err, runtime.ErrRunNotFound) {
 			err = fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
 		}
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
-		return exitError{1}
+		return nil, exitError{1}
 	}
-	// Before any decision is stored: the command to use instead must still work.
 	if err := p.Placement.ResumableFrom(o.temporal.placement()); err != nil {
 		fmt.Fprintf(errOut, "agentrun: run %s: %v\n", runID, err)
 		writeResumeThere(errOut, p, o, flags)
-		return exitError{1}
+		return nil, exitError{1}
 	}
+	return p, nil
+}
+
+// decideCalls stores the decisions the flags make, approvals first, and returns
+// the run as the last of them left it.
+func decideCalls(cmd *cobra.Command, store runtime.PausedRuns, p *runtime.Paused, decider runtime.Decider, o resumeOptions) (*runtime.Paused, error) {
+	errOut := cmd.ErrOrStderr()
 	decide := func(callID string, approve bool, reason string) error {
-		decided, err := runtime.Decide(ctx, store, runID, decider,
+		decided, err := runtime.Decide(cmd.Context(), store, p.RunID, decider,
 			runtime.DecideRequest{CallID: callID, Approve: approve, Reason: reason, ArgsHash: o.argsHash}, time.Now())
 		if err != nil {
 			fmt.Fprintf(errOut, "agentrun: %v\n", decideError(err, p, callID, o.argsHash))
@@ -141,49 +175,45 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 	}
 	for _, id := range o.approve {
 		if err := decide(id, true, ""); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, id := range o.reject {
 		if err := decide(id, false, o.reason); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if waiting := waitingCalls(p); len(waiting) > 0 && time.Now().Before(p.Expires) {
-		for _, call := range waiting {
-			writeCall(errOut, "waiting: ", call)
-		}
-		fmt.Fprintf(errOut, "%s goes on once every call is decided, or at %s when its approvals expire\n",
-			runID, p.Expires.Local().Format(time.DateTime))
-		writeResumeCommands(errOut, runID, waiting, flags)
-		return exitError{exitAwaitingApproval}
+	return p, nil
+}
+
+// pausedSpec loads the spec the paused run names. The store was opened before the
+// spec was known: with the spec's memory.ttl, which the run's writes keep, it is
+// opened again, and the store returned is the one to use (and close).
+func pausedSpec(cmd *cobra.Command, p *runtime.Paused, url string, st runtime.Store) (*spec.Spec, runtime.Store, error) {
+	if p.Spec == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: the paused run %s does not say which spec file it ran: give --spec\n", p.RunID)
+		return nil, st, exitError{1}
 	}
-	if o.temporal.onTemporal() {
-		return resumeTemporal(cmd, url, runID, p, o, flags)
+	s, err := loadSpec(cmd, p.Spec)
+	if err != nil {
+		return nil, st, err
 	}
-	if s == nil {
-		if p.Spec == "" {
-			fmt.Fprintf(errOut, "agentrun: the paused run %s does not say which spec file it ran: give --spec\n", runID)
-			return exitError{1}
+	if ttl := s.Memory.TTL.Duration; ttl != 0 {
+		reopened, err := agentrun.OpenStore(url, ttl)
+		if err != nil {
+			return nil, st, fmt.Errorf("store: %w", err)
 		}
-		if s, err = loadSpec(cmd, p.Spec); err != nil {
-			return err
-		}
-		if ttl := s.Memory.TTL.Duration; ttl != 0 {
-			// The store was opened before the spec was known: open it again with
-			// the spec's memory.ttl, which the run's writes keep.
-			st.Close()
-			if st, err = agentrun.OpenStore(url, ttl); err != nil {
-				return fmt.Errorf("store: %w", err)
-			}
-		}
+		st.Close()
+		st = reopened
 	}
+	return s, st, nil
+}
+
+// resumeHere goes on with the run in this process.
+func resumeHere(cmd *cobra.Command, s *spec.Spec, st runtime.Store, p *runtime.Paused, decider runtime.Decider, o resumeOptions, flags []string) error {
+	errOut, ctx := cmd.ErrOrStderr(), cmd.Context()
 	opts := agentrun.Options{Model: o.model, SharedStore: st}
-	telemetryLog := slog.New(slog.NewTextHandler(errOut, nil))
-	if o.quiet {
-		telemetryLog = slog.New(slog.DiscardHandler)
-	}
-	tel, err := setupTelemetry(ctx, &opts, telemetryLog)
+	tel, err := setupTelemetry(ctx, &opts, telemetryLogger(errOut, o.quiet))
 	if err != nil {
 		return err
 	}
@@ -198,22 +228,17 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		return err
 	}
 	defer closeTrace()
-	req := runtime.ResumeRequest{RunID: runID, Decider: decider}
+	req := runtime.ResumeRequest{RunID: p.RunID, Decider: decider}
 	if len(observers) > 0 {
 		req.Observer = observers
 	}
-	if o.stream || boolValue(agent.Spec.Model.Stream) {
-		req.OnDelta = func(string) {}
-		if !o.quiet {
-			req.OnDelta = func(text string) { fmt.Fprint(errOut, text) }
-		}
-	}
+	req.OnDelta = showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
 	if waiting := waitingCalls(p); len(waiting) > 0 && !o.quiet {
 		fmt.Fprintf(errOut, "approvals expired at %s: approval.on_timeout decides %s\n", p.Expires.Local().Format(time.DateTime), callList(&runtime.Paused{Approvals: waiting}))
 	}
 	result, err := agent.Resume(ctx, req)
 	if err != nil {
-		fmt.Fprintf(errOut, "agentrun: %v\n", resumeError(err, runID))
+		fmt.Fprintf(errOut, "agentrun: %v\n", resumeError(err, p.RunID))
 		return exitError{1}
 	}
 	// The request the run was started with, as far as fact extraction reads it.
