@@ -401,6 +401,7 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 		for _, k := range slices.Sorted(maps.Keys(t.Command.Env)) {
 			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
 		}
+		c.checkCommandProgram(t.Command.Run, idx)
 	case t.HTTP != nil:
 		h := t.HTTP
 		urlAt := c.at("tools", idx, "http", "url")
