@@ -1,12 +1,15 @@
 package main
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/examples/shop-api/shop"
 )
 
 // The README shows what its commands print. These tests run the commands and compare,
@@ -45,11 +48,13 @@ func readmeBlock(t *testing.T, marker string) []string {
 var (
 	durationRe = regexp.MustCompile(`\d+(\.\d+)?(ns|µs|ms|s)\b`)
 	numberRe   = regexp.MustCompile(`\d+`)
+	runIDRe    = regexp.MustCompile(`\brun_[0-9a-f]+\b`)
 )
 
-// normalizeRun hides what changes from run to run or commit to commit: durations,
-// token counts, sizes.
+// normalizeRun hides what changes from run to run or commit to commit: run ids,
+// durations, token counts, sizes.
 func normalizeRun(s string) string {
+	s = runIDRe.ReplaceAllString(s, "run_<id>")
 	return numberRe.ReplaceAllString(durationRe.ReplaceAllString(s, "<time>"), "<n>")
 }
 
@@ -60,8 +65,9 @@ func normalizeRun(s string) string {
 func sameLines(t *testing.T, readme, got []string) {
 	t.Helper()
 	key := func(l string) string {
-		if i := strings.Index(l, "   "); strings.HasPrefix(l, "[") && i > 0 {
-			return l[:i] // a tool line: "[1]" and its indentation
+		nested := len(l) - len(strings.TrimLeft(l, " │")) // a sub-agent's lines are indented with "  │ "
+		if i := strings.Index(l[nested:], "   "); strings.HasPrefix(l[nested:], "[") && i > 0 {
+			return l[:nested+i] // a tool line: "[1]" and its indentation
 		}
 		return l
 	}
@@ -148,4 +154,99 @@ func TestReadmeValidateExample(t *testing.T) {
 	if want := strings.Join(readme, "\n"); printed != want {
 		t.Errorf("README shows\n%s\nvalidate prints\n%s", want, printed)
 	}
+}
+
+// TestReadmeShop runs the README's shop walk-through against the demo shop, each
+// command as the README writes it (examples/ paths taken from the repository's
+// root, the paused run's id from the run before), and compares what each prints.
+func TestReadmeShop(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AGENTRUN_STORE", "sqlite://"+filepath.Join(dir, "state.db"))
+	t.Setenv("AGENTRUN_INDEX", filepath.Join(dir, "knowledge.db")) // the first run indexes, as on a fresh clone
+	srv := httptest.NewServer(shop.New())
+	defer srv.Close()
+	t.Setenv("SHOP_API", srv.URL)
+	if !slices.ContainsFunc(readmeSection(t, "## Trying the shop"), func(l string) bool { return strings.Contains(l, "http://"+shop.DefaultAddr) }) {
+		t.Errorf("the README's shop section does not name the demo's address %s", shop.DefaultAddr)
+	}
+
+	wantCodes := []int{0, exitAwaitingApproval, 0, 0} // status, cancel (paused), resume, refund
+	var commands []string
+	for _, l := range readmeSection(t, "## Trying the shop") {
+		if strings.HasPrefix(l, "$ agentrun ") {
+			commands = append(commands, l)
+		}
+	}
+	if len(commands) != len(wantCodes) {
+		t.Fatalf("the README's shop section shows %d agentrun commands, want %d: %q", len(commands), len(wantCodes), commands)
+	}
+	runID := ""
+	for i, command := range commands {
+		args := shellFields(strings.TrimPrefix(command, "$ agentrun "))
+		for j, a := range args {
+			switch {
+			case runIDRe.MatchString(a) && runID != "":
+				args[j] = runID
+			case strings.HasPrefix(a, "examples/"), strings.HasPrefix(a, "script:examples/"):
+				args[j] = strings.Replace(a, "examples/", "../../examples/", 1)
+			}
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != wantCodes[i] {
+			t.Fatalf("%s: exit %d, want %d\n%s%s", command, code, wantCodes[i], stderr, stdout)
+		}
+		if id := runIDRe.FindString(stderr); id != "" {
+			runID = id
+		}
+		sameLines(t, readmeBlock(t, command), strings.Split(strings.TrimRight(stderr+stdout, "\n"), "\n"))
+	}
+}
+
+// readmeSection returns the README's lines under heading, up to the next heading of
+// its level.
+func readmeSection(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	start := slices.Index(lines, heading)
+	if start < 0 {
+		t.Fatalf("README has no heading %q", heading)
+	}
+	level := strings.Fields(heading)[0] + " "
+	for i, l := range lines[start+1:] {
+		if strings.HasPrefix(l, level) {
+			return lines[start+1 : start+1+i]
+		}
+	}
+	return lines[start+1:]
+}
+
+// shellFields splits a shown command line as a shell would for the README's
+// commands: at spaces, except inside double quotes.
+func shellFields(line string) []string {
+	var fields []string
+	var field strings.Builder
+	quoted, started := false, false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			quoted, started = !quoted, true
+		case r == ' ' && !quoted:
+			if started {
+				fields = append(fields, field.String())
+				field.Reset()
+				started = false
+			}
+		default:
+			field.WriteRune(r)
+			started = true
+		}
+	}
+	if started {
+		fields = append(fields, field.String())
+	}
+	return fields
 }
