@@ -170,7 +170,7 @@ func TestReadmeShop(t *testing.T) {
 		t.Errorf("the README's shop section does not name the demo's address %s", shop.DefaultAddr)
 	}
 
-	wantCodes := []int{0, exitAwaitingApproval, 0, 0} // status, cancel (paused), resume, refund
+	wantCodes := []int{0, exitAwaitingApproval, 0, 0, 0} // status, cancel (paused), resume, refund, digest
 	var commands []string
 	for _, l := range readmeSection(t, "## Trying the shop") {
 		if strings.HasPrefix(l, "$ agentrun ") {
