@@ -166,8 +166,8 @@ func TestReadmeShop(t *testing.T) {
 	srv := httptest.NewServer(shop.New())
 	defer srv.Close()
 	t.Setenv("SHOP_API", srv.URL)
-	if !slices.ContainsFunc(readmeSection(t, "## Trying the shop"), func(l string) bool { return strings.Contains(l, "http://"+shop.DefaultAddr) }) {
-		t.Errorf("the README's shop section does not name the demo's address %s", shop.DefaultAddr)
+	if got, want := readmeBlock(t, "$ go run ./examples/shop-api"), shop.Banner(shop.DefaultAddr); len(got) != 1 || got[0] != want {
+		t.Errorf("the README shows the demo shop starting with %q, it prints %q", got, want)
 	}
 
 	wantCodes := []int{0, exitAwaitingApproval, 0, 0, 0} // status, cancel (paused), resume, refund, digest

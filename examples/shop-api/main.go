@@ -26,7 +26,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "shop-api: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("shop-api: the demo shop listens on http://%s (users u-42 and u-7)\n", ln.Addr())
+	fmt.Println(shop.Banner(ln.Addr().String()))
 	srv := &http.Server{
 		Handler:           shop.New(),
 		ReadHeaderTimeout: 5 * time.Second,

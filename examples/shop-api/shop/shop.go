@@ -20,6 +20,11 @@ import (
 // run side by side.
 const DefaultAddr = "127.0.0.1:8081"
 
+// Banner is the line the demo prints once it listens on addr.
+func Banner(addr string) string {
+	return fmt.Sprintf("shop-api: the demo shop listens on http://%s (users u-42 and u-7)", addr)
+}
+
 // Limits on what one request may carry and how many are served at once: the demo
 // is small, but it listens on a port.
 const (
