@@ -20,11 +20,7 @@ import (
 // command), that block from the line after it.
 func readmeBlock(t *testing.T, marker string) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
+	lines := readmeLines(t)
 	start := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, marker) })
 	if start < 0 {
 		t.Fatalf("README has no line with %q", marker)
@@ -202,15 +198,20 @@ func TestReadmeShop(t *testing.T) {
 	}
 }
 
-// readmeSection returns the README's lines under heading, up to the next heading of
-// its level.
-func readmeSection(t *testing.T, heading string) []string {
+func readmeLines(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(b), "\n")
+	return strings.Split(string(b), "\n")
+}
+
+// readmeSection returns the README's lines under heading, up to the next heading of
+// its level.
+func readmeSection(t *testing.T, heading string) []string {
+	t.Helper()
+	lines := readmeLines(t)
 	start := slices.Index(lines, heading)
 	if start < 0 {
 		t.Fatalf("README has no heading %q", heading)
