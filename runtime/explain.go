@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/spec"
@@ -65,7 +66,9 @@ func (a *Agent) Route(ctx context.Context, req Request) (name string, how Routed
 			outer.Observe(e)
 		}
 	})
-	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}}
+	// The classifier's call is charged like a run's (charge, overBudget): the run
+	// needs the tree's mutex a real run has.
+	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}, tally: &sync.Mutex{}, started: hostOf(req.Host).Now()}
 	r.vars = runVars(a.spec, &req)
 	r.messages = []Message{{Role: RoleUser, Content: req.Input}}
 	if !r.filterText(spec.StageInput, &r.messages[0].Content) { // routes what a run would

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/agentrun/agentrun/internal/openaitest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +141,41 @@ func TestSkillsCommands(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "skills", "show", "calculater"); code != 2 || !strings.Contains(stderr, `did you mean "calculator"?`) {
 		t.Errorf("unknown skill: exit %d\n%s", code, stderr)
+	}
+}
+
+// explain --question runs the router; when no rule matches the LLM classifier's call
+// is charged to the run, which once panicked (a nil mutex) with every kind of model.
+func TestExplainQuestionThroughTheClassifier(t *testing.T) {
+	fake := openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: `{"intent":"menu_advice","confidence":0.9}`}
+	})
+	handoff := openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: `{"intent":"refund_request","confidence":0.95}`}
+	})
+	failing := openaitest.New(t, func(openaitest.Request) openaitest.Reply { return openaitest.Reply{Status: 500} })
+	script := writeFile(t, "classifier.script.yaml", "turns:\n  - text: unused\nclassifier:\n  - {intent: menu_advice, confidence: 0.8}\n")
+	tests := []struct {
+		name, model, baseURL, want string
+	}{
+		{"test model", "test", "", "router: intent order_status, by llm (confidence 1.00)"},
+		{"script model", "script:" + script, "", "router: intent menu_advice, by llm (confidence 0.80)"},
+		{"openai model", "", fake.URL, "router: intent menu_advice, by llm (confidence 0.90)"},
+		{"an intent of a sub-agent", "", handoff.URL, "router: intent refund_request, by llm (confidence 0.95)\n\nagent shop-support · intent refund_request"},
+		{"a failing classifier falls back", "", failing.URL, "router: intent other, by fallback (the classifier failed: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LLM_BASE_URL", tt.baseURL)
+			t.Setenv("LLM_API_KEY", "sk-test")
+			args := []string{"explain", "--question", "recommend something spicy", shopSupport}
+			if tt.model != "" {
+				args = append(args, "--model", tt.model)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 || !strings.HasPrefix(stdout, tt.want) {
+				t.Fatalf("exit %d, want output starting %q:\n%s\n%s", code, tt.want, stdout, stderr)
+			}
+		})
 	}
 }
