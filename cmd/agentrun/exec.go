@@ -144,6 +144,9 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	if o.temporal.onTemporal() {
 		return execOnTemporal(cmd, s, req, o)
 	}
+	if err := checkModelKey(errOut, s.Model, o.model, o.quiet); err != nil {
+		return err
+	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
 	tel, err := setupTelemetry(cmd.Context(), &opts, telemetryLogger(errOut, o.quiet))
 	if err != nil {
@@ -264,6 +267,13 @@ func finishResult(cmd *cobra.Command, agent *agentrun.Agent, req runtime.Request
 		}
 		printPaused(errOut, result, o.resume)
 		return exitError{exitAwaitingApproval}
+	}
+	if result.ModelConfigStatus != 0 {
+		var model spec.Model // a run on Temporal: the worker's settings, not known here
+		if agent != nil {
+			model = agent.Spec.Model
+		}
+		return reportModelConfig(errOut, model, result.ModelConfigStatus, result.Detail)
 	}
 	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
 		return err
