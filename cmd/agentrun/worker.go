@@ -37,7 +37,7 @@ type temporalFlags struct {
 
 func (t *temporalFlags) add(f *pflag.FlagSet, withEngine bool) {
 	if withEngine {
-		f.StringVar(&t.engine, "engine", engineLocal, "where the run runs: local (this process) or temporal (a workflow that `agentrun worker` runs)")
+		f.StringVar(&t.engine, "engine", engineLocal, "where the run runs, an `ENGINE`: local (this process) or temporal (a workflow that agentrun worker runs)")
 	}
 	f.StringVar(&t.address, "temporal", "", "the Temporal frontend `HOST:PORT` (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
 	f.StringVar(&t.namespace, "namespace", "", "the Temporal namespace (default: TEMPORAL_NAMESPACE, else default)")
