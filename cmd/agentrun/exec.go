@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -743,7 +744,17 @@ func shutdownTelemetry(tel *telemetry.Telemetry) {
 	tel.Shutdown(ctx)
 }
 
-// formatCost shows US dollars with four significant digits: $0.001234, $1.234.
+// formatCost shows US dollars with up to four significant digits and never in
+// exponent notation, which a cost of a cheap call would otherwise get ($8.1e-05):
+// $0.000081, $0.001234, $1.234, $1235.
 func formatCost(usd float64) string {
-	return "$" + strconv.FormatFloat(usd, 'g', 4, 64)
+	if usd <= 0 || math.IsInf(usd, 0) || math.IsNaN(usd) {
+		return "$" + strconv.FormatFloat(usd, 'f', -1, 64)
+	}
+	decimals := max(0, 3-int(math.Floor(math.Log10(usd))))
+	s := strconv.FormatFloat(usd, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return "$" + s
 }
