@@ -383,7 +383,7 @@ func observeExec(errOut io.Writer, agent *agentrun.Agent, o execOptions, req *ru
 func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (multiObserver, func(), error) {
 	var observers multiObserver
 	if !o.quiet {
-		observers = append(observers, &progress{w: errOut, start: time.Now()})
+		observers = append(observers, &progress{w: errOut, start: time.Now(), colour: useColour(isTerminal(errOut), os.Getenv("NO_COLOR"))})
 		if agent != nil { // nil: a run on Temporal resumes on a worker
 			where := modelLabel(agent.Spec.Model)
 			if o.temporal.onTemporal() { // the worker's model answers, whatever this spec says
@@ -453,9 +453,10 @@ func (t *traceWriter) write(v any) {
 
 // progress prints a run's steps for a person watching the terminal.
 type progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
+	mu     sync.Mutex
+	w      io.Writer
+	start  time.Time
+	colour bool // see useColour
 }
 
 // Observe prints one event; a sub-run's events are indented under its parent's,
@@ -463,17 +464,24 @@ type progress struct {
 func (p *progress) Observe(e runtime.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Depth == 0 {
+	if e.Depth == 0 && !p.colour {
 		p.print(p.w, e)
 		return
 	}
 	var b strings.Builder
 	p.print(&b, e)
-	indent := strings.Repeat("    ", e.Depth-1) + "  │ "
+	indent := ""
+	if e.Depth > 0 {
+		indent = strings.Repeat("    ", e.Depth-1) + "  │ "
+	}
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
-		if line != "" {
-			io.WriteString(p.w, indent+line)
+		if line == "" {
+			continue
 		}
+		if p.colour {
+			line = colourLine(line)
+		}
+		io.WriteString(p.w, indent+line)
 	}
 }
 
