@@ -100,13 +100,15 @@ func newExecCommand() *cobra.Command {
 	return cmd
 }
 
-// telemetryLogger is where telemetry's warnings go: stderr, or nowhere under -q
-// (a collector that is down says nothing either).
+// telemetryLogger is where telemetry's warnings go: stderr, even under -q, since
+// an exporter that fails (a collector that is down) is an error the user must see;
+// telemetry logs only the first at warning level, so it is one line.
 func telemetryLogger(errOut io.Writer, quiet bool) *slog.Logger {
+	level := slog.LevelInfo
 	if quiet {
-		return slog.New(slog.DiscardHandler)
+		level = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(errOut, nil))
+	return slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
 }
 
 // showDeltas shows a streamed answer's text on stderr as it arrives; nil when the
