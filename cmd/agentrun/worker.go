@@ -123,7 +123,7 @@ func (t *temporalFlags) dialWith(ctx context.Context, errOut io.Writer, blobs *l
 	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		closeStore()
-		return nil, nil, fmt.Errorf("temporal at %s: %w%s", opts.HostPort, err, dialHint(opts, err))
+		return nil, nil, failure{fmt.Errorf("temporal at %s: %w%s", opts.HostPort, err, dialHint(opts, err))}
 	}
 	return c, func() { c.Close(); closeStore() }, nil
 }
