@@ -30,7 +30,11 @@ type Plan struct {
 
 // Explain lays out the request the agent would make for an intent ("" for an agent
 // without intents). ok is false for an unknown intent.
-func (a *Agent) Explain(intentName string) (Plan, bool) {
+func (a *Agent) Explain(intentName string) (Plan, bool) { return a.ExplainFor(intentName, nil) }
+
+// ExplainFor is Explain for a user with these attributes (context.user): an unset
+// one renders as "" in the instructions, as it would in a run.
+func (a *Agent) ExplainFor(intentName string, attributes map[string]string) (Plan, bool) {
 	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: spec.MemoryNone, PlanMode: a.settings.Plan}
 	var it *intent
 	if a.intents != nil {
@@ -40,7 +44,7 @@ func (a *Agent) Explain(intentName string) (Plan, bool) {
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
 		p.Cache, p.RAG, p.PlanMode, p.Agent = it.cache, it.rag, it.plan, it.agent
 	}
-	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
+	r := &run{agent: a, req: &Request{User: User{ID: "<user>", Attributes: attributes}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)
 	if p.Memory.Injects() {
 		r.memory = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"

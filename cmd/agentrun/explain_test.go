@@ -179,3 +179,37 @@ func TestExplainQuestionThroughTheClassifier(t *testing.T) {
 		})
 	}
 }
+
+// A declared user attribute that is not given renders as "" in the prompt: explain
+// says which one and how to give it (--set), and only for those the prompt shows.
+func TestExplainWarnsOfUnsetAttributes(t *testing.T) {
+	file := writeFile(t, "attrs.yaml", `
+version: 1
+name: attrs
+model: {provider: test}
+context:
+  user: [tier, city, region]
+instructions: |
+  The user is a {{ user.tier }} customer in {{ user.region }}.
+  {{ user.city == "x" ? "X" : "" }}
+`)
+	code, stdout, stderr := runCLI(t, "explain", file)
+	if code != 0 || !strings.Contains(stdout, "The user is a  customer in .") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"user.tier is unset", "--set tier=VALUE", "user.region is unset", "--set region=VALUE"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "city") {
+		t.Errorf("a warning for an attribute the prompt does not show:\n%s", stderr)
+	}
+	code, stdout, stderr = runCLI(t, "explain", "--set", "tier=gold", "--set", "region=north", file)
+	if code != 0 || !strings.Contains(stdout, "The user is a gold customer in north.") || stderr != "" {
+		t.Errorf("--set: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "explain", "--set", "nope=1", file); code != 2 || !strings.Contains(stderr, `declares no user attribute "nope"`) {
+		t.Errorf("an undeclared attribute: exit %d\n%s", code, stderr)
+	}
+}
