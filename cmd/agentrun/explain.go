@@ -78,10 +78,7 @@ func warnUnsetAttributes(w io.Writer, agent *runtime.Agent, s *spec.Spec, plan r
 		if _, ok := attrs[name]; ok {
 			continue
 		}
-		with := maps.Clone(attrs)
-		if with == nil {
-			with = map[string]string{}
-		}
+		with := maps.Clone(attrs) // agentrun.User's map: never nil
 		with[name] = "<" + name + ">"
 		if other, _ := agent.ExplainFor(plan.Intent, with); other.SystemPrompt != plan.SystemPrompt {
 			fmt.Fprintf(w, "agentrun: warning: user.%s is unset, so the prompt above shows it empty: give --set %s=VALUE\n", name, name)

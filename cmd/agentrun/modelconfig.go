@@ -22,6 +22,16 @@ func keyVariables(m spec.Model) []string {
 	return []string{"LLM_API_KEY", "OPENAI_API_KEY"}
 }
 
+// givenKeyVariable is the variable the model's key comes from, "" when none is set.
+func givenKeyVariable(m spec.Model) string {
+	for _, v := range keyVariables(m) {
+		if envSet(v) {
+			return v
+		}
+	}
+	return ""
+}
+
 func envSet(name string) bool {
 	v, ok := os.LookupEnv(name)
 	return ok && v != ""
@@ -58,10 +68,8 @@ func checkModelKey(errOut io.Writer, m spec.Model, override string, quiet bool) 
 	if m.Provider != "" && m.Provider != spec.ProviderOpenAI {
 		return nil
 	}
-	for _, v := range keyVariables(m) {
-		if envSet(v) {
-			return nil
-		}
+	if givenKeyVariable(m) != "" {
+		return nil
 	}
 	base := cmp.Or(m.BaseURL, os.Getenv("LLM_BASE_URL"), os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
 	if base == openai.DefaultBaseURL {
@@ -78,9 +86,14 @@ func checkModelKey(errOut io.Writer, m spec.Model, override string, quiet bool) 
 // refused, no such model) as the error it is, with the setting to change: exit 1,
 // and never the fallback message on stdout as if it were the answer.
 func reportModelConfig(errOut io.Writer, m spec.Model, status int, detail string) error {
-	hint := keyHint(m)
-	if status == http.StatusNotFound {
+	var hint string
+	switch v := givenKeyVariable(m); {
+	case status == http.StatusNotFound:
 		hint = "change model.name in the spec (or LLM_MODEL_NAME, or --model openai:NAME), or model.base_url (LLM_BASE_URL) if the server is not the right one"
+	case v != "":
+		hint = "check the key in " + v + ", and that it is for this server (model.base_url, LLM_BASE_URL)"
+	default:
+		hint = keyHint(m)
 	}
 	fmt.Fprintf(errOut, "agentrun: the model is misconfigured: %s\n  to fix it: %s\n", detail, hint)
 	return exitError{1}

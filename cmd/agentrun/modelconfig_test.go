@@ -9,8 +9,8 @@ import (
 )
 
 // openAIErrors answers chat completions as OpenAI does when the request has no
-// Authorization header (401) or names a model it does not have (404); it counts
-// the requests it saw.
+// Authorization header or the key sk-wrong (401), else as for a model it does not
+// have (404); it counts the requests it saw.
 func openAIErrors(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -19,6 +19,11 @@ func openAIErrors(t *testing.T) (*httptest.Server, *atomic.Int64) {
 		if r.Header.Get("Authorization") == "" {
 			w.WriteHeader(http.StatusUnauthorized)
 			w.Write([]byte(`{"error":{"message":"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).","type":"invalid_request_error","param":null,"code":null}}`))
+			return
+		}
+		if key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); key == "sk-wrong" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + key + `. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
 			return
 		}
 		w.WriteHeader(http.StatusNotFound)
@@ -57,6 +62,12 @@ guards: {fallback: FALLBACK-MESSAGE}
 			name:     "no key for another server: warned, then its 401",
 			env:      map[string]string{"LLM_API_KEY": "", "OPENAI_API_KEY": "", "LLM_BASE_URL": srv.URL},
 			want:     []string{"warning: no API key for " + srv.URL, "refused the API key", "You didn't provide an API key", "to fix it: set LLM_API_KEY"},
+			requests: 1,
+		},
+		{
+			name:     "a wrong key",
+			env:      map[string]string{"LLM_API_KEY": "sk-wrong", "LLM_BASE_URL": srv.URL},
+			want:     []string{"refused the API key", "Incorrect API key provided: [redacted]", "to fix it: check the key in LLM_API_KEY"},
 			requests: 1,
 		},
 		{
