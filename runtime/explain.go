@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/spec"
@@ -29,7 +30,11 @@ type Plan struct {
 
 // Explain lays out the request the agent would make for an intent ("" for an agent
 // without intents). ok is false for an unknown intent.
-func (a *Agent) Explain(intentName string) (Plan, bool) {
+func (a *Agent) Explain(intentName string) (Plan, bool) { return a.ExplainFor(intentName, nil) }
+
+// ExplainFor is Explain for a user with these attributes (context.user): an unset
+// one renders as "" in the instructions, as it would in a run.
+func (a *Agent) ExplainFor(intentName string, attributes map[string]string) (Plan, bool) {
 	p := Plan{Tools: a.offered, AllTools: a.offered, Memory: spec.MemoryNone, PlanMode: a.settings.Plan}
 	var it *intent
 	if a.intents != nil {
@@ -39,7 +44,7 @@ func (a *Agent) Explain(intentName string) (Plan, bool) {
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
 		p.Cache, p.RAG, p.PlanMode, p.Agent = it.cache, it.rag, it.plan, it.agent
 	}
-	r := &run{agent: a, req: &Request{User: User{ID: "<user>"}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
+	r := &run{agent: a, req: &Request{User: User{ID: "<user>", Attributes: attributes}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)
 	if p.Memory.Injects() {
 		r.memory = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
@@ -65,7 +70,9 @@ func (a *Agent) Route(ctx context.Context, req Request) (name string, how Routed
 			outer.Observe(e)
 		}
 	})
-	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}}
+	// The classifier's call is charged like a run's (charge, overBudget): the run
+	// needs the tree's mutex a real run has.
+	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}, tally: &sync.Mutex{}, started: hostOf(req.Host).Now()}
 	r.vars = runVars(a.spec, &req)
 	r.messages = []Message{{Role: RoleUser, Content: req.Input}}
 	if !r.filterText(spec.StageInput, &r.messages[0].Content) { // routes what a run would

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 )
 
 // Role is the author of a message in the function-calling protocol.
@@ -148,3 +149,9 @@ func (e *ModelError) Error() string {
 }
 
 func (e *ModelError) Unwrap() error { return e.Err }
+
+// Misconfigured reports a refusal no retry or fallback can fix: the server refused
+// the API key (401, 403) or has no such model or endpoint (404).
+func (e *ModelError) Misconfigured() bool {
+	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusNotFound
+}

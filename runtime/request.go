@@ -106,6 +106,11 @@ type Result struct {
 	ToolRounds int        `json:"tool_rounds"` // responses whose tool calls ran
 	Steps      []Step     `json:"steps"`
 	Usage      Usage      `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
+	// ModelConfigStatus is the HTTP status (401, 403, 404) of a model_error stop that
+	// is a configuration error (see ModelError.Misconfigured), 0 otherwise: the key,
+	// the model's name or its base URL is wrong, and the fallback message is no answer
+	// to show (exec exits 1, serve answers 502).
+	ModelConfigStatus int `json:"model_config_status,omitempty"`
 	// Cost is what the run's model calls cost in US dollars, each priced by the model
 	// that answered it (Options.Prices). It is nil when the agent's model has no price
 	// or any call's model had none: a sum that leaves out calls would read as the

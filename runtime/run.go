@@ -278,12 +278,17 @@ func (r *run) think() *Message {
 	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
-		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
+		me := (*ModelError)(nil)
+		isModelErr := errors.As(err, &me)
+		if isModelErr && me.Usage != (Usage{}) {
 			r.account(PurposeAgent, me.Usage) // a response refused after it arrived was still billed
 		}
 		if ctxErr := r.ctx.Err(); ctxErr != nil {
 			r.stopForContext(ctxErr)
 		} else {
+			if isModelErr && me.Misconfigured() {
+				r.result.ModelConfigStatus = me.Status
+			}
 			r.stop(StopModelError, err.Error())
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -99,13 +100,15 @@ func newExecCommand() *cobra.Command {
 	return cmd
 }
 
-// telemetryLogger is where telemetry's warnings go: stderr, or nowhere under -q
-// (a collector that is down says nothing either).
+// telemetryLogger is where telemetry's warnings go: stderr, even under -q, since
+// an exporter that fails (a collector that is down) is an error the user must see;
+// telemetry logs only the first at warning level, so it is one line.
 func telemetryLogger(errOut io.Writer, quiet bool) *slog.Logger {
+	level := slog.LevelInfo
 	if quiet {
-		return slog.New(slog.DiscardHandler)
+		level = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(errOut, nil))
+	return slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
 }
 
 // showDeltas shows a streamed answer's text on stderr as it arrives; nil when the
@@ -143,6 +146,9 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	}
 	if o.temporal.onTemporal() {
 		return execOnTemporal(cmd, s, req, o)
+	}
+	if err := checkModelKey(errOut, s.Model, o.model, o.quiet); err != nil {
+		return err
 	}
 	opts := agentrun.Options{Model: o.model, Store: o.store, Remember: o.conversation != "", Record: o.record != ""}
 	tel, err := setupTelemetry(cmd.Context(), &opts, telemetryLogger(errOut, o.quiet))
@@ -265,6 +271,13 @@ func finishResult(cmd *cobra.Command, agent *agentrun.Agent, req runtime.Request
 		printPaused(errOut, result, o.resume)
 		return exitError{exitAwaitingApproval}
 	}
+	if result.ModelConfigStatus != 0 {
+		var model spec.Model // a run on Temporal: the worker's settings, not known here
+		if agent != nil {
+			model = agent.Spec.Model
+		}
+		return reportModelConfig(errOut, model, result.ModelConfigStatus, result.Detail)
+	}
 	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
 		return err
 	}
@@ -372,7 +385,7 @@ func observeExec(errOut io.Writer, agent *agentrun.Agent, o execOptions, req *ru
 func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (multiObserver, func(), error) {
 	var observers multiObserver
 	if !o.quiet {
-		observers = append(observers, &progress{w: errOut, start: time.Now()})
+		observers = append(observers, &progress{w: errOut, start: time.Now(), colour: useColour(isTerminal(errOut), os.Getenv("NO_COLOR"))})
 		if agent != nil { // nil: a run on Temporal resumes on a worker
 			where := modelLabel(agent.Spec.Model)
 			if o.temporal.onTemporal() { // the worker's model answers, whatever this spec says
@@ -442,9 +455,10 @@ func (t *traceWriter) write(v any) {
 
 // progress prints a run's steps for a person watching the terminal.
 type progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
+	mu     sync.Mutex
+	w      io.Writer
+	start  time.Time
+	colour bool // see useColour
 }
 
 // Observe prints one event; a sub-run's events are indented under its parent's,
@@ -452,17 +466,24 @@ type progress struct {
 func (p *progress) Observe(e runtime.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Depth == 0 {
+	if e.Depth == 0 && !p.colour {
 		p.print(p.w, e)
 		return
 	}
 	var b strings.Builder
 	p.print(&b, e)
-	indent := strings.Repeat("    ", e.Depth-1) + "  │ "
+	indent := ""
+	if e.Depth > 0 {
+		indent = strings.Repeat("    ", e.Depth-1) + "  │ "
+	}
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
-		if line != "" {
-			io.WriteString(p.w, indent+line)
+		if line == "" {
+			continue
 		}
+		if p.colour {
+			line = colourLine(line)
+		}
+		io.WriteString(p.w, indent+line)
 	}
 }
 
@@ -733,7 +754,17 @@ func shutdownTelemetry(tel *telemetry.Telemetry) {
 	tel.Shutdown(ctx)
 }
 
-// formatCost shows US dollars with four significant digits: $0.001234, $1.234.
+// formatCost shows US dollars with up to four significant digits and never in
+// exponent notation, which a cost of a cheap call would otherwise get ($8.1e-05):
+// $0.000081, $0.001234, $1.234, $1235.
 func formatCost(usd float64) string {
-	return "$" + strconv.FormatFloat(usd, 'g', 4, 64)
+	if usd <= 0 || math.IsInf(usd, 0) || math.IsNaN(usd) {
+		return "$" + strconv.FormatFloat(usd, 'f', -1, 64)
+	}
+	decimals := max(0, 3-int(math.Floor(math.Log10(usd))))
+	s := strconv.FormatFloat(usd, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return "$" + s
 }

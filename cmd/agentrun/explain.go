@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 
 func newExplainCommand() *cobra.Command {
 	var intent, question, model string
+	var set []string
 	cmd := &cobra.Command{
 		Use:   "explain SPEC",
 		Short: "Show what the model would receive, per intent, with token estimates",
@@ -34,9 +36,13 @@ func newExplainCommand() *cobra.Command {
 			}
 			defer agent.Close()
 			s := agent.Spec
+			user, err := agentrun.User(s, "explain", set)
+			if err != nil {
+				return fmt.Errorf("--set %w", err)
+			}
 			out := cmd.OutOrStdout()
 			if question != "" {
-				name, how, detail := agent.Route(cmd.Context(), runtime.Request{Input: question, User: runtime.User{ID: "explain"}})
+				name, how, detail := agent.Route(cmd.Context(), runtime.Request{Input: question, User: user})
 				fmt.Fprintf(out, "router: intent %s, by %s", cmp.Or(name, "(none)"), how)
 				if detail != "" {
 					fmt.Fprintf(out, " (%s)", detail)
@@ -51,15 +57,33 @@ func newExplainCommand() *cobra.Command {
 			if err := agentrun.CheckIntent(s, intent); err != nil {
 				return fmt.Errorf("--%w", err)
 			}
-			plan, _ := agent.Explain(intent)
+			plan, _ := agent.ExplainFor(intent, user.Attributes)
 			writePlan(out, agent.Agent, plan, s)
+			warnUnsetAttributes(cmd.ErrOrStderr(), agent.Agent, s, plan, user.Attributes)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&intent, "intent", "", "the intent to explain")
 	cmd.Flags().StringVar(&question, "question", "", "route this question, then explain its intent")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "a user attribute the prompt is rendered with, `key=value` (repeatable)")
 	cmd.Flags().StringVar(&model, "model", "", "the model for --question's classifier: test, script:FILE, openai[:NAME]")
 	return cmd
+}
+
+// warnUnsetAttributes names each declared user attribute that was not given and
+// that the rendered prompt would show (it renders as ""), and how to give it: the
+// prompt rendered with a stand-in value for it differs.
+func warnUnsetAttributes(w io.Writer, agent *runtime.Agent, s *spec.Spec, plan runtime.Plan, attrs map[string]string) {
+	for _, name := range s.Context.User {
+		if _, ok := attrs[name]; ok {
+			continue
+		}
+		with := maps.Clone(attrs) // agentrun.User's map: never nil
+		with[name] = "<" + name + ">"
+		if other, _ := agent.ExplainFor(plan.Intent, with); other.SystemPrompt != plan.SystemPrompt {
+			fmt.Fprintf(w, "agentrun: warning: user.%s is unset, so the prompt above shows it empty: give --set %s=VALUE\n", name, name)
+		}
+	}
 }
 
 // loadAgent assembles a spec's agent for inspection: no store, no MCP servers, and

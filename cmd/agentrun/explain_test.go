@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/agentrun/agentrun/internal/openaitest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +141,75 @@ func TestSkillsCommands(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "skills", "show", "calculater"); code != 2 || !strings.Contains(stderr, `did you mean "calculator"?`) {
 		t.Errorf("unknown skill: exit %d\n%s", code, stderr)
+	}
+}
+
+// explain --question runs the router; when no rule matches the LLM classifier's call
+// is charged to the run, which once panicked (a nil mutex) with every kind of model.
+func TestExplainQuestionThroughTheClassifier(t *testing.T) {
+	fake := openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: `{"intent":"menu_advice","confidence":0.9}`}
+	})
+	handoff := openaitest.New(t, func(req openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: `{"intent":"refund_request","confidence":0.95}`}
+	})
+	failing := openaitest.New(t, func(openaitest.Request) openaitest.Reply { return openaitest.Reply{Status: 500} })
+	script := writeFile(t, "classifier.script.yaml", "turns:\n  - text: unused\nclassifier:\n  - {intent: menu_advice, confidence: 0.8}\n")
+	tests := []struct {
+		name, model, baseURL, want string
+	}{
+		{"test model", "test", "", "router: intent order_status, by llm (confidence 1.00)"},
+		{"script model", "script:" + script, "", "router: intent menu_advice, by llm (confidence 0.80)"},
+		{"openai model", "", fake.URL, "router: intent menu_advice, by llm (confidence 0.90)"},
+		{"an intent of a sub-agent", "", handoff.URL, "router: intent refund_request, by llm (confidence 0.95)\n\nagent shop-support · intent refund_request"},
+		{"a failing classifier falls back", "", failing.URL, "router: intent other, by fallback (the classifier failed: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LLM_BASE_URL", tt.baseURL)
+			t.Setenv("LLM_API_KEY", "sk-test")
+			args := []string{"explain", "--question", "recommend something spicy", shopSupport}
+			if tt.model != "" {
+				args = append(args, "--model", tt.model)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 || !strings.HasPrefix(stdout, tt.want) {
+				t.Fatalf("exit %d, want output starting %q:\n%s\n%s", code, tt.want, stdout, stderr)
+			}
+		})
+	}
+}
+
+// A declared user attribute that is not given renders as "" in the prompt: explain
+// says which one and how to give it (--set), and only for those the prompt shows.
+func TestExplainWarnsOfUnsetAttributes(t *testing.T) {
+	file := writeFile(t, "attrs.yaml", `
+version: 1
+name: attrs
+model: {provider: test}
+context:
+  user: [tier, city, region]
+instructions: |
+  The user is a {{ user.tier }} customer in {{ user.region }}.
+  {{ user.city == "x" ? "X" : "" }}
+`)
+	code, stdout, stderr := runCLI(t, "explain", file)
+	if code != 0 || !strings.Contains(stdout, "The user is a  customer in .") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"user.tier is unset", "--set tier=VALUE", "user.region is unset", "--set region=VALUE"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "city") {
+		t.Errorf("a warning for an attribute the prompt does not show:\n%s", stderr)
+	}
+	code, stdout, stderr = runCLI(t, "explain", "--set", "tier=gold", "--set", "region=north", file)
+	if code != 0 || !strings.Contains(stdout, "The user is a gold customer in north.") || stderr != "" {
+		t.Errorf("--set: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "explain", "--set", "nope=1", file); code != 2 || !strings.Contains(stderr, `declares no user attribute "nope"`) {
+		t.Errorf("an undeclared attribute: exit %d\n%s", code, stderr)
 	}
 }

@@ -221,7 +221,7 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 			limits = append(limits, fmt.Sprintf("max_tokens %d", g.MaxTokens))
 		}
 		if g.MaxCost > 0 {
-			limits = append(limits, fmt.Sprintf("max_cost $%g", g.MaxCost))
+			limits = append(limits, "max_cost "+formatCost(g.MaxCost))
 		}
 		if len(limits) == 0 {
 			return "budget (none set)"

@@ -27,7 +27,7 @@ func newIndexCommand() *cobra.Command {
 			"themselves, but never rebuild one: that is this command's job.\n\n" +
 			"--offline uses the built-in local embedder, as runs with --model test do, under\n" +
 			"separate collection names, so the real index is left alone.",
-		Example: "  agentrun index examples/agents/help-desk.yaml\n" +
+		Example: "  agentrun index examples/agents/shop-support.yaml\n" +
 			"  agentrun index --rebuild agents/*.yaml",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

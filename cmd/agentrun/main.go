@@ -19,6 +19,12 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// failure is an error of the work a command does, not of how it was called: exit
+// 1, not 2 (a cluster that cannot be reached, whichever command dials it).
+type failure struct{ error }
+
+func (f failure) Unwrap() error { return f.error }
+
 func main() {
 	// Start-up (package initialisation, compiling the spec's schema) allocates about
 	// 4 MB, garbage once the agent is built. With Go's default GOGC=100 that crosses
@@ -35,7 +41,7 @@ func main() {
 }
 
 // run executes the CLI in-process and returns the exit code: 0 success, 1 a failed
-// check or run, 2 a usage or I/O error.
+// check or run (exitError, failure), 2 a usage or I/O error.
 func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	root := newRootCommand(in, out, errOut)
 	root.SetArgs(args)
@@ -46,6 +52,9 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return 0
 	case errors.As(err, &exit):
 		return exit.code
+	case errors.As(err, new(failure)):
+		fmt.Fprintf(errOut, "agentrun: %v\n", err)
+		return 1
 	default:
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return 2

@@ -398,6 +398,10 @@ func TestOTLPCollectorDown(t *testing.T) {
 		t.Errorf("exec took %v with the collector down", d)
 	}
 	t.Logf("took %v", d)
+	// -q hides progress, not a failing exporter: it is said once.
+	if n := strings.Count(stderr, "telemetry: "); n != 1 {
+		t.Errorf("-q: %d telemetry warnings on stderr, want 1:\n%s", n, stderr)
+	}
 }
 
 // A traceparent on a request to serve becomes the run's parent, and the trace goes

@@ -37,7 +37,7 @@ type temporalFlags struct {
 
 func (t *temporalFlags) add(f *pflag.FlagSet, withEngine bool) {
 	if withEngine {
-		f.StringVar(&t.engine, "engine", engineLocal, "where the run runs: local (this process) or temporal (a workflow that `agentrun worker` runs)")
+		f.StringVar(&t.engine, "engine", engineLocal, "where the run runs, an `ENGINE`: local (this process) or temporal (a workflow that agentrun worker runs)")
 	}
 	f.StringVar(&t.address, "temporal", "", "the Temporal frontend `HOST:PORT` (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
 	f.StringVar(&t.namespace, "namespace", "", "the Temporal namespace (default: TEMPORAL_NAMESPACE, else default)")
@@ -123,7 +123,7 @@ func (t *temporalFlags) dialWith(ctx context.Context, errOut io.Writer, blobs *l
 	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		closeStore()
-		return nil, nil, fmt.Errorf("temporal at %s: %w%s", opts.HostPort, err, dialHint(opts, err))
+		return nil, nil, failure{fmt.Errorf("temporal at %s: %w%s", opts.HostPort, err, dialHint(opts, err))}
 	}
 	return c, func() { c.Close(); closeStore() }, nil
 }

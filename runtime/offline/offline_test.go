@@ -25,6 +25,11 @@ func TestGenerateSatisfiesSchema(t *testing.T) {
 		{"default wins", `{"type":"integer","default":3,"examples":[9]}`, float64(3)},
 		{"enum", `{"type":"string","enum":["unpaid","done"]}`, "unpaid"},
 		{"min length", `{"type":"string","minLength":5}`, "aaaaa"},
+		{"pattern", `{"type":"string","pattern":"^[A-Z]\\d{4}$"}`, "A0000"},
+		{"pattern with repeats and alternatives", `{"type":"string","pattern":"^(?:ord|order)-[a-f0-9]+(_x)?$"}`, "ord-a"},
+		{"pattern and minLength", `{"type":"string","pattern":"^[0-9]+$","minLength":3}`, "000"},
+		{"pattern of a negated class", `{"type":"string","pattern":"^[^a0A]{2}@x\\.com$"}`, "  @x.com"},
+		{"unanchored pattern", `{"type":"string","pattern":"[.]json"}`, ".json"},
 		{"minimum", `{"type":"integer","minimum":2,"maximum":9}`, float64(2)},
 		{"exclusive minimum", `{"type":"number","exclusiveMinimum":0}`, float64(1)},
 		{"array", `{"type":"array","minItems":2,"items":{"type":"boolean"}}`, []any{true, true}},
@@ -178,5 +183,17 @@ func TestScriptExhausted(t *testing.T) {
 	bad := NewScript("bad", []ScriptTurn{{ToolCalls: []ScriptToolCall{{Name: "f", Arguments: func() {}}}}})
 	if _, err := bad.Complete(ctx, &runtime.ModelRequest{}); err == nil || errors.Is(err, ErrScriptExhausted) || bad.Exhausted() {
 		t.Errorf("bad arguments: err %v, exhausted %v", err, bad.Exhausted())
+	}
+}
+
+// A pattern the generator cannot meet gets a value that says so, never a plain "a"
+// that looks like the test model's choice.
+func TestGenerateSaysWhenItCannotMatchAPattern(t *testing.T) {
+	for _, pattern := range []string{`^(?=a)b$`, `^a{3}$`} {
+		schema := map[string]any{"type": "string", "pattern": pattern, "maxLength": 2.0}
+		got, _ := Generate(schema).(string)
+		if !strings.Contains(got, "test model cannot generate a string matching the pattern") || !strings.Contains(got, pattern) {
+			t.Errorf("pattern %s: Generate = %q", pattern, got)
+		}
 	}
 }

@@ -133,7 +133,8 @@ func oneLine(s string, max int) string {
 
 // Generate builds a value that satisfies a JSON schema's common keywords: a default
 // or first example wins, then const and enum, then a value of the declared type that
-// meets its minimums. Objects get their required properties.
+// meets its minimums (a string its pattern, see patternString). Objects get their
+// required properties.
 func Generate(schema map[string]any) any {
 	if v, ok := schema["default"]; ok {
 		return v
@@ -153,6 +154,13 @@ func Generate(schema map[string]any) any {
 	}
 	switch typ {
 	case "string":
+		if p, ok := schema["pattern"].(string); ok {
+			maxLen := -1
+			if _, ok := number(schema["maxLength"]); ok {
+				maxLen = intOf(schema["maxLength"])
+			}
+			return patternString(p, intOf(schema["minLength"]), maxLen)
+		}
 		return strings.Repeat("a", max(1, intOf(schema["minLength"])))
 	case "integer":
 		return minNumber(schema, 0)

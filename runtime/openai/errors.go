@@ -57,6 +57,14 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	if detail != "" {
 		text += ": " + detail
 	}
+	// The configuration errors (see runtime.ModelError.Misconfigured) name what is
+	// wrong, so that whoever reads them knows which setting to change.
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		text = fmt.Sprintf("%s refused the API key: %s", m.baseURL, text)
+	case http.StatusNotFound:
+		text = fmt.Sprintf("model %q does not exist at %s (or that is not an OpenAI-compatible API): %s", m.name, m.baseURL, text)
+	}
 	// *openai.Error is not kept as the cause: it holds the request, whose
 	// Authorization header carries the key.
 	return &runtime.ModelError{Status: status, Err: &redactedError{msg: m.redact(text)}}

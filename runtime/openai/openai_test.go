@@ -522,7 +522,15 @@ func TestHTTPErrors(t *testing.T) {
 			replies:  []http.HandlerFunc{reply(401, `{"error":{"message":"Incorrect API key provided: `+testKey+`","code":"invalid_api_key"}}`)},
 			status:   401,
 			requests: 1,
-			want:     "Unauthorized: Incorrect API key provided: [redacted]",
+			want:     "refused the API key: Unauthorized: Incorrect API key provided: [redacted]",
+		},
+		{
+			name: "404 names the model and the server",
+			replies: []http.HandlerFunc{reply(404, `{"error":{"message":"The model `+"`gpt-test`"+` does not exist or you do not have access to it.",`+
+				`"type":"invalid_request_error","param":null,"code":"model_not_found"}}`)},
+			status:   404,
+			requests: 1,
+			want:     `model "gpt-test" does not exist at http://127.0.0.1:`,
 		},
 		{
 			name:     "Ollama-style error body",
