@@ -223,6 +223,12 @@ func (d *document) parse() (*yaml.Node, bool) {
 }
 
 func (d *document) syntaxError(err error) {
+	d.diags = append(d.diags, YAMLSyntax(d.file, err))
+}
+
+// YAMLSyntax is the diagnostic for a yaml.v3 syntax error in file, at the line the
+// problem is on and with a hint; spec files and FAQ sources report theirs alike.
+func YAMLSyntax(file string, err error) Diagnostic {
 	msg := err.Error()
 	line := 0
 	if m := yamlLineRe().FindStringSubmatch(msg); m != nil {
@@ -236,8 +242,12 @@ func (d *document) syntaxError(err error) {
 		line++
 		what := map[string]string{"key": "mapping", "',' or ']'": "list", "',' or '}'": "mapping"}[m[1]]
 		hint = "the problem is inside the " + cmp.Or(what, "part") + " that starts on this line; check its indentation and quoting"
+		if what == "list" {
+			// yaml.v3 refuses a "?" anywhere in an unquoted item of a [a, b] list.
+			hint += `; in [a, b] lists quote items holding ?, as in ["Where is it?"]`
+		}
 	}
-	d.errorf(location{pos: Pos{File: d.file, Line: max(line, 1), Col: 1}}, hint, "YAML syntax: %s", msg)
+	return Diagnostic{Severity: Error, Pos: Pos{File: file, Line: max(line, 1), Col: 1}, Message: "YAML syntax: " + msg, Hint: hint}
 }
 
 var parserErrorRe = sync.OnceValue(func() *regexp.Regexp {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -219,14 +220,36 @@ func TestCompileFixtures(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 				t.Fatal(err)
 			}
-			var got []fixture.Diagnostic
+			// Each diagnostic is compared with the expectations of the file it points
+			// into: the spec, or a knowledge source it names (under kb/).
+			got := map[string][]fixture.Diagnostic{file: nil}
 			for _, d := range out.Diagnostics {
-				got = append(got, fixture.Diagnostic{Line: d.Line, Col: d.Col, Severity: d.Severity, Summary: d.Path + ": " + d.Message, Hint: d.Hint})
+				got[d.File] = append(got[d.File], fixture.Diagnostic{Line: d.Line, Col: d.Col, Severity: d.Severity, Summary: strings.TrimPrefix(d.Path+": "+d.Message, ": "), Hint: d.Hint})
 			}
-			fixture.Compare(t, fixture.Expected(string(src)), got)
+			for _, m := range kbRe.FindAllString(string(src), -1) {
+				sources, _ := filepath.Glob(filepath.Join(filepath.Dir(file), m))
+				for _, s := range sources {
+					if _, ok := got[s]; !ok {
+						got[s] = nil // its expectations must be reported too
+					}
+				}
+			}
+			for f, diags := range got {
+				fsrc := src
+				if f != file {
+					if fsrc, err = os.ReadFile(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if want := fixture.Expected(string(fsrc)); len(want) > 0 || len(diags) > 0 {
+					fixture.Compare(t, want, diags)
+				}
+			}
 		})
 	}
 }
+
+var kbRe = regexp.MustCompile(`kb/[\w*.]+`)
 
 // exampleAgents are the example specs, found the way validate finds specs (no tests,
 // scripts or skill packs).

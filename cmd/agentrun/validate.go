@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -56,6 +57,7 @@ func newValidateCommand() *cobra.Command {
 					// such as builtin tools' configurations, and runs nothing.
 					_, diags := runtime.Compile(r.Spec, runtime.Options{Tools: registry})
 					all = append(all, diags...)
+					all = append(all, checkKnowledgeSources(r.Spec, map[string]bool{})...)
 					if live && len(r.Spec.MCPServers) > 0 {
 						all = append(all, checkLive(cmd.Context(), r.Spec, r.File)...)
 					}
@@ -78,6 +80,26 @@ func newValidateCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	cmd.Flags().BoolVar(&live, "live", false, "also connect to the MCP servers: allow-listed tools must exist, bind and accept must name their parameters")
 	return cmd
+}
+
+// checkKnowledgeSources reads the knowledge sources of a spec and of its
+// sub-agents the way the index does, so an FAQ file that exec, index or serve would
+// refuse is an error here, at its line. checked holds the spec files already read.
+func checkKnowledgeSources(s *spec.Spec, checked map[string]bool) spec.Diagnostics {
+	if checked[s.Pos.File] {
+		return nil
+	}
+	checked[s.Pos.File] = true
+	var diags spec.Diagnostics
+	for _, c := range s.Knowledge.Collections {
+		diags = append(diags, knowledge.CheckSources(filepath.Dir(s.Pos.File), c.Sources)...)
+	}
+	for _, a := range s.Agents {
+		if a.Loaded != nil {
+			diags = append(diags, checkKnowledgeSources(a.Loaded, checked)...)
+		}
+	}
+	return diags
 }
 
 var diagnosticWriters = map[string]func(io.Writer, int, spec.Diagnostics) error{
