@@ -27,30 +27,33 @@ const (
 	KindFAQ     FileKind = "FAQ file"
 )
 
-// ServeConfigKeys are serve.yaml's top-level keys (serve's tests hold them to its
-// Config type).
-var ServeConfigKeys = []string{"addr", "auth", "limits", "grace_period", "log_messages", "approvals"}
-
 // kindKeys are the keys only one kind of file has at its top, in the order they are
 // tried; a file with none of them is an agent spec if it has an agent spec's key.
-var kindKeys = []struct {
+var kindKeys = sync.OnceValue(func() []kindKey {
+	return []kindKey{
+		{KindAgent, []string{"version"}},
+		{KindTest, []string{"cases"}},
+		{KindFAQ, []string{"faq"}},
+		{KindScript, []string{"turns"}},
+		{KindServe, topKeys(schema.ServeJSON)},
+	}
+})
+
+type kindKey struct {
 	kind FileKind
 	keys []string
-}{
-	{KindAgent, []string{"version"}},
-	{KindTest, []string{"cases"}},
-	{KindFAQ, []string{"faq"}},
-	{KindScript, []string{"turns"}},
-	{KindServe, ServeConfigKeys},
 }
 
 // agentTopKeys are the agent schema's top-level properties.
-var agentTopKeys = sync.OnceValue(func() []string {
+var agentTopKeys = sync.OnceValue(func() []string { return topKeys(schema.JSON) })
+
+// topKeys are an embedded schema's top-level properties, sorted.
+func topKeys(schemaJSON []byte) []string {
 	var doc struct {
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
-	if err := json.Unmarshal(schema.JSON, &doc); err != nil {
-		panic(err) // the embedded schema is tested to parse
+	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
+		panic(err) // the embedded schemas are tested to parse
 	}
 	keys := make([]string, 0, len(doc.Properties))
 	for k := range doc.Properties {
@@ -58,7 +61,7 @@ var agentTopKeys = sync.OnceValue(func() []string {
 	}
 	sort.Strings(keys)
 	return keys
-})
+}
 
 // KindOf tells what a YAML file holds from its top-level keys. A file that does not
 // parse as a mapping is taken for an agent spec, whose loader says what is wrong;
@@ -72,7 +75,7 @@ func KindOf(src []byte) (kind FileKind, keys []string) {
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		keys = append(keys, top.Content[i].Value)
 	}
-	for _, k := range kindKeys {
+	for _, k := range kindKeys() {
 		if slices.ContainsFunc(keys, func(key string) bool { return slices.Contains(k.keys, key) }) {
 			return k.kind, keys
 		}
@@ -87,7 +90,7 @@ func KindOf(src []byte) (kind FileKind, keys []string) {
 // suggestion when one of its keys looks like a typo of a known one.
 func (f File) UnknownKind() Diagnostic {
 	known := slices.Clone(agentTopKeys())
-	for _, k := range kindKeys {
+	for _, k := range kindKeys() {
 		known = append(known, k.keys...)
 	}
 	hint := "an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq"

@@ -80,6 +80,12 @@ func TestValidateDirFileKinds(t *testing.T) {
 			"kb.yaml:2:5: error: faq[0]: missing answer",
 			`    hint: an entry is - {question: "…?", variants: ["…?"], answer: "…"}; quote texts with ?, : or #`,
 			"5 files checked: 1 error, 0 warnings"}},
+		{"a bad serve config", with("config.yaml", "limits:\n  max_concurent: 4\n  run_timeout: 5 sec\n"), 1, []string{
+			`config.yaml:2:3: error: limits: unknown key "max_concurent"`,
+			`    hint: did you mean "max_concurrent"?`,
+			`config.yaml:3:16: error: limits.run_timeout: invalid duration "5 sec"`,
+			"    hint: use a number with a unit: 500ms, 30s, 2m, 1h30m",
+			"5 files checked: 2 errors, 0 warnings"}},
 		{"a bad test", with("checks.yaml", "agent: agent.yaml\ncases:\n  - name: greets\n"), 1, []string{
 			`checks.yaml:3:5: error: cases[0]: case "greets" has no input`,
 			"    hint: give input (one run) or turns (several)",
@@ -123,5 +129,16 @@ func TestServeDirFileKinds(t *testing.T) {
 	var diags spec.Diagnostics
 	if !errors.As(err, &diags) || len(diags) != 1 || !strings.HasSuffix(diags[0].Pos.File, "notes.yaml") || !strings.Contains(diags[0].Message, "not an agent spec") {
 		t.Errorf("serve.New with a file that is no kind: %v", err)
+	}
+}
+
+// serve refuses to start on a serve.yaml with problems, printing the diagnostics
+// validate prints.
+func TestServeRefusesBadConfig(t *testing.T) {
+	dir := writeDir(t, with("config.yaml", "limits:\n  max_concurrent: -3\n"))
+	code, stdout, stderr := runCLI(t, "serve", "--config", filepath.Join(dir, "config.yaml"), filepath.Join(dir, "agent.yaml"))
+	want := filepath.Join(dir, "config.yaml") + ":2:19: error: limits.max_concurrent: must be at least 0, got -3\n"
+	if code != 1 || stderr != want {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", code, stdout, stderr, want)
 	}
 }

@@ -165,7 +165,7 @@ func TestSchemaCommand(t *testing.T) {
 	if doc["$id"] != schema.ID {
 		t.Errorf("$id = %v", doc["$id"])
 	}
-	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON} {
+	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON, "serve": schema.ServeJSON} {
 		if code, stdout, _ := runCLI(t, "schema", which); code != 0 || stdout != string(want) {
 			t.Errorf("schema %s: exit %d", which, code)
 		}

@@ -117,7 +117,7 @@ func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
 		case spec.KindScript:
 			_, err = offline.LoadScript(f.Path)
 		case spec.KindServe:
-			_, err = serve.LoadConfig(f.Path)
+			diags = append(diags, checkServeConfig(f.Path)...)
 		}
 		if err != nil {
 			diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: spec.Pos{File: f.Path}, Message: err.Error()})
@@ -139,6 +139,15 @@ func dropRepeats(ds spec.Diagnostics) spec.Diagnostics {
 		}
 	}
 	return out
+}
+
+// checkServeConfig checks serve.yaml as serve --config does.
+func checkServeConfig(path string) spec.Diagnostics {
+	src, err := spec.ReadFile(path, spec.MaxFileSize)
+	if err != nil {
+		return spec.Diagnostics{{Severity: spec.Error, Pos: spec.Pos{File: path}, Message: err.Error()}}
+	}
+	return serve.CheckConfig(path, src, &serve.Config{})
 }
 
 // checkKnowledgeSources reads the knowledge sources of a spec and of its
