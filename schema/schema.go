@@ -19,10 +19,16 @@ var SkillJSON []byte
 //go:embed test.schema.json
 var TestJSON []byte
 
+// ServeJSON is the schema of serve.yaml, the config of `agentrun serve`.
+//
+//go:embed serve.schema.json
+var ServeJSON []byte
+
 // ID is the agent schema's $id; SkillID is where the skill schema is registered, next
 // to it, so its relative reference resolves.
 const (
 	ID      = "https://agentrun.dev/schema/agent.schema.json"
 	SkillID = "https://agentrun.dev/schema/skill.schema.json"
 	TestID  = "https://agentrun.dev/schema/test.schema.json"
+	ServeID = "https://agentrun.dev/schema/serve.schema.json"
 )

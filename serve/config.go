@@ -2,14 +2,10 @@ package serve
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/spec"
-	"go.yaml.in/yaml/v3"
 )
 
 // Config is serve.yaml: how the server authenticates and what it limits.
@@ -115,7 +111,10 @@ const DefaultAddr = "127.0.0.1:8080"
 // DefaultGracePeriod is how long in-flight runs may finish after SIGTERM.
 const DefaultGracePeriod = 30 * time.Second
 
-// LoadConfig reads serve.yaml; "" is the empty config. Unknown keys are errors.
+// LoadConfig reads serve.yaml; "" is the empty config. Every problem — YAML, an
+// unknown key (with a suggestion), a value of the wrong type or range, a duration
+// that does not parse, the checks of checkConfig — comes back at once as
+// spec.Diagnostics at its line, as validate prints them.
 func LoadConfig(path string) (Config, error) {
 	var c Config
 	if path != "" {
@@ -123,10 +122,8 @@ func LoadConfig(path string) (Config, error) {
 		if err != nil {
 			return c, err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return c, fmt.Errorf("%s: %w", path, err)
+		if diags := CheckConfig(path, data, &c); diags.HasErrors() {
+			return c, diags
 		}
 	}
 	if c.Addr == "" {
@@ -136,4 +133,21 @@ func LoadConfig(path string) (Config, error) {
 		c.GracePeriod = DefaultGracePeriod
 	}
 	return c, nil
+}
+
+// CheckConfig checks serve.yaml's text and decodes it into c: what LoadConfig and
+// `agentrun validate serve.yaml` report. An empty file is the empty config.
+func CheckConfig(path string, src []byte, c *Config) spec.Diagnostics {
+	if len(bytes.TrimSpace(src)) == 0 {
+		return nil
+	}
+	l, err := spec.NewLoader()
+	if err != nil {
+		return spec.Diagnostics{{Severity: spec.Error, Pos: spec.Pos{File: path}, Message: err.Error()}}
+	}
+	f, decoded := l.LoadServeConfig(path, src, c)
+	if decoded {
+		checkConfig(f, c)
+	}
+	return f.Diagnostics()
 }

@@ -176,7 +176,10 @@ func IsLoopback(addr string) bool {
 // load, and shared by all agents (conversations and memory are the user's, not an
 // agent's).
 func (s *Server) load(ctx context.Context) (map[string]*served, error) {
-	files, walked, err := spec.SpecFiles(s.opts.Specs)
+	// The docs put serve.yaml, recordings, tests and FAQ files beside the specs.
+	files, walked, err := spec.SpecFilesSkipping(s.opts.Specs, func(f spec.File) {
+		s.log.Info("not served: not an agent spec", "file", f.Path, "kind", string(f.Kind))
+	})
 	if err != nil {
 		return nil, err
 	}

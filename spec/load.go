@@ -223,6 +223,12 @@ func (d *document) parse() (*yaml.Node, bool) {
 }
 
 func (d *document) syntaxError(err error) {
+	d.diags = append(d.diags, YAMLSyntax(d.file, err))
+}
+
+// YAMLSyntax is the diagnostic for a yaml.v3 syntax error in file, at the line the
+// problem is on and with a hint; spec files and FAQ sources report theirs alike.
+func YAMLSyntax(file string, err error) Diagnostic {
 	msg := err.Error()
 	line := 0
 	if m := yamlLineRe().FindStringSubmatch(msg); m != nil {
@@ -236,19 +242,47 @@ func (d *document) syntaxError(err error) {
 		line++
 		what := map[string]string{"key": "mapping", "',' or ']'": "list", "',' or '}'": "mapping"}[m[1]]
 		hint = "the problem is inside the " + cmp.Or(what, "part") + " that starts on this line; check its indentation and quoting"
+		if what == "list" {
+			// yaml.v3 refuses a "?" anywhere in an unquoted item of a [a, b] list.
+			hint += `; in [a, b] lists quote items holding ?, as in ["Where is it?"]`
+		}
 	}
-	d.errorf(location{pos: Pos{File: d.file, Line: max(line, 1), Col: 1}}, hint, "YAML syntax: %s", msg)
+	return Diagnostic{Severity: Error, Pos: Pos{File: file, Line: max(line, 1), Col: 1}, Message: "YAML syntax: " + msg, Hint: hint}
 }
 
 var parserErrorRe = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^(?:did not find expected (key|',' or '\]'|',' or '\}'|node content|'-' indicator|<document start>|<stream-start>)|found (?:duplicate %|incompatible YAML|undefined tag))`)
 })
 
-// SpecFiles expands the arguments of `validate`: files are taken as they are,
-// directories are searched for *.yaml and *.yml agent specs (skipping test files,
-// scripts, skill packs, FAQ sources — faq.yaml, *.faq.yaml — and what FindFiles skips).
+// SpecFiles expands the arguments of serve and worker into the agent specs among
+// the files YAMLFiles finds; the other kinds are left out, a file that is no kind is
+// an error diagnostic.
 func SpecFiles(args []string) ([]string, Diagnostics, error) {
-	return FindFiles(args, isSpecFile, "agent specs (*.yaml, *.yml)")
+	return SpecFilesSkipping(args, func(File) {})
+}
+
+// SpecFilesSkipping is SpecFiles telling skipped about each file left out for
+// being of another kind.
+func SpecFilesSkipping(args []string, skipped func(File)) ([]string, Diagnostics, error) {
+	found, diags, err := YAMLFiles(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []string
+	for _, f := range found {
+		switch f.Kind {
+		case KindAgent:
+			files = append(files, f.Path)
+		case KindUnknown:
+			diags = append(diags, f.UnknownKind())
+		default:
+			skipped(f)
+		}
+	}
+	if len(files) == 0 && !diags.HasErrors() {
+		return nil, nil, fmt.Errorf("%s: no agent specs found", strings.Join(args, ", "))
+	}
+	return files, diags, nil
 }
 
 // TestFiles expands the arguments of `agentrun test` into *.test.yaml files.
@@ -366,14 +400,4 @@ func realPath(path string) (string, error) {
 func within(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func isSpecFile(name string) bool {
-	ext := filepath.Ext(name)
-	if ext != ".yaml" && ext != ".yml" {
-		return false
-	}
-	base := strings.TrimSuffix(name, ext)
-	return base != "skill" && base != "faq" && !strings.HasSuffix(base, ".test") && !strings.HasSuffix(base, ".script") &&
-		!strings.HasSuffix(base, ".faq") // a knowledge collection's FAQ source
 }

@@ -204,7 +204,7 @@ func TestFindFiles(t *testing.T) {
 	writeFile(t, at("node_modules/pkg/agent.yaml"), "x\n")
 	writeFile(t, at(".git/agent.yaml"), "x\n")
 	writeFile(t, at(".hidden/agent.yaml"), "x\n")
-	writeFile(t, at("sub/agent.test.yaml"), "x\n") // not a spec: not matched, no warning
+	writeFile(t, at("sub/checks.yaml"), "agent: good.yaml\ncases: []\n") // a scenario test by its keys: left out, no warning
 	writeFile(t, filepath.Join(base, "outside.yaml"), "version: 1\n")
 	for link, target := range map[string]string{
 		"agent.yaml": "/dev/zero",

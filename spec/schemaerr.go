@@ -28,11 +28,14 @@ type schemas struct {
 	agent *jsonschema.Schema
 	skill *lazySchema
 	test  *lazySchema
+	serve *lazySchema
 	meta  *lazySchema
 	doc   any // the agent schema as JSON, to list the keys a mapping may have
 	// testDoc is the test schema as JSON, for the same in test files; set when test
 	// is compiled, which comes before any error it could explain.
 	testDoc any
+	// serveDoc is the serve config schema as JSON, likewise.
+	serveDoc any
 
 	// mu guards compiler, shared by the lazy schemas: the skill schema refers to the
 	// agent schema's definitions, which it finds there already loaded.
@@ -56,6 +59,7 @@ func compileSchemas() (*schemas, error) {
 	s := &schemas{agent: agent, doc: doc, compiler: c}
 	s.skill = s.lazy("skill schema", schema.SkillID, schema.SkillJSON, nil)
 	s.test = s.lazy("test schema", schema.TestID, schema.TestJSON, &s.testDoc)
+	s.serve = s.lazy("serve schema", schema.ServeID, schema.ServeJSON, &s.serveDoc)
 	s.meta = s.lazy("metaschema", metaSchemaURL, nil, nil)
 	return s, nil
 }
@@ -281,6 +285,8 @@ func patternMessage(schemaURL, got string) (msg, hint string) {
 		return fmt.Sprintf("invalid environment variable name %q", got), "give the variable's name (like LLM_API_KEY), never its value"
 	case "duration":
 		return fmt.Sprintf("invalid duration %q", got), "use a number with a unit: 500ms, 30s, 2m, 1h30m"
+	case "sha256": // serve.yaml's tokens
+		return "want 64 hex digits, the SHA-256 of the token", "never the token itself: printf %s TOKEN | sha256sum"
 	}
 	return fmt.Sprintf("%q does not match the required pattern", got), ""
 }
@@ -290,8 +296,11 @@ func patternMessage(schemaURL, got string) (msg, hint string) {
 func (s *schemas) propertiesAt(schemaURL string) []string {
 	base, frag, _ := strings.Cut(schemaURL, "#")
 	node := s.doc
-	if base == schema.TestID {
+	switch base {
+	case schema.TestID:
 		node = s.testDoc
+	case schema.ServeID:
+		node = s.serveDoc
 	}
 	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
 		if tok == "additionalProperties" || tok == "" {

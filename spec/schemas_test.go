@@ -16,6 +16,7 @@ func TestLazySchemasCompile(t *testing.T) {
 	}{
 		{"skill", s.skill},
 		{"test", s.test},
+		{"serve", s.serve},
 		{"metaschema", s.meta},
 	}
 	for _, tt := range tests {
@@ -25,7 +26,7 @@ func TestLazySchemasCompile(t *testing.T) {
 			}
 		})
 	}
-	if s.testDoc == nil {
-		t.Error("compiling the test schema did not keep its JSON for propertiesAt")
+	if s.testDoc == nil || s.serveDoc == nil {
+		t.Error("compiling the test or serve schema did not keep its JSON for propertiesAt")
 	}
 }

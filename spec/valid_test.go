@@ -123,7 +123,8 @@ func agentFiles(pattern string) []string {
 	files, _ := filepath.Glob(pattern)
 	var out []string
 	for _, f := range files {
-		if isSpecFile(filepath.Base(f)) {
+		src, err := os.ReadFile(f)
+		if kind, _ := KindOf(src); err == nil && kind == KindAgent {
 			out = append(out, f)
 		}
 	}

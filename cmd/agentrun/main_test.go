@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,7 +83,7 @@ func TestValidate(t *testing.T) {
 		stdout string // or require stdout to contain this
 		stderr string // require stderr to contain this
 	}{
-		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "5 files checked: no problems\n"},
+		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "11 files checked: no problems\n"},
 		{name: "every mistake at once", args: []string{"validate", manyMistakes}, code: 1, golden: "many_mistakes.txt"},
 		{name: "json", args: []string{"validate", "--format", "json", manyMistakes}, code: 1, golden: "many_mistakes.json"},
 		{name: "github annotations", args: []string{"validate", "--format=github", manyMistakes}, code: 1, golden: "many_mistakes.github"},
@@ -167,7 +168,7 @@ func TestSchemaCommand(t *testing.T) {
 	if doc["$id"] != schema.ID {
 		t.Errorf("$id = %v", doc["$id"])
 	}
-	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON} {
+	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON, "serve": schema.ServeJSON} {
 		if code, stdout, _ := runCLI(t, "schema", which); code != 0 || stdout != string(want) {
 			t.Errorf("schema %s: exit %d", which, code)
 		}
@@ -222,14 +223,36 @@ func TestCompileFixtures(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 				t.Fatal(err)
 			}
-			var got []fixture.Diagnostic
+			// Each diagnostic is compared with the expectations of the file it points
+			// into: the spec, or a knowledge source it names (under kb/).
+			got := map[string][]fixture.Diagnostic{file: nil}
 			for _, d := range out.Diagnostics {
-				got = append(got, fixture.Diagnostic{Line: d.Line, Col: d.Col, Severity: d.Severity, Summary: d.Path + ": " + d.Message, Hint: d.Hint})
+				got[d.File] = append(got[d.File], fixture.Diagnostic{Line: d.Line, Col: d.Col, Severity: d.Severity, Summary: strings.TrimPrefix(d.Path+": "+d.Message, ": "), Hint: d.Hint})
 			}
-			fixture.Compare(t, fixture.Expected(string(src)), got)
+			for _, m := range kbRe.FindAllString(string(src), -1) {
+				sources, _ := filepath.Glob(filepath.Join(filepath.Dir(file), m))
+				for _, s := range sources {
+					if _, ok := got[s]; !ok {
+						got[s] = nil // its expectations must be reported too
+					}
+				}
+			}
+			for f, diags := range got {
+				fsrc := src
+				if f != file {
+					if fsrc, err = os.ReadFile(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if want := fixture.Expected(string(fsrc)); len(want) > 0 || len(diags) > 0 {
+					fixture.Compare(t, want, diags)
+				}
+			}
 		})
 	}
 }
+
+var kbRe = regexp.MustCompile(`kb/[\w*.]+`)
 
 // exampleAgents are the example specs, found the way validate finds specs (no tests,
 // scripts or skill packs).

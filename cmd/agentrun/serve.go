@@ -42,6 +42,10 @@ func newServeCommand() *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := serve.LoadConfig(config)
+			if diags, ok := errors.AsType[spec.Diagnostics](err); ok {
+				fmt.Fprint(cmd.ErrOrStderr(), formatDiagnostics(diags))
+				return exitError{1}
+			}
 			if err != nil {
 				return err
 			}

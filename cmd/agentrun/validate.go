@@ -14,7 +14,10 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/mcp"
+	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/serve"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -34,7 +37,7 @@ func newValidateCommand() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("unknown --format %q: use text, json or github", format)
 			}
-			files, walked, err := spec.SpecFiles(args)
+			found, walked, err := spec.YAMLFiles(args)
 			if err != nil {
 				return err
 			}
@@ -42,11 +45,12 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			files, others := splitAgentSpecs(found)
 			results := loader.LoadFiles(files)
 			registry := agentrun.Registry()
 			// What the directory walk skipped or could not read comes first; an
 			// unreadable directory counts as an unreadable file.
-			all := walked
+			all := append(walked, checkOtherFiles(loader, others)...)
 			readFailed := walked.HasErrors()
 			for _, r := range results {
 				all = append(all, r.Diagnostics...)
@@ -56,12 +60,14 @@ func newValidateCommand() *cobra.Command {
 					// such as builtin tools' configurations, and runs nothing.
 					_, diags := runtime.Compile(r.Spec, runtime.Options{Tools: registry})
 					all = append(all, diags...)
+					all = append(all, checkKnowledgeSources(r.Spec, map[string]bool{})...)
 					if live && len(r.Spec.MCPServers) > 0 {
 						all = append(all, checkLive(cmd.Context(), r.Spec, r.File)...)
 					}
 				}
 			}
-			if err := write(cmd.OutOrStdout(), len(files), all); err != nil {
+			all = dropRepeats(all)
+			if err := write(cmd.OutOrStdout(), len(found), all); err != nil {
 				return err
 			}
 			errs, warns := all.Count()
@@ -78,6 +84,90 @@ func newValidateCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	cmd.Flags().BoolVar(&live, "live", false, "also connect to the MCP servers: allow-listed tools must exist, bind and accept must name their parameters")
 	return cmd
+}
+
+// splitAgentSpecs parts the files validate checks into the agent specs and the rest.
+func splitAgentSpecs(found []spec.File) (agents []string, others []spec.File) {
+	for _, f := range found {
+		if f.Kind == spec.KindAgent {
+			agents = append(agents, f.Path)
+		} else {
+			others = append(others, f)
+		}
+	}
+	return agents, others
+}
+
+// checkOtherFiles checks the files beside the agent specs as what they are, with
+// the code that reads them for real: a scenario test as agentrun test loads it, a
+// model script as --model script: does, an FAQ file as the index does and serve.yaml
+// as serve does.
+func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
+	var diags spec.Diagnostics
+	for _, f := range files {
+		var err error
+		switch f.Kind {
+		case spec.KindUnknown:
+			diags = append(diags, f.UnknownKind())
+		case spec.KindTest:
+			_, ds := loader.LoadTestFile(f.Path)
+			diags = append(diags, ds...)
+		case spec.KindFAQ:
+			diags = append(diags, knowledge.CheckSources(filepath.Dir(f.Path), []string{filepath.Base(f.Path)})...)
+		case spec.KindScript:
+			_, err = offline.LoadScript(f.Path)
+		case spec.KindServe:
+			diags = append(diags, checkServeConfig(f.Path)...)
+		}
+		if err != nil {
+			diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: spec.Pos{File: f.Path}, Message: err.Error()})
+		}
+	}
+	return diags
+}
+
+// dropRepeats keeps the first of equal diagnostics: an FAQ file in the directory
+// validated is checked on its own and as an agent's knowledge source.
+func dropRepeats(ds spec.Diagnostics) spec.Diagnostics {
+	seen := map[string]bool{}
+	var out spec.Diagnostics
+	for _, d := range ds {
+		key := d.String() + "\x00" + d.Hint
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// checkServeConfig checks serve.yaml as serve --config does.
+func checkServeConfig(path string) spec.Diagnostics {
+	src, err := spec.ReadFile(path, spec.MaxFileSize)
+	if err != nil {
+		return spec.Diagnostics{{Severity: spec.Error, Pos: spec.Pos{File: path}, Message: err.Error()}}
+	}
+	return serve.CheckConfig(path, src, &serve.Config{})
+}
+
+// checkKnowledgeSources reads the knowledge sources of a spec and of its
+// sub-agents the way the index does, so an FAQ file that exec, index or serve would
+// refuse is an error here, at its line. checked holds the spec files already read.
+func checkKnowledgeSources(s *spec.Spec, checked map[string]bool) spec.Diagnostics {
+	if checked[s.Pos.File] {
+		return nil
+	}
+	checked[s.Pos.File] = true
+	var diags spec.Diagnostics
+	for _, c := range s.Knowledge.Collections {
+		diags = append(diags, knowledge.CheckSources(filepath.Dir(s.Pos.File), c.Sources)...)
+	}
+	for _, a := range s.Agents {
+		if a.Loaded != nil {
+			diags = append(diags, checkKnowledgeSources(a.Loaded, checked)...)
+		}
+	}
+	return diags
 }
 
 var diagnosticWriters = map[string]func(io.Writer, int, spec.Diagnostics) error{

@@ -88,7 +88,9 @@ func (o ChunkOptions) resolve() (ChunkOptions, error) {
 type SourceError struct {
 	Source string // relative to the spec's directory, slash-separated
 	Line   int    // 0 when the problem is the whole file
+	Col    int    // 0 when Line is, or unknown
 	Path   string // YAML path inside an FAQ file, e.g. faq[3].answer
+	Hint   string // what to write instead, for validate
 	Err    error
 }
 
@@ -102,6 +104,12 @@ func (e *SourceError) Error() string {
 		b.WriteString(": " + e.Path)
 	}
 	b.WriteString(": ")
+	b.WriteString(e.message())
+	return b.String()
+}
+
+// message is the problem without the source's name and position.
+func (e *SourceError) message() string {
 	var pathErr *fs.PathError
 	var notRegular *spec.NotRegularError
 	var tooLarge *spec.TooLargeError
@@ -110,20 +118,25 @@ func (e *SourceError) Error() string {
 		// Restate it with the relative name; the spec dir is noise in a message.
 		c := *notRegular
 		c.Path = "it"
-		b.WriteString(c.Error())
+		return c.Error()
 	case errors.As(e.Err, &tooLarge):
 		c := *tooLarge
 		c.Path = "it"
-		b.WriteString(c.Error())
+		return c.Error()
 	case errors.As(e.Err, &pathErr):
-		b.WriteString(pathErr.Err.Error())
+		return pathErr.Err.Error()
 	default:
-		b.WriteString(e.Err.Error())
+		return e.Err.Error()
 	}
-	return b.String()
 }
 
 func (e *SourceError) Unwrap() error { return e.Err }
+
+// diagnostic is the error as validate reports it, in the file under dir.
+func (e *SourceError) diagnostic(dir string) spec.Diagnostic {
+	return spec.Diagnostic{Severity: spec.Error, Pos: spec.Pos{File: filepath.Join(dir, filepath.FromSlash(e.Source)), Line: e.Line, Col: e.Col},
+		Path: e.Path, Message: e.message(), Hint: e.Hint}
+}
 
 // ReadSources reads the files that patterns name, relative to dir (the spec's
 // directory), and splits them into chunks. A pattern is a path or a filepath.Match
@@ -167,8 +180,42 @@ func ReadSources(dir string, patterns []string, opts ChunkOptions) (chunks []Chu
 	return chunks, warnings, nil
 }
 
+// CheckSources reads the files that patterns name as ReadSources does and returns
+// every problem it would have, errors and warnings, as diagnostics in the files
+// (Pos.File is the source under dir): validate's check that exec, index and serve
+// can use a collection. A pattern that does not expand is left to the spec's
+// checker, which reports it at the spec's line.
+func CheckSources(dir string, patterns []string) spec.Diagnostics {
+	var diags spec.Diagnostics
+	seen := map[string]bool{}
+	for _, pattern := range patterns {
+		files, _, err := spec.ExpandSources(dir, pattern)
+		if err != nil {
+			continue
+		}
+		for _, rel := range files {
+			if seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			// Chunking Markdown and text cannot fail, so the default options do.
+			_, warnings, errs := readSource(dir, rel, ChunkOptions{Size: DefaultChunkSize, Overlap: DefaultChunkOverlap})
+			for _, w := range warnings {
+				w.Pos.File = filepath.Join(dir, filepath.FromSlash(w.Pos.File))
+				diags = append(diags, w)
+			}
+			for _, err := range errs {
+				if se, ok := errors.AsType[*SourceError](err); ok {
+					diags = append(diags, se.diagnostic(dir))
+				}
+			}
+		}
+	}
+	return diags
+}
+
 func warn(source string, line int, format string, args ...any) spec.Diagnostic {
-	return spec.Diagnostic{Severity: spec.Warning, Pos: spec.Pos{File: source, Line: line}, Message: fmt.Sprintf(format, args...)}
+	return spec.Diagnostic{Severity: spec.Warning, Pos: spec.Pos{File: source, Line: line, Col: min(line, 1)}, Message: fmt.Sprintf(format, args...)}
 }
 
 // expandPattern returns the files pattern names, relative to dir and slash-separated
@@ -587,7 +634,8 @@ const noFAQList = "no top-level faq list; a YAML source must be an FAQ file"
 func chunkFAQ(source, text string) ([]Chunk, spec.Diagnostics, []error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return nil, nil, []error{&SourceError{Source: source, Err: err}}
+		d := spec.YAMLSyntax(source, err)
+		return nil, nil, []error{&SourceError{Source: source, Line: d.Pos.Line, Col: d.Pos.Col, Hint: d.Hint, Err: errors.New(d.Message)}}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, spec.Diagnostics{warn(source, 1, noFAQList)}, nil
@@ -597,7 +645,8 @@ func chunkFAQ(source, text string) ([]Chunk, spec.Diagnostics, []error) {
 		return nil, spec.Diagnostics{warn(source, 1, noFAQList)}, nil
 	}
 	if list.Kind != yaml.SequenceNode {
-		return nil, warnings, []error{&SourceError{Source: source, Line: list.Line, Path: "faq", Err: errors.New("must be a list of {question, variants, answer}")}}
+		return nil, warnings, []error{&SourceError{Source: source, Line: list.Line, Col: list.Column, Path: "faq", Hint: faqEntryHint,
+			Err: errors.New("must be a list of {question, variants, answer}")}}
 	}
 	lines := splitLines(text)
 	if nextTop == 0 {
@@ -685,8 +734,12 @@ type faqReader struct {
 	errs   []error
 }
 
+// faqEntryHint shows an entry's shape; quoting keeps a question ending in "?" or
+// holding ": " a plain string in flow lists and mappings.
+const faqEntryHint = `an entry is - {question: "…?", variants: ["…?"], answer: "…"}; quote texts with ?, : or #`
+
 func (r *faqReader) bad(n *yaml.Node, path, format string, args ...any) {
-	r.errs = append(r.errs, &SourceError{Source: r.source, Line: n.Line, Path: path, Err: fmt.Errorf(format, args...)})
+	r.errs = append(r.errs, &SourceError{Source: r.source, Line: n.Line, Col: n.Column, Path: path, Hint: faqEntryHint, Err: fmt.Errorf(format, args...)})
 }
 
 // entry reads the entry at path at; ok is false when it lacks a valid question or

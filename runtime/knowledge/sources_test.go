@@ -222,12 +222,12 @@ func TestReadSourcesFileWarnings(t *testing.T) {
 		warning string
 	}{
 		{"empty.md", 0, "empty.md: warning: empty file, no chunks"},
-		{"config.yaml", 0, "config.yaml:1:0: warning: no top-level faq list; a YAML source must be an FAQ file"},
-		{"list.yaml", 0, "list.yaml:1:0: warning: no top-level faq list; a YAML source must be an FAQ file"},
+		{"config.yaml", 0, "config.yaml:1:1: warning: no top-level faq list; a YAML source must be an FAQ file"},
+		{"list.yaml", 0, "list.yaml:1:1: warning: no top-level faq list; a YAML source must be an FAQ file"},
 		{"nul.txt", 0, "nul.txt: warning: binary file skipped"},
 		{"latin1.txt", 0, "latin1.txt: warning: binary file skipped"},
 		{"one-stray.txt", 1, ""},
-		{"extra-key.yaml", 1, `extra-key.yaml:1:0: warning: unknown top-level key "title" ignored; an FAQ file has only faq`},
+		{"extra-key.yaml", 1, `extra-key.yaml:1:1: warning: unknown top-level key "title" ignored; an FAQ file has only faq`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -466,7 +466,7 @@ func TestReadSourcesErrors(t *testing.T) {
 			"bad.yaml:12: faq[4].answers: unknown key; an FAQ entry has question, variants and answer",
 			"bad.yaml:14: faq[5]: must be a mapping with question, variants and answer",
 		}, nil},
-		{"yaml syntax", []string{"syntax.yaml"}, []string{"syntax.yaml: yaml: line 1: did not find expected ',' or ']'"}, nil},
+		{"yaml syntax at the line the list starts on", []string{"syntax.yaml"}, []string{"syntax.yaml:2: YAML syntax: did not find expected ',' or ']'"}, nil},
 		{"faq not a list", []string{"notlist.yaml"}, []string{"notlist.yaml:1: faq: must be a list of {question, variants, answer}"}, nil},
 		{"too large", []string{"huge.txt"}, []string{"huge.txt: it is larger than 4 MiB, the most agentrun reads"}, nil},
 		{"a directory named directly", []string{"."}, []string{".: it is a directory, not a regular file; agentrun reads only regular files"}, nil},
