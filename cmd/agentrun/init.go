@@ -74,7 +74,11 @@ func runInit(out io.Writer, dir, from string) error {
 	if err := checkWritten(out, filepath.Join(dir, filepath.FromSlash(main))); err != nil {
 		return err
 	}
-	return printNext(out, dir, main, append(written, gitignore...))
+	question := "What is 6*7?"
+	if from != "" {
+		question = "Hello, what can you do?"
+	}
+	return printNext(out, dir, main, question, append(written, gitignore...))
 }
 
 // schemaFiles are the schemas the modelines point at; skill.schema.json refers to
@@ -87,13 +91,15 @@ func schemaFiles() []initFile {
 	}
 }
 
+var notInName = regexp.MustCompile(`[^a-z0-9_-]+`)
+
 // specName turns the directory's name into an agent name the schema accepts.
 func specName(dir string) string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "my-agent"
 	}
-	name := strings.Trim(regexp.MustCompile(`[^a-z0-9_-]+`).ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-_")
+	name := strings.Trim(notInName.ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-_")
 	if name == "" || name[0] < 'a' || name[0] > 'z' {
 		return "my-agent"
 	}
@@ -339,7 +345,7 @@ func checkWritten(out io.Writer, file string) error {
 	return nil
 }
 
-func printNext(out io.Writer, dir, main string, written []string) error {
+func printNext(out io.Writer, dir, main, question string, written []string) error {
 	var b strings.Builder
 	if len(written) == 0 {
 		b.WriteString("nothing to write: every file is there already\n")
@@ -352,7 +358,7 @@ func printNext(out io.Writer, dir, main string, written []string) error {
 	}
 	fmt.Fprintf(&b, "  agentrun validate --strict %s\n", main)
 	b.WriteString("  agentrun test\n")
-	fmt.Fprintf(&b, "  agentrun exec --model test %s \"What is 6*7?\"\n", main)
+	fmt.Fprintf(&b, "  agentrun exec --model test %s %q\n", main, question)
 	b.WriteString("then set LLM_API_KEY (and LLM_BASE_URL, LLM_MODEL_NAME for another endpoint) and drop --model test.\n")
 	_, err := io.WriteString(out, b.String())
 	return err
