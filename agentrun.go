@@ -88,6 +88,8 @@ type Agent struct {
 	model runtime.Model
 	// index is where the agent's knowledge is ("" without knowledge).
 	index string
+	// store is the URL of the store the agent opened; "" when it opened none.
+	store string
 }
 
 // NewLoader is the spec loader with the bundled skills.
@@ -142,13 +144,14 @@ func (a *Agent) openStore(ropts *runtime.Options, opts Options, lookup func(stri
 	case opts.SharedStore != nil:
 		ropts.Store = opts.SharedStore
 	case opts.Remember || NeedsStore(s):
-		url, err := StoreURL(opts.Store, s.Memory, lookup)
+		url, err := StoreURL(opts.Store, s.Memory, s.Pos.File, lookup)
 		if err != nil {
 			return err
 		}
 		if ropts.Store, err = OpenStore(url, s.Memory.TTL.Duration); err != nil {
 			return fmt.Errorf("memory store: %w", err)
 		}
+		a.store = url
 		a.closers = append(a.closers, ropts.Store.Close)
 	}
 	return nil
@@ -357,6 +360,10 @@ func (a *Agent) Run(ctx context.Context, req runtime.Request) (*runtime.Result, 
 // IndexLocation is where the agent's knowledge index is (a file or a postgres://
 // URL); "" for an agent without knowledge.
 func (a *Agent) IndexLocation() string { return a.index }
+
+// StoreLocation is the URL of the store the agent opened; "" when the caller shared
+// one (Options.SharedStore) or the agent needs none.
+func (a *Agent) StoreLocation() string { return a.store }
 
 // ForgetLearned deletes the answers the FAQ cache learned for the user alone from
 // the agent's knowledge index, and returns how many: part of forgetting a user.

@@ -25,8 +25,8 @@ import (
 
 // IndexPath is the knowledge index of a spec: AGENTRUN_INDEX (read through lookup;
 // nil means the process environment), then knowledge.index relative to the spec's
-// directory, then spec.DefaultIndexPath relative to the working directory, like the
-// memory store's DefaultStoreURL. A postgres:// (or postgresql://) URL is taken as
+// directory, then spec.DefaultIndexPath in the spec's project directory (ProjectDir),
+// beside the memory store's default. A postgres:// (or postgresql://) URL is taken as
 // it is.
 func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 	if lookup == nil {
@@ -41,7 +41,7 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 		}
 		return filepath.Join(filepath.Dir(s.Pos.File), p)
 	}
-	return spec.DefaultIndexPath
+	return filepath.Join(ProjectDir(s.Pos.File), spec.DefaultIndexPath)
 }
 
 // KnowledgeIndex is a knowledge index as indexing (IndexSpec), runs

@@ -49,13 +49,14 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestIndexPath(t *testing.T) {
-	s := &spec.Spec{Source: spec.Source{Pos: spec.Pos{File: filepath.Join("agents", "a.yaml")}}}
+	dir := t.TempDir()
+	s := &spec.Spec{Source: spec.Source{Pos: spec.Pos{File: filepath.Join(dir, "a.yaml")}}}
 	none := env(nil)
-	if got := agentrun.IndexPath(s, none); got != spec.DefaultIndexPath {
-		t.Errorf("default = %q", got)
+	if got, want := agentrun.IndexPath(s, none), filepath.Join(dir, ".agentrun", "knowledge.db"); got != want {
+		t.Errorf("default = %q, want %q (beside the spec)", got, want)
 	}
 	s.Knowledge.Index = "kb/index.db"
-	if got, want := agentrun.IndexPath(s, none), filepath.Join("agents", "kb", "index.db"); got != want {
+	if got, want := agentrun.IndexPath(s, none), filepath.Join(dir, "kb", "index.db"); got != want {
 		t.Errorf("knowledge.index = %q, want %q (relative to the spec)", got, want)
 	}
 	if got := agentrun.IndexPath(s, env(map[string]string{"AGENTRUN_INDEX": "/x/k.db"})); got != "/x/k.db" {

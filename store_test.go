@@ -1,6 +1,8 @@
 package agentrun
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 // StoreURL's order: --store, then AGENTRUN_STORE, then memory.url, then memory.store's
 // default place. Every case sets AGENTRUN_STORE itself, "" meaning unset.
 func TestStoreURL(t *testing.T) {
+	dir := t.TempDir()
 	tests := []struct {
 		name   string
 		flag   string
@@ -18,7 +21,7 @@ func TestStoreURL(t *testing.T) {
 		want   string
 		err    string
 	}{
-		{name: "default", want: DefaultStoreURL},
+		{name: "default", want: "sqlite:" + filepath.Join(dir, ".agentrun", "state.db")},
 		{name: "memory kind", memory: spec.Memory{Store: "memory"}, want: "memory:"},
 		{name: "spec url", memory: spec.Memory{Store: "redis", URL: "redis://spec:6379/0"}, want: "redis://spec:6379/0"},
 		{name: "env over spec", env: "sqlite:/env.db", memory: spec.Memory{URL: "redis://spec:6379/0"}, want: "sqlite:/env.db"},
@@ -31,7 +34,7 @@ func TestStoreURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("AGENTRUN_STORE", tt.env)
-			got, err := StoreURL(tt.flag, tt.memory, nil)
+			got, err := StoreURL(tt.flag, tt.memory, filepath.Join(dir, "agent.yaml"), nil)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("StoreURL = %q, %v; want error %q", got, err, tt.err)
@@ -42,5 +45,49 @@ func TestStoreURL(t *testing.T) {
 				t.Errorf("StoreURL = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// ProjectDir: the nearest directory upwards with a .agentrun/, inside a repository
+// only; else the spec's own directory.
+func TestProjectDir(t *testing.T) {
+	root := t.TempDir()
+	mkdir := func(parts ...string) string {
+		p := filepath.Join(append([]string{root}, parts...)...)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mkdir("repo", ".git")
+	mkdir("repo", "agents", "billing")
+	mkdir("project", ".git")
+	mkdir("project", ".agentrun")
+	mkdir("project", "agents", "support")
+	mkdir(".agentrun") // above both repositories: never theirs
+	mkdir("loose", ".agentrun")
+	mkdir("loose", "agents")
+	tests := []struct {
+		name, spec, want string
+	}{
+		{"no .agentrun yet: the spec's directory", "repo/agents/billing/a.yaml", "repo/agents/billing"},
+		{"the project's .agentrun, from a subfolder", "project/agents/support/a.yaml", "project"},
+		{"the project's .agentrun, beside it", "project/a.yaml", "project"},
+		{"outside a repository, only the spec's own directory", "loose/agents/a.yaml", "loose/agents"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := ProjectDir(filepath.Join(root, tt.spec)), filepath.Join(root, tt.want); got != want {
+				t.Errorf("ProjectDir = %s, want %s", got, want)
+			}
+		})
+	}
+	// Without a spec the working directory is the start; relative specs resolve against it.
+	t.Chdir(filepath.Join(root, "project", "agents"))
+	if got, want := ProjectDir(""), filepath.Join(root, "project"); got != want {
+		t.Errorf(`ProjectDir("") = %s, want %s`, got, want)
+	}
+	if got, want := ProjectDir(filepath.Join("support", "a.yaml")), filepath.Join(root, "project"); got != want {
+		t.Errorf("ProjectDir(relative) = %s, want %s", got, want)
 	}
 }

@@ -204,7 +204,7 @@ func (s *Server) load(ctx context.Context) (map[string]*served, error) {
 		return nil, diags
 	}
 	if s.store == nil {
-		url, err := agentrun.StoreURL(s.opts.Store, firstMemory(specs), s.opts.LookupEnv)
+		url, err := agentrun.StoreURL(s.opts.Store, firstMemory(specs), firstFile(specs), s.opts.LookupEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -232,6 +232,14 @@ func (s *Server) load(ctx context.Context) (map[string]*served, error) {
 		agents[sp.Name] = &served{Agent: a}
 	}
 	return agents, nil
+}
+
+// firstFile is the first spec's file, whose project directory holds the default store.
+func firstFile(specs []*spec.Spec) string {
+	if len(specs) == 0 {
+		return ""
+	}
+	return specs[0].Pos.File
 }
 
 func firstMemory(specs []*spec.Spec) spec.Memory {

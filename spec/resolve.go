@@ -44,7 +44,7 @@ const (
 	DefaultEmbeddings      = EmbeddingsLocal
 	DefaultEmbeddingsModel = "text-embedding-3-small" // after LLM_EMBEDDING_MODEL
 	DefaultLocalDimensions = 256
-	DefaultIndexPath       = ".agentrun/knowledge.db" // in the working directory, like the store
+	DefaultIndexPath       = ".agentrun/knowledge.db" // in the spec's project directory, like the store
 	DefaultChunkSize       = 800                      // runes
 	DefaultChunkOverlap    = 100                      // runes
 	DefaultCacheThreshold  = 0.76                     // measured on runtime/knowledge/testdata/faq_pairs.yaml

@@ -351,7 +351,7 @@ type Embeddings struct {
 type Knowledge struct {
 	Source
 	// Index is the index file, relative to the spec's directory; "" means
-	// DefaultIndexPath, relative to the working directory like the memory store.
+	// DefaultIndexPath in the spec's project directory, like the memory store.
 	Index       string      `yaml:"index"`
 	Collections Collections `yaml:"collections"`
 }

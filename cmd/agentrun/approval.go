@@ -231,15 +231,15 @@ func hashOf(p *runtime.Paused, callID string) string {
 }
 
 // resumeFlags are the flags a resume command needs to open the store a command
-// used: its --store, or the spec whose memory.url named it. AGENTRUN_STORE and the
-// default place need none (the default is relative to the working directory).
+// used: its --store, or the spec whose memory.url or project directory (the default
+// place) names it. AGENTRUN_STORE needs none.
 func resumeFlags(storeFlag string, s *spec.Spec) []string {
 	switch env, _ := os.LookupEnv("AGENTRUN_STORE"); {
 	case storeFlag != "":
 		return []string{"--store", storeFlag}
 	case env != "":
 		return nil
-	case s != nil && s.Memory.URL != "":
+	case s != nil:
 		return []string{"--spec", absFile(s.Pos.File)}
 	}
 	return nil

@@ -580,7 +580,8 @@ func TestExecMemoryStoreRefusesApprovals(t *testing.T) {
 }
 
 // The printed resume command names the store the way exec found it: --store as
-// given, the spec when its memory.url named it, nothing for AGENTRUN_STORE.
+// given, the spec when its memory.url or its project directory (the default place)
+// named it, nothing for AGENTRUN_STORE.
 func TestResumeFlags(t *testing.T) {
 	t.Setenv("AGENTRUN_STORE", "")
 	s, err := agentrun.Load(ordersSpec)
@@ -590,11 +591,11 @@ func TestResumeFlags(t *testing.T) {
 	if got := resumeFlags("sqlite:my state.db", s); strings.Join(got, " ") != "--store sqlite:my state.db" {
 		t.Errorf("--store: %q", got)
 	}
-	if got := resumeFlags("", s); got != nil {
+	abs, _ := filepath.Abs(ordersSpec)
+	if got := resumeFlags("", s); strings.Join(got, " ") != "--spec "+abs {
 		t.Errorf("default store: %q", got)
 	}
 	s.Memory.URL = "sqlite:/var/lib/agentrun/orders.db"
-	abs, _ := filepath.Abs(ordersSpec)
 	if got := resumeFlags("", s); strings.Join(got, " ") != "--spec "+abs {
 		t.Errorf("memory.url: %q", got)
 	}

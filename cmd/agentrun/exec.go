@@ -184,7 +184,7 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 	}
 	defer closeTrace()
 	req.OnDelta = showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
-	storeURL, _ := agentrun.StoreURL(o.store, s.Memory, nil)
+	storeURL, _ := agentrun.StoreURL(o.store, s.Memory, s.Pos.File, nil)
 	stdin, _ := cmd.InOrStdin().(*os.File)
 	stdinTerminal := stdin != nil && isTerminal(stdin)
 	asking := o.ask
@@ -240,7 +240,7 @@ func execOnTemporal(cmd *cobra.Command, s *spec.Spec, req runtime.Request, o exe
 		return err
 	}
 	defer closeTrace()
-	blobs, _ := agentrun.StoreURL(o.store, s.Memory, nil) // the workers' store, as they find it
+	blobs, _ := agentrun.StoreURL(o.store, s.Memory, s.Pos.File, nil) // the workers' store, as they find it
 	result, err := runOnTemporal(cmd, o.temporal, blobs, agent, req)
 	if err != nil {
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
@@ -391,7 +391,7 @@ func execObservers(errOut io.Writer, agent *agentrun.Agent, o execOptions) (mult
 			if o.temporal.onTemporal() { // the worker's model answers, whatever this spec says
 				where = "on Temporal, task queue " + o.temporal.queue
 			}
-			fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools\n", agent.Name(), where, len(agent.Tools()))
+			fmt.Fprintf(errOut, "agentrun · %s · %s · %d tools%s\n", agent.Name(), where, len(agent.Tools()), statePlaces(agent))
 		}
 	}
 	if o.trace == "" {

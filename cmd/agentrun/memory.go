@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -31,7 +32,7 @@ func newMemoryCommand() *cobra.Command {
 		if user == "" {
 			return nil, errors.New("--user is required")
 		}
-		url, err := agentrun.StoreURL(storeFlag, spec.Memory{}, nil)
+		url, err := agentrun.StoreURL(storeFlag, spec.Memory{}, "", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -171,10 +172,10 @@ func forgetLearned(ctx context.Context, location, user string) (int, error) {
 		location = os.Getenv("AGENTRUN_INDEX")
 	}
 	if location == "" {
-		if _, err := os.Stat(spec.DefaultIndexPath); err != nil {
+		location = filepath.Join(agentrun.ProjectDir(""), spec.DefaultIndexPath)
+		if _, err := os.Stat(location); err != nil {
 			return -1, nil
 		}
-		location = spec.DefaultIndexPath
 	}
 	idx, err := agentrun.OpenIndex(ctx, location)
 	if err != nil {

@@ -41,10 +41,13 @@ func agentrunBinary(t *testing.T) string {
 }
 
 // Two exec processes in a row on one conversation and user, with the default SQLite
-// store: the second request carries the first exchange and the facts it wrote.
+// store, each from another working directory: the second request carries the first
+// exchange and the facts it wrote, as the store is beside the spec, and the header
+// line says where it is.
 func TestExecRemembersAcrossProcesses(t *testing.T) {
 	bin := agentrunBinary(t)
-	t.Setenv("AGENTRUN_STORE", "") // the processes inherit it: use the default store, in work
+	t.Setenv("AGENTRUN_STORE", "") // the processes inherit it: use the default store, beside the spec
+	t.Setenv("AGENTRUN_INDEX", "")
 	newShop(t)
 	f := newFakeOpenAI(t,
 		calls(toolCall("c1", "list_recent_orders", `{}`)),
@@ -52,25 +55,41 @@ func TestExecRemembersAcrossProcesses(t *testing.T) {
 		answer("订单 A1001 已取消。"),
 		answer("Something light: a vegetable soup."),
 	)
-	work := t.TempDir()
-	spec, _ := filepath.Abs(shopSupport)
-	run := func(args ...string) string {
-		cmd := exec.Command(bin, append([]string{"exec", "-q", "--user", "u-42", "--conversation", "c-7"}, args...)...)
-		cmd.Dir = work
+	project := filepath.Join(t.TempDir(), "shop")
+	if code, _, stderr := runCLI(t, "init", "--from", "shop-support", project); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	spec := filepath.Join(project, "shop-support.yaml")
+	run := func(dir string, args ...string) (stdout, stderr string) {
+		cmd := exec.Command(bin, append([]string{"exec", "--user", "u-42", "--conversation", "c-7"}, args...)...)
+		cmd.Dir = dir
+		var errOut strings.Builder
+		cmd.Stderr = &errOut
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%v: %v", args, err)
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
 		}
-		return string(out)
+		return string(out), errOut.String()
 	}
-	if out := run(spec, "帮我取消订单 A1001"); out != "订单 A1001 已取消。\n" {
+	work, elsewhere := t.TempDir(), t.TempDir()
+	out, progress := run(work, spec, "帮我取消订单 A1001")
+	if out != "订单 A1001 已取消。\n" {
 		t.Fatalf("first run: %q", out)
 	}
-	if out := run("--intent", "menu_advice", spec, "what should I eat?"); out != "Something light: a vegetable soup.\n" {
+	state := filepath.Join(project, ".agentrun", "state.db")
+	if header := " · 5 tools · memory " + state + " · index " + filepath.Join(project, ".agentrun", "knowledge.db") + "\n"; !strings.Contains(progress, header) {
+		t.Errorf("the header line does not say where the state is (%q):\n%s", header, progress)
+	}
+	if out, _ := run(elsewhere, "--intent", "menu_advice", spec, "what should I eat?"); out != "Something light: a vegetable soup.\n" {
 		t.Fatalf("second run: %q", out)
 	}
-	if _, err := os.Stat(filepath.Join(work, ".agentrun", "state.db")); err != nil {
-		t.Errorf("no default store: %v", err)
+	if _, err := os.Stat(state); err != nil {
+		t.Errorf("no default store beside the spec: %v", err)
+	}
+	for _, dir := range []string{work, elsewhere} {
+		if _, err := os.Stat(filepath.Join(dir, ".agentrun")); err == nil {
+			t.Errorf("a store in the working directory %s", dir)
+		}
 	}
 	second := f.messages(3)
 	var roles []string
@@ -86,12 +105,13 @@ func TestExecRemembersAcrossProcesses(t *testing.T) {
 	if sys := second[0]["content"].(string); !strings.Contains(sys, `- notes: "cancelled order A1001"`) {
 		t.Errorf("second request lacks the fact the first wrote:\n%s", sys)
 	}
-	// memory show and forget, on the same store.
+	// memory show and forget find the same store from the project's folder.
+	work = project
 	show := exec.Command(bin, "memory", "show", "--user", "u-42")
 	show.Dir = work
-	out, err := show.Output()
-	if err != nil || !strings.Contains(string(out), "user u-42: 1 fact, 1 conversation") || !strings.Contains(string(out), "cancelled order A1001") {
-		t.Errorf("memory show: %v\n%s", err, out)
+	shown, err := show.Output()
+	if err != nil || !strings.Contains(string(shown), "user u-42: 1 fact, 1 conversation") || !strings.Contains(string(shown), "cancelled order A1001") {
+		t.Errorf("memory show: %v\n%s", err, shown)
 	}
 	show = exec.Command(bin, "memory", "show", "--user", "u-42", "--conversation", "c-7")
 	show.Dir = work

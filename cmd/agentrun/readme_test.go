@@ -113,9 +113,17 @@ func TestReadmeQuickStart(t *testing.T) {
 }
 
 func TestReadmeCacheHit(t *testing.T) {
-	t.Setenv("AGENTRUN_INDEX", filepath.Join(t.TempDir(), "knowledge.db")) // the first run: it indexes
+	// A copy of the example at the same path below a fresh folder, with the state in
+	// its default place: the first run indexes, and the header shows where as in a clone.
+	t.Setenv("AGENTRUN_INDEX", "")
+	t.Setenv("AGENTRUN_STORE", "")
+	root := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", "--from", "shop-support", filepath.Join(root, "examples", "agents")); code != 0 {
+		t.Fatal(stderr)
+	}
 	readme := readmeBlock(t, "tokens, about a millisecond")
-	code, stdout, stderr := runCLI(t, "exec", "--model", "test", shopSupport, "配送费多少钱？")
+	t.Chdir(root)
+	code, stdout, stderr := runCLI(t, "exec", "--model", "test", "examples/agents/shop-support.yaml", "配送费多少钱？")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

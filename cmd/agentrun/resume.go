@@ -88,7 +88,7 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		}
 		memory = s.Memory
 	}
-	url, err := agentrun.StoreURL(o.store, memory, nil)
+	url, err := agentrun.StoreURL(o.store, memory, o.spec, nil)
 	if err != nil {
 		return err
 	}

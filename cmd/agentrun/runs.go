@@ -47,7 +47,7 @@ func newRunsCommand() *cobra.Command {
 				}
 				memory = s.Memory
 			}
-			url, err := agentrun.StoreURL(storeFlag, memory, nil)
+			url, err := agentrun.StoreURL(storeFlag, memory, specPath, nil)
 			if err != nil {
 				return err
 			}

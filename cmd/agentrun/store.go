@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentrun/agentrun"
 	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/postgres"
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/postgres"
@@ -68,4 +72,40 @@ func newStoreCommand() *cobra.Command {
 	}
 	cmd.AddCommand(migrate)
 	return cmd
+}
+
+// statePlaces says, for exec's header line, where the run's memory and knowledge
+// index are, so state found missing can be found where it is.
+func statePlaces(agent *agentrun.Agent) string {
+	var b strings.Builder
+	if store := agent.StoreLocation(); store != "" {
+		b.WriteString(" · memory " + placeOf(store))
+	}
+	if index := agent.IndexLocation(); index != "" {
+		b.WriteString(" · index " + placeOf(index))
+	}
+	return b.String()
+}
+
+// placeOf shows a store URL or index location: a file's path, relative to the
+// working directory when it is below it; only the kind for a server, whose URL may
+// carry a password.
+func placeOf(location string) string {
+	kind, err := spec.StoreKindOf(location)
+	switch {
+	case err == nil && kind == spec.StoreMemory:
+		return "in this process"
+	case err == nil && kind != spec.StoreSQLite:
+		return "on " + string(kind)
+	}
+	file, err := store.SQLitePath(location)
+	if err != nil {
+		return location
+	}
+	if cwd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(cwd, file); err == nil && filepath.IsLocal(rel) {
+			return rel
+		}
+	}
+	return file
 }

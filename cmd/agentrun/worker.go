@@ -264,7 +264,7 @@ func runWorker(cmd *cobra.Command, args []string, t temporalFlags, store, model 
 		defer a.Close()
 		agents = append(agents, a.Agent)
 		if blobs == "" {
-			blobs, _ = agentrun.StoreURL(store, s.Memory, nil)
+			blobs, _ = agentrun.StoreURL(store, s.Memory, s.Pos.File, nil)
 		}
 	}
 	c, closeClient, err := t.dial(cmd.Context(), errOut, blobs)

@@ -42,7 +42,9 @@ func (g group) subject() string {
 }
 
 var (
-	schemaPkg   = group{name: "schema", patterns: []string{"schema"}}
+	schemaPkg = group{name: "schema", patterns: []string{"schema"}}
+	// The examples package only embeds examples/agents for `agentrun init --from`.
+	examplesPkg = group{name: "examples", patterns: []string{"examples"}}
 	specPkg     = group{name: "spec", patterns: []string{"spec"}}
 	runtimePkgs = group{name: "runtime/...", patterns: []string{"runtime/..."}}
 	skillsPkg   = group{name: "skills", patterns: []string{"skills"}}
@@ -63,13 +65,14 @@ var (
 	internalPkgs = group{name: "internal/...", patterns: []string{"internal/..."}}
 	// Example programs (the shop examples' demo backend) stand beside the module's
 	// layers, like bench: they may use agentrun from the top, and nothing imports
-	// them but tests.
+	// them but tests. (The examples package itself, the bundled example files that
+	// init copies, is also examplesPkg, which imports nothing.)
 	examplePkgs = group{name: "examples/...", patterns: []string{"examples/..."}}
 )
 
 // layers are the groups every package of the module must belong to, so a new
 // top-level package fails the test until someone decides where it stands.
-var layers = []group{schemaPkg, specPkg, middle, assembly, servePkg, cmdPkgs, benchPkgs, internalPkgs, examplePkgs}
+var layers = []group{schemaPkg, examplesPkg, specPkg, middle, assembly, servePkg, cmdPkgs, benchPkgs, internalPkgs, examplePkgs}
 
 // A rule limits what the packages of one group import: to the groups in only (when
 // set), and never the groups in not.
@@ -86,6 +89,7 @@ type rule struct {
 // only turns packs into spec fragments, and builtin and scenario stay apart.
 var rules = []rule{
 	{pkgs: schemaPkg, only: []group{internalPkgs}},
+	{pkgs: examplesPkg, only: []group{}},
 	{pkgs: specPkg, only: []group{schemaPkg, internalPkgs}},
 	{pkgs: middle, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: runtimePkgs, not: []group{builtinPkg, skillsPkg, scenarioPkg}},
@@ -94,7 +98,7 @@ var rules = []rule{
 	{pkgs: scenarioPkg, not: []group{builtinPkg, skillsPkg}},
 	{pkgs: assembly, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: servePkg, only: []group{assembly, middle, specPkg, schemaPkg, internalPkgs}},
-	{pkgs: cmdPkgs, only: []group{cmdPkgs, servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: cmdPkgs, only: []group{cmdPkgs, servePkg, assembly, middle, specPkg, schemaPkg, examplesPkg, internalPkgs}},
 	{pkgs: benchPkgs, only: []group{servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: examplePkgs, only: []group{examplePkgs, servePkg, assembly, middle, specPkg, schemaPkg}},
 	{pkgs: internalPkgs, only: []group{internalPkgs, schemaPkg, specPkg}},
