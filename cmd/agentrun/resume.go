@@ -33,7 +33,8 @@ func newResumeCommand() *cobra.Command {
 			"once every call is decided, or its approvals expired (approval.on_timeout then\n" +
 			"decides the rest). The run was paused by exec, serve or another resume, in this\n" +
 			"or any other process: it is kept in the store, which is --store URL, else\n" +
-			"AGENTRUN_STORE, else the memory settings of --spec, else " + agentrun.DefaultStoreURL + ".\n" +
+			"AGENTRUN_STORE, else the memory settings of --spec, else " + agentrun.DefaultStoreURL + "\n" +
+			"in the spec's project folder (`agentrun version --paths` shows where).\n" +
 			"The agent is built from the spec file the run was paused with, or --spec.\n" +
 			"A run paused on Temporal is resumed with --engine temporal and its cluster's flags;\n" +
 			"a resume on another engine than the run's is refused before anything is decided,\n" +

@@ -30,7 +30,8 @@ func newRunsCommand() *cobra.Command {
 			"approvals expire and its status (waiting, or resuming while a process goes on with\n" +
 			"it). Decide with `agentrun resume RUN_ID --approve CALL_ID` or --reject.\n\n" +
 			"The store is --store URL, else AGENTRUN_STORE, else the memory settings of --spec,\n" +
-			"else " + agentrun.DefaultStoreURL + ".",
+			"else " + agentrun.DefaultStoreURL + " in the spec's project folder (the working\n" +
+			"directory's without --spec; `agentrun version --paths` shows where).",
 		Example: "  agentrun runs list\n" +
 			"  agentrun runs list --user u-42 --json\n" +
 			"  agentrun runs list --all --store redis://127.0.0.1:6379/0",
