@@ -98,7 +98,7 @@ func TestValidateDirFileKinds(t *testing.T) {
 			if code != tt.code {
 				t.Errorf("exit %d, want %d\n%s%s", code, tt.code, stdout, stderr)
 			}
-			if got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(stdout, dir+string(filepath.Separator), ""), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+			if got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(withoutSource(stdout), dir+string(filepath.Separator), ""), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
 				t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
@@ -138,7 +138,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	dir := writeDir(t, with("config.yaml", "limits:\n  max_concurrent: -3\n"))
 	code, stdout, stderr := runCLI(t, "serve", "--config", filepath.Join(dir, "config.yaml"), filepath.Join(dir, "agent.yaml"))
 	want := filepath.Join(dir, "config.yaml") + ":2:19: error: limits.max_concurrent: must be at least 0, got -3\n"
-	if code != 1 || stderr != want {
+	if code != 1 || withoutSource(stderr) != want {
 		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", code, stdout, stderr, want)
 	}
 }

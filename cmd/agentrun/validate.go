@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
@@ -200,12 +203,15 @@ func writeText(w io.Writer, files int, ds spec.Diagnostics) error {
 	return err
 }
 
-// formatDiagnostics is one line a diagnostic, with its hint indented below.
+// formatDiagnostics is one line a diagnostic, then the source line it points at
+// with a caret under its column, then its hint, indented.
 func formatDiagnostics(ds spec.Diagnostics) string {
 	var b strings.Builder
+	sources := map[string][]string{} // file → its lines, read once
 	for _, d := range ds {
 		b.WriteString(d.String())
 		b.WriteByte('\n')
+		writeSourceLine(&b, sources, d.Pos)
 		if d.Hint != "" {
 			fmt.Fprintf(&b, "    hint: %s\n", d.Hint)
 		}
@@ -214,6 +220,40 @@ func formatDiagnostics(ds spec.Diagnostics) string {
 		}
 	}
 	return b.String()
+}
+
+// writeSourceLine shows the line at pos, as the file has it (before any ${VAR} is
+// expanded), with a caret under pos's column; nothing when the file cannot be read.
+func writeSourceLine(b *strings.Builder, sources map[string][]string, pos spec.Pos) {
+	if pos.Line <= 0 || pos.File == "" {
+		return
+	}
+	lines, ok := sources[pos.File]
+	if !ok {
+		if data, err := os.ReadFile(pos.File); err == nil && utf8.Valid(data) {
+			lines = strings.Split(string(data), "\n")
+		}
+		sources[pos.File] = lines
+	}
+	if pos.Line > len(lines) {
+		return
+	}
+	line := strings.TrimRight(lines[pos.Line-1], "\r")
+	number := strconv.Itoa(pos.Line)
+	fmt.Fprintf(b, "    %s | %s\n", number, line)
+	// The caret keeps the line's tabs, so it stands under the column in any editor.
+	var pad strings.Builder
+	for i, r := range []rune(line) {
+		if i >= pos.Col-1 {
+			break
+		}
+		if r == '\t' {
+			pad.WriteRune('\t')
+		} else {
+			pad.WriteByte(' ')
+		}
+	}
+	fmt.Fprintf(b, "    %s | %s^\n", strings.Repeat(" ", len(number)), pad.String())
 }
 
 func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
