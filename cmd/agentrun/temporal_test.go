@@ -194,7 +194,12 @@ func TestServeOnTemporal(t *testing.T) {
 // runBinary runs agentrun with args and returns its exit code and output.
 func runBinary(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return runCommand(t, exec.Command(bin, args...))
+}
+
+// runCommand runs cmd and returns its exit code and output.
+func runCommand(t *testing.T, cmd *exec.Cmd) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -181,15 +181,7 @@ func TestTemporalOverMutualTLS(t *testing.T) {
 			spec, "A1 arrived broken; and A2?")
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "DESK_TEMPORAL_KEY="+execKey, "TEMPORAL_API_KEY="+execKey)
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if exit, ok := err.(*exec.ExitError); ok {
-			return exit.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
+		return runCommand(t, cmd)
 	}
 	secured := []string{"--temporal-tls-ca", pki.caFile, "--temporal-tls-cert", pki.clientCert, "--temporal-tls-key", pki.clientKey,
 		"--temporal-api-key-env", "DESK_TEMPORAL_KEY"}

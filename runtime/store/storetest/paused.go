@@ -386,20 +386,7 @@ func testPausedCommitRace(t *testing.T, s runtime.Store) {
 		}
 		close(start)
 		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: committers %d and %d both won", round, winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, runtime.ErrPausedConflict):
-				t.Errorf("round %d: committer %d: %v", round, i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: no committer won: %v", round, errs)
-		}
+		winner := soleWinner(t, round, "committer", errs)
 		if round%2 == 0 {
 			checkNoPaused(t, p, id)
 		} else {
@@ -474,20 +461,7 @@ func testPausedUpdateRace(t *testing.T, s runtime.Store) {
 		}
 		close(start)
 		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: updaters %d and %d both won", round, winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, runtime.ErrPausedConflict):
-				t.Errorf("round %d: updater %d: %v", round, i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: no updater won: %v", round, errs)
-		}
+		winner := soleWinner(t, round, "updater", errs)
 		want := run
 		want.Version, want.State = 2, fmt.Appendf(nil, `{"winner":%d}`, winner)
 		checkPaused(t, p, want)
@@ -571,4 +545,25 @@ func testPausedForget(t *testing.T, s runtime.Store) {
 	if c, _ := s.Conversation(ctx, "u2-c", 10); c.Turns != 1 {
 		t.Errorf("another user's conversation went too: %+v", c)
 	}
+}
+
+// soleWinner is the index of the one racer whose call succeeded; every other must
+// have lost with ErrPausedConflict.
+func soleWinner(t *testing.T, round int, who string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("round %d: %ss %d and %d both won", round, who, winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, runtime.ErrPausedConflict):
+			t.Errorf("round %d: %s %d: %v", round, who, i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("round %d: no %s won: %v", round, who, errs)
+	}
+	return winner
 }
