@@ -119,6 +119,10 @@ type seenKind struct {
 // is built: a pass compares strings, far cheaper per entity than building a map.
 const scanPasses = 8
 
+// seenSoFar are the entities revealed to the user: those the request passed and
+// those this run's calls revealed.
+func (r *run) seenSoFar() map[string][]string { return r.seen.result(r.req.Seen) }
+
 // newSeenEntities starts from the entities the caller passes in. Each list is taken
 // as it is, with its capacity clipped so that extending all never writes into the
 // caller's array.

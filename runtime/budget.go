@@ -8,6 +8,82 @@ import (
 	"github.com/agentrun/agentrun/spec"
 )
 
+// budgetState is the budgets' part of a run: what its model calls cost and what
+// it and its sub-runs spent toward guards.max_turns, max_tokens and max_cost.
+type budgetState struct {
+	// cost is what the priced model calls cost so far; costUnknown: a call's model
+	// had no price; costUnchecked: the guard event saying max_cost cannot be
+	// checked was emitted.
+	cost                       float64
+	costUnknown, costUnchecked bool
+	spent                      spend       // what the run and its sub-runs spent (see spend)
+	tally                      *sync.Mutex // guards spent of every run of the tree: the top run's
+}
+
+// spend is what a run and every sub-run below it have spent so far. A sub-run's
+// model calls count toward the limits of each run above it (guards.max_turns,
+// max_tokens, max_cost), so a sub-agent cannot spend past its parent's budget.
+// Sub-runs of one response run in parallel: every spend of a tree of runs is
+// guarded by the tree's one mutex (run.budget.tally).
+type spend struct {
+	turns  int
+	tokens int64
+	cost   float64
+	// heldTokens and heldCost are the worst cases of the model calls in flight
+	// (see overBudget): parallel sub-runs must not each spend the same remainder.
+	heldTokens int64
+	heldCost   float64
+}
+
+func (r *run) spentSoFar() spend {
+	r.budget.tally.Lock()
+	defer r.budget.tally.Unlock()
+	return r.budget.spent
+}
+
+func (r *run) spentTurns() int { return r.spentSoFar().turns }
+
+// charge adds a model call's usage and cost to the run and every run above it.
+func (r *run) charge(u Usage, cost float64) {
+	tokens := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
+	r.budget.tally.Lock()
+	defer r.budget.tally.Unlock()
+	for x := r; x != nil; x = x.parentRun() {
+		x.budget.spent.tokens += tokens
+		x.budget.spent.cost += cost
+	}
+}
+
+// takeTurn counts the agent's next model call toward the max_turns of the run and
+// of every run above it, in one step, so parallel sub-runs cannot both take the
+// last turn. It returns which limit the call would break instead ("" when it was
+// counted).
+func (r *run) takeTurn() (detail string) {
+	r.budget.tally.Lock()
+	defer r.budget.tally.Unlock()
+	for x := r; x != nil; x = x.parentRun() {
+		limit := x.agent.settings.Guards.MaxTurns
+		switch {
+		case x.budget.spent.turns < limit:
+		case x == r && x.result.Turns == limit:
+			return fmt.Sprintf("the model was called %d times without finishing", limit)
+		case x == r:
+			return fmt.Sprintf("the run and its sub-agents made %d model calls, its max_turns", limit)
+		default:
+			return fmt.Sprintf("the agent %s's runs made %d model calls, its max_turns", x.agent.Name(), limit)
+		}
+	}
+	for x := r; x != nil; x = x.parentRun() {
+		x.budget.spent.turns++
+	}
+	return ""
+}
+
+// budgetError is why a model call was not made: it could break the run's budget.
+type budgetError struct{ detail string }
+
+func (e *budgetError) Error() string { return e.detail }
+
 // price is what the model answering a purpose's calls costs; nil when unknown.
 // Fact extraction uses the agent's model, so it pays the agent's price.
 func (a *Agent) price(p Purpose) *spec.Pricing {
@@ -65,7 +141,7 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release f
 	if price != nil {
 		worst.cost = price.Cost(prompt, 0, output)
 	}
-	r.tally.Lock()
+	r.budget.tally.Lock()
 	for x := r; x != nil && detail == ""; x = x.parentRun() {
 		g := x.agent.settings.Guards
 		whose := ""
@@ -73,10 +149,10 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release f
 			whose = fmt.Sprintf(" (the budget of the agent %s, which this run is part of)", x.agent.Name())
 		}
 		held := ""
-		if x.spent.heldTokens > 0 {
-			held = fmt.Sprintf(", %d more held by calls in flight", x.spent.heldTokens)
+		if x.budget.spent.heldTokens > 0 {
+			held = fmt.Sprintf(", %d more held by calls in flight", x.budget.spent.heldTokens)
 		}
-		s := x.spent
+		s := x.budget.spent
 		if g.MaxTokens > 0 && s.tokens+s.heldTokens+worst.tokens > g.MaxTokens {
 			detail = fmt.Sprintf("the %s's next model call could use %d tokens (about %d in, up to %d out); %d of max_tokens %d are used%s%s",
 				p, worst.tokens, prompt, output, s.tokens, g.MaxTokens, held, whose)
@@ -90,9 +166,9 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release f
 	if detail == "" {
 		r.hold(worst, 1)
 	}
-	r.tally.Unlock()
-	if detail == "" && price == nil && !r.costUnchecked && r.costLimited() {
-		r.costUnchecked = true
+	r.budget.tally.Unlock()
+	if detail == "" && price == nil && !r.budget.costUnchecked && r.costLimited() {
+		r.budget.costUnchecked = true
 		r.emit(Event{Kind: EventGuard, Guard: GuardBudget, Purpose: p,
 			Message: fmt.Sprintf("max_cost is not checked: the price of the %s's model is unknown", p)})
 	}
@@ -106,19 +182,19 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release f
 	var once sync.Once
 	return "", func() {
 		once.Do(func() {
-			r.tally.Lock()
+			r.budget.tally.Lock()
 			r.hold(worst, -1)
-			r.tally.Unlock()
+			r.budget.tally.Unlock()
 		})
 	}
 }
 
 // hold adds (sign 1) or removes (sign -1) a call's worst case to what the calls in
-// flight hold toward the budgets of the run and every run above it. r.tally is held.
+// flight hold toward the budgets of the run and every run above it. r.budget.tally is held.
 func (r *run) hold(worst spend, sign int) {
 	for x := r; x != nil; x = x.parentRun() {
-		x.spent.heldTokens += int64(sign) * worst.tokens
-		x.spent.heldCost += float64(sign) * worst.cost
+		x.budget.spent.heldTokens += int64(sign) * worst.tokens
+		x.budget.spent.heldCost += float64(sign) * worst.cost
 	}
 }
 
@@ -138,12 +214,12 @@ func (r *run) account(p Purpose, u Usage) *float64 {
 	r.result.Usage.Add(u)
 	price := r.agent.price(p)
 	if price == nil {
-		r.costUnknown = true
+		r.budget.costUnknown = true
 		r.charge(u, 0)
 		return nil
 	}
 	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
-	r.cost += c
+	r.budget.cost += c
 	r.charge(u, c)
 	return &c
 }
@@ -151,9 +227,9 @@ func (r *run) account(p Purpose, u Usage) *float64 {
 // runCost is the run's cost so far, nil when it is unknown: the agent's model has no
 // price, or a call's model had none.
 func (r *run) runCost() *float64 {
-	if r.costUnknown || r.agent.prices.Agent == nil {
+	if r.budget.costUnknown || r.agent.prices.Agent == nil {
 		return nil
 	}
-	c := r.cost
+	c := r.budget.cost
 	return &c
 }

@@ -28,11 +28,11 @@ type Checkpoint struct {
 // and keeps its state in the result: nothing ends or is committed.
 func (r *run) checkpoint() bool {
 	c, ok := r.req.Host.(Continuer)
-	if !ok || r.parent != nil || r.result.Turns <= r.turnsBefore || !c.ContinueNow() {
+	if !ok || r.parent != nil || r.result.Turns <= r.resume.turnsBefore || !c.ContinueNow() {
 		return false
 	}
 	st := r.snapshot()
-	st.Started, st.Resumed, st.PausedVersion = r.started, r.resumed, r.pausedVersion
+	st.Started, st.Resumed, st.PausedVersion = r.started, r.resume.id, r.resume.version
 	state, err := json.Marshal(st)
 	if err != nil {
 		return false // go on here rather than lose the run
@@ -63,7 +63,7 @@ func (a *Agent) Continue(ctx context.Context, req ContinueRequest) (*Result, err
 	ctx, cancel := h.RunContext(ctx, a.settings.Guards.MaxRunTime-h.Now().Sub(st.Started), errMaxRunTime)
 	defer cancel()
 	r := a.restore(ctx, &PausedRun{ID: req.Checkpoint.RunID, Version: st.PausedVersion}, &st, &ResumeRequest{Observer: req.Observer, Host: req.Host})
-	r.state, r.started, r.resumed = StateThinking, st.Started, st.Resumed
+	r.state, r.started, r.resume.id = StateThinking, st.Started, st.Resumed
 	r.loop()
 	if r.result.Checkpoint != nil {
 		return r.result, nil

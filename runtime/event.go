@@ -43,6 +43,14 @@ const (
 	EventStep EventKind = "step"
 )
 
+// EventKinds lists every event kind, for the tables that handle each one (the
+// CLI's progress lines, docs). A test reads the constants above from this file
+// and fails when one is missing here.
+var EventKinds = []EventKind{EventState, EventModelRequest, EventModelResponse, EventToolCall, EventToolResult,
+	EventToolRefused, EventBindDiscarded, EventGuard, EventVerdict, EventFilter, EventCollect, EventIntent,
+	EventMemory, EventCache, EventRetrieve, EventStop, EventApprovalRequested, EventApprovalDecided, EventPlan,
+	EventAgent, EventStep}
+
 // Purpose says what a model request is for.
 type Purpose string
 

@@ -47,10 +47,10 @@ func (a *Agent) ExplainFor(intentName string, attributes map[string]string) (Pla
 	r := &run{agent: a, req: &Request{User: User{ID: "<user>", Attributes: attributes}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)
 	if p.Memory.Injects() {
-		r.memory = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
+		r.memory.block = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
 	}
 	if p.RAG != nil {
-		r.rag = fmt.Sprintf("%s\n\n[up to %d passages of collection %s, at most %d tokens, added at run time]",
+		r.knowledge.rag = fmt.Sprintf("%s\n\n[up to %d passages of collection %s, at most %d tokens, added at run time]",
 			ragPreamble, p.RAG.TopK, p.RAG.Collection, p.RAG.MaxTokens)
 	}
 	p.SystemPrompt = r.systemPrompt()
@@ -72,7 +72,7 @@ func (a *Agent) Route(ctx context.Context, req Request) (name string, how Routed
 	})
 	// The classifier's call is charged like a run's (charge, overBudget): the run
 	// needs the tree's mutex a real run has.
-	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}, tally: &sync.Mutex{}, started: hostOf(req.Host).Now()}
+	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}, budget: budgetState{tally: &sync.Mutex{}}, started: hostOf(req.Host).Now()}
 	r.vars = runVars(a.spec, &req)
 	r.messages = []Message{{Role: RoleUser, Content: req.Input}}
 	if !r.filterText(spec.StageInput, &r.messages[0].Content) { // routes what a run would

@@ -31,6 +31,12 @@ var verdictSchema = map[string]any{
 	"additionalProperties": false,
 }
 
+// judgeState is the judge's part of a run.
+type judgeState struct {
+	rejections int        // drafts the judge failed
+	calls      judgeCalls // the judge's calls behind its latest verdict
+}
+
 // validate gates a draft answer. A draft the judge fails is not kept: the model gets
 // the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
 func (r *run) validate(draft *Message) {
@@ -49,20 +55,18 @@ func (r *run) validate(draft *Message) {
 			return
 		}
 		r.result.Verdicts = append(r.result.Verdicts, v)
-		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How, Usage: r.judged.usage, Cost: r.judged.cost})
+		r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How, Usage: r.judge.calls.usage, Cost: r.judge.calls.cost})
 		if !v.Passed {
-			r.rejections++
+			r.judge.rejections++
 			switch {
-			case r.rejections <= j.MaxRetries:
-				r.feedback = append(r.feedback, len(r.messages))
-				r.messages = append(r.messages, Message{Role: RoleUser, Content: JudgeFeedbackPrefix +
-					" Your draft answer was not accepted and the user has not seen it. What is missing: " + v.Missing +
-					" Write the complete answer again; use tools if you need more information."})
+			case r.judge.rejections <= j.MaxRetries:
+				r.sendBack(JudgeFeedbackPrefix + " Your draft answer was not accepted and the user has not seen it. What is missing: " + v.Missing +
+					" Write the complete answer again; use tools if you need more information.")
 				r.transition(StateThinking, TriggerJudgeFeedback)
 				return
 			case j.OnExhausted != spec.ExhaustedAccept:
 				r.emit(Event{Kind: EventGuard, Guard: GuardJudgeExhausted, Message: "on_exhausted: " + string(j.OnExhausted)})
-				r.stop(StopJudgeRejected, fmt.Sprintf("the judge rejected %d drafts: %s", r.rejections, v.Missing))
+				r.stop(StopJudgeRejected, fmt.Sprintf("the judge rejected %d drafts: %s", r.judge.rejections, v.Missing))
 				return
 			}
 			r.emit(Event{Kind: EventGuard, Guard: GuardJudgeExhausted, Message: "on_exhausted: " + string(j.OnExhausted)})
@@ -84,7 +88,7 @@ func (r *run) validate(draft *Message) {
 // *budgetError), there is no verdict: ended says why.
 func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended error) {
 	if n := utf8.RuneCountInString(strings.TrimSpace(draft)); n < j.MinChars {
-		r.judged = judgeCalls{}
+		r.judge.calls = judgeCalls{}
 		return Verdict{Passed: false, How: VerdictByMinChars,
 			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}, nil
 	}
@@ -95,7 +99,7 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 		},
 		JSONSchema: &JSONSchemaFormat{Name: SchemaVerdict, Schema: verdictSchema},
 	}
-	r.judged = judgeCalls{}
+	r.judge.calls = judgeCalls{}
 	resp, err := r.askJudge(req)
 	var me *ModelError
 	if err != nil && errors.As(err, &me) && (me.Status == 400 || me.Status == 422) && r.ctx.Err() == nil {
@@ -132,7 +136,7 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 
 // askJudge makes one call of the judge's model, within the run's budget: a call
 // that could break it is not made (a *budgetError). The call's usage and cost are
-// the run's and, for the verdict event, r.judged's.
+// the run's and, for the verdict event, the judge stage's (r.judge.calls).
 func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
 	detail, release := r.overBudget(PurposeJudge, req)
 	if detail != "" {
@@ -143,7 +147,7 @@ func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.judged.add(resp.Usage, r.account(PurposeJudge, resp.Usage))
+	r.judge.calls.add(resp.Usage, r.account(PurposeJudge, resp.Usage))
 	return resp, nil
 }
 
@@ -173,11 +177,6 @@ func (j *judgeCalls) add(u Usage, cost *float64) {
 	j.calls++
 }
 
-// budgetError is why a model call was not made: it could break the run's budget.
-type budgetError struct{ detail string }
-
-func (e *budgetError) Error() string { return e.detail }
-
 // judgePrompt lays out what the judge decides on: the question, the tool results of
 // this run and the draft, then the criteria.
 func (r *run) judgePrompt(j *spec.JudgeSettings, draft string) string {
@@ -195,15 +194,4 @@ func (r *run) judgePrompt(j *spec.JudgeSettings, draft string) string {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, c)
 	}
 	return b.String()
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -17,6 +17,12 @@ import (
 // hangs costs the run its cache or passages, not the run.
 const knowledgeTimeout = 10 * time.Second
 
+// knowledgeState is the knowledge stages' part of a run; the cache's outcome is
+// the result's (Result.Cache, Cached, Learned).
+type knowledgeState struct {
+	rag string // the retrieved passages, framed as data, in the system prompt
+}
+
 // answerFromCache looks the question up in the intent's FAQ cache and, on a hit,
 // answers with the entry: no model call. It reports whether it answered (or an
 // answer filter stopped the run).
@@ -147,10 +153,10 @@ func (r *run) learn() {
 // conversation's history, or instructions that render the user.
 func (r *run) dependsOnUser() bool {
 	a := r.agent
-	if a.instructionsUseUser || a.filtersUseUser || r.memory != "" || len(r.req.History) > 0 {
+	if a.instructionsUseUser || a.filtersUseUser || r.memory.block != "" || len(r.req.History) > 0 {
 		return true
 	}
-	if r.profile != "" && r.result.IntentHow == RoutedLLM {
+	if r.memory.profile != "" && r.result.IntentHow == RoutedLLM {
 		return true // the classifier read the user's facts
 	}
 	for _, s := range r.result.Steps {
@@ -184,7 +190,7 @@ func (r *run) retrieve() {
 		return
 	}
 	passages = withinBudget(passages, g.MaxTokens)
-	r.rag = ragBlock(passages)
+	r.knowledge.rag = ragBlock(passages)
 	r.result.Retrieved = passages
 	shown := make([]Passage, len(passages))
 	for i, p := range passages {

@@ -19,15 +19,17 @@ import (
 	"github.com/agentrun/agentrun/spec"
 )
 
-// stopReasons reads the StopReason constants from the package's source, so a reason
-// added later is checked without anyone updating a list here.
-func stopReasons(t *testing.T) []runtime.StopReason {
+// constantsOf reads the constants of a string type from the package's source
+// (every non-test file), so a constant added later is checked without anyone
+// updating a list here. A constant it cannot read as a string literal fails the
+// test rather than being skipped.
+func constantsOf(t *testing.T, typeName string) []string {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []runtime.StopReason
+	var out []string
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -44,36 +46,103 @@ func stopReasons(t *testing.T) []runtime.StopReason {
 			}
 			for _, s := range gd.Specs {
 				vs := s.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "StopReason" {
-					continue
+				values := vs.Values
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typeName {
+					// An untyped spec may still be one: X = TypeName("x").
+					values = nil
+					for _, v := range vs.Values {
+						if call, ok := v.(*ast.CallExpr); ok && len(call.Args) == 1 {
+							if fn, ok := call.Fun.(*ast.Ident); ok && fn.Name == typeName {
+								values = append(values, call.Args[0])
+							}
+						}
+					}
+					if len(values) == 0 {
+						continue
+					}
 				}
-				for _, v := range vs.Values {
+				for _, v := range values {
 					lit, ok := v.(*ast.BasicLit)
 					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: a StopReason constant that is not a string literal", fset.Position(v.Pos()))
+						t.Fatalf("%s: a %s constant that is not a string literal", fset.Position(v.Pos()), typeName)
 					}
 					s, _ := strconv.Unquote(lit.Value)
-					out = append(out, runtime.StopReason(s))
+					out = append(out, s)
 				}
 			}
 		}
 	}
-	if !slices.Contains(out, runtime.StopCompleted) || len(out) < 2 {
-		t.Fatalf("found the stop reasons %v: the source was not read right", out)
+	if len(out) < 2 {
+		t.Fatalf("found the %s constants %v: the source was not read right", typeName, out)
 	}
 	return out
 }
 
-// Every way a run can stop is a trigger of an edge into STOPPED, and nothing else is.
+func stopReasons(t *testing.T) []runtime.StopReason {
+	t.Helper()
+	var out []runtime.StopReason
+	for _, s := range constantsOf(t, "StopReason") {
+		out = append(out, runtime.StopReason(s))
+	}
+	if !slices.Contains(out, runtime.StopCompleted) {
+		t.Fatalf("found the stop reasons %v without completed: the source was not read right", out)
+	}
+	return out
+}
+
+// sameSet reports what of want is missing from got and what of got is not in
+// want, and any value listed twice in got.
+func sameSet[T comparable](t *testing.T, got, want []T, list, file string) {
+	t.Helper()
+	seen := map[T]bool{}
+	for _, g := range got {
+		if seen[g] {
+			t.Errorf("%s lists %v twice (%s)", list, g, file)
+		}
+		seen[g] = true
+		if !slices.Contains(want, g) {
+			t.Errorf("%s lists %v, which is no constant of the package (%s)", list, g, file)
+		}
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("the constant %v is missing from %s: add it there (%s)", w, list, file)
+		}
+	}
+}
+
+// StopReasons, which serve, the scenario schema and graph read, holds every
+// StopReason constant: a reason cannot be added and left out of the list.
+func TestStopReasonsListsEveryConstant(t *testing.T) {
+	sameSet(t, runtime.StopReasons, stopReasons(t), "runtime.StopReasons", "runtime/request.go")
+}
+
+// EventKinds holds every EventKind constant.
+func TestEventKindsListsEveryConstant(t *testing.T) {
+	var kinds []runtime.EventKind
+	for _, s := range constantsOf(t, "EventKind") {
+		kinds = append(kinds, runtime.EventKind(s))
+	}
+	sameSet(t, runtime.EventKinds, kinds, "runtime.EventKinds", "runtime/event.go")
+}
+
+// Every way a run can stop is a trigger of an edge into STOPPED, and nothing else
+// is: a reason without one would panic in the run that first stops with it. Both
+// the constants in the source and the StopReasons list are walked.
 func TestEveryStopReasonIsAnEdge(t *testing.T) {
 	reasons := stopReasons(t)
+	for _, r := range runtime.StopReasons {
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
 	intoStopped := map[runtime.Trigger]bool{}
 	for _, e := range runtime.Edges() {
 		if e.From == runtime.StateFinished || e.From == runtime.StateStopped {
-			t.Errorf("edge %s → %s leaves a final state", e.From, e.To)
+			t.Errorf("edge %s → %s leaves a final state (runtime/machine.go)", e.From, e.To)
 		}
 		if len(e.Triggers) == 0 {
-			t.Errorf("edge %s → %s has no trigger", e.From, e.To)
+			t.Errorf("edge %s → %s has no trigger (runtime/machine.go)", e.From, e.To)
 		}
 		if e.To == runtime.StateStopped {
 			for _, tr := range e.Triggers {
@@ -84,17 +153,57 @@ func TestEveryStopReasonIsAnEdge(t *testing.T) {
 	for _, r := range reasons {
 		if r == runtime.StopCompleted {
 			if intoStopped[runtime.Trigger(r)] {
-				t.Errorf("%s moves to STOPPED; a completed run is FINISHED", r)
+				t.Errorf("%s moves to STOPPED; a completed run is FINISHED (runtime/machine.go)", r)
 			}
 			continue
 		}
 		if !intoStopped[runtime.Trigger(r)] {
-			t.Errorf("stop reason %s is the trigger of no edge into STOPPED: a run stopping that way would panic", r)
+			t.Errorf("stop reason %s is the trigger of no edge into STOPPED: a run stopping that way would panic. "+
+				"Add it to the stops(...) of each state it can stop from in runtime/machine.go", r)
 		}
 	}
 	for tr := range intoStopped {
 		if !slices.Contains(reasons, runtime.StopReason(tr)) {
-			t.Errorf("an edge into STOPPED is triggered by %q, which is no StopReason", tr)
+			t.Errorf("an edge into STOPPED is triggered by %q, which is no StopReason (runtime/machine.go)", tr)
+		}
+	}
+}
+
+// Every State constant is part of the machine: reachable from THINKING, where
+// every run starts, and, unless it is final, with a way out. Every edge joins
+// two declared states.
+func TestEveryStateHasEdges(t *testing.T) {
+	var states []runtime.State
+	for _, s := range constantsOf(t, "State") {
+		states = append(states, runtime.State(s))
+	}
+	final := func(s runtime.State) bool { return s == runtime.StateFinished || s == runtime.StateStopped }
+	out := map[runtime.State][]runtime.State{}
+	for _, e := range runtime.Edges() {
+		for _, s := range []runtime.State{e.From, e.To} {
+			if !slices.Contains(states, s) {
+				t.Errorf("edge %s → %s names %s, which is no State constant (runtime/machine.go)", e.From, e.To, s)
+			}
+		}
+		out[e.From] = append(out[e.From], e.To)
+	}
+	reached := map[runtime.State]bool{runtime.StateThinking: true}
+	for todo := []runtime.State{runtime.StateThinking}; len(todo) > 0; {
+		s := todo[0]
+		todo = todo[1:]
+		for _, to := range out[s] {
+			if !reached[to] {
+				reached[to] = true
+				todo = append(todo, to)
+			}
+		}
+	}
+	for _, s := range states {
+		if !reached[s] {
+			t.Errorf("state %s is reached by no edge from THINKING: add its edges in runtime/machine.go", s)
+		}
+		if !final(s) && len(out[s]) == 0 {
+			t.Errorf("state %s has no edge out of it: a run there could never end; add its edges in runtime/machine.go", s)
 		}
 	}
 }

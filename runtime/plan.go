@@ -78,6 +78,12 @@ const planInstructions = "You keep a plan with the " + spec.PlanToolName + " too
 // are open.
 const PlanFeedbackPrefix = "[Plan]"
 
+// planState is the plan's part of a run; the plan itself is the result's
+// (Result.Plan), which callers and sub-run summaries show.
+type planState struct {
+	rejections int // answers the plan gate refused
+}
+
 // planSettings are the run's plan mode settings: its intent's, or the agent's when it
 // has no intents; nil when plan mode is off.
 func (r *run) planSettings() *spec.PlanSettings {
@@ -173,16 +179,14 @@ func (r *run) planGate() bool {
 	default:
 		return true
 	}
-	r.planRejections++
+	r.plan.rejections++
 	r.emit(Event{Kind: EventGuard, Guard: GuardPlanOpen, Plan: slices.Clone(r.result.Plan), Message: "answer refused: " + why})
-	if r.planRejections > set.MaxRejections {
+	if r.plan.rejections > set.MaxRejections {
 		r.stop(StopPlanIncomplete, "the model answered with its plan unfinished: "+why)
 		return false
 	}
-	r.feedback = append(r.feedback, len(r.messages))
-	r.messages = append(r.messages, Message{Role: RoleUser, Content: PlanFeedbackPrefix +
-		" Your answer was not accepted and the user has not seen it: " + why + ". Finish those steps (use " + spec.PlanToolName +
-		" to mark each done), or mark a step dropped with a reason if it is not needed, then answer again."})
+	r.sendBack(PlanFeedbackPrefix + " Your answer was not accepted and the user has not seen it: " + why + ". Finish those steps (use " + spec.PlanToolName +
+		" to mark each done), or mark a step dropped with a reason if it is not needed, then answer again.")
 	r.transition(StateThinking, TriggerPlanOpen)
 	return false
 }

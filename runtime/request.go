@@ -89,7 +89,9 @@ const (
 	StopWorkflowFailed StopReason = "workflow_failed"
 )
 
-// StopReasons lists every stop reason.
+// StopReasons lists every stop reason. A new one needs its edges into STOPPED in
+// machine.go (TestEveryStopReasonIsAnEdge fails without them, naming the file)
+// and a place in this list (TestStopReasonsListsEveryConstant).
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
 	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget,
 	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete, StopWorkflowFailed}

@@ -177,7 +177,7 @@ func (r *run) classify() (string, float64, error) {
 		"additionalProperties": false,
 	}
 	req := &ModelRequest{
-		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
+		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.memory.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
 		JSONSchema: &JSONSchemaFormat{Name: SchemaIntent, Schema: schema},
 	}
 	detail, release := r.overBudget(PurposeClassifier, req)

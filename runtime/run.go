@@ -3,6 +3,8 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/spec"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -19,6 +20,10 @@ import (
 
 // run is the state of one Run: the messages of this exchange, counters and the
 // signatures of the calls made so far. The Agent itself is never modified.
+//
+// What every stage reads is declared here; each stage keeps its own state in a
+// struct declared in its own file (judge.go, plan.go, budget.go, memory.go,
+// knowledgestage.go, resume.go), so a stage's fields sit next to its code.
 type run struct {
 	agent    *Agent
 	req      *Request
@@ -26,45 +31,30 @@ type run struct {
 	state    State
 	result   *Result
 	messages []Message // this run's exchange: user input, assistant turns, tool results
+	// feedback are the indexes in messages of what the judge and the plan gate
+	// sent back with a refused draft: never stored (see sendBack).
+	feedback []int
 	// signatures maps each executed call's name+canonical arguments to its result,
 	// across the whole run, for duplicate-call detection.
-	signatures  map[string]string
-	vars        spec.Values // user, conversation and intent, for every expression of the run
-	started     time.Time
-	seen        seenEntities // entities revealed to the user, by kind
-	rejections  int          // drafts the judge failed
-	feedback    []int        // indexes in messages of judge feedback, never stored
-	factChanges []FactChange // what fact rules wrote, committed with the run
-	// foreignConversation: the request names a conversation another user started.
-	foreignConversation bool
-	intent              *intent      // the routed intent; nil without intents or a fallback
-	finish              FinishReason // of the response whose tool calls run
-	tools               []ToolDef    // what this run offers the model
-	profile             string       // the user's profile summary
-	memory              string       // the memory block of the intent's level
-	rag                 string       // the retrieved passages, framed as data
-	// cost is what the priced model calls cost so far; costUnknown: a call's model
-	// had no price; costUnchecked: the guard event saying max_cost cannot be
-	// checked was emitted.
-	cost                       float64
-	costUnknown, costUnchecked bool
-	judged                     judgeCalls // the judge's calls behind its latest verdict
-	// resumed is the id of the paused run this execution resumes ("" for a new
-	// run); pausedVersion the version of its record once claimed.
-	resumed        string
-	pausedVersion  int
-	decidedIDs     []string // the call ids earlier pauses of the run waited on
-	planRejections int      // answers the plan gate refused
-	// turnsBefore are the model calls earlier executions of the run made: this
-	// one checkpoints only once it made one of its own.
-	turnsBefore int
+	signatures map[string]string
+	vars       spec.Values // user, conversation and intent, for every expression of the run
+	started    time.Time
+	seen       seenEntities // entities revealed to the user, by kind
+	intent     *intent      // the routed intent; nil without intents or a fallback
+	finish     FinishReason // of the response whose tool calls run
+	tools      []ToolDef    // what this run offers the model
 	// id names the run in its events; parent and depth place a sub-run below the
-	// run that started it; spent is what it and its sub-runs spent (see spend).
+	// run that started it.
 	id     string
 	parent *parentLink
 	depth  int
-	spent  spend
-	tally  *sync.Mutex // guards spent of every run of the tree: the top run's
+
+	judge     judgeState     // judge.go
+	plan      planState      // plan.go
+	budget    budgetState    // budget.go
+	memory    memoryState    // memory.go
+	knowledge knowledgeState // knowledgestage.go
+	resume    resumeState    // resume.go: what earlier executions of the run left
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -76,6 +66,13 @@ func (a *Agent) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	return r.result, nil
+}
+
+// NewRunID is a new random run id.
+func NewRunID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "run_" + hex.EncodeToString(b)
 }
 
 // execute runs a request to its end: a top run, or a sub-run of parent.
@@ -96,10 +93,10 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		seen:       newSeenEntities(req.Seen),
 		id:         cmp.Or(req.RunID, NewRunID()),
 		parent:     parent,
-		tally:      &sync.Mutex{},
+		budget:     budgetState{tally: &sync.Mutex{}},
 	}
 	if parent != nil {
-		r.tally = parent.run.tally
+		r.budget.tally = parent.run.budget.tally
 		if r.depth = parent.run.depth + 1; r.depth > spec.MaxAgentDepth {
 			return nil, fmt.Errorf("sub-agents nest deeper than %d levels", spec.MaxAgentDepth)
 		}
@@ -110,7 +107,7 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
 	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
-		if r.foreignConversation {
+		if r.memory.foreignConversation {
 			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, ErrForeignConversation)
 		}
 		// The classifier's call may have stopped the run (its budget).
@@ -151,10 +148,10 @@ func (r *run) end() *Result {
 func (r *run) prepareContext() {
 	a := r.agent
 	facts := r.loadMemory()
-	if r.foreignConversation {
+	if r.memory.foreignConversation {
 		return // refused before anything else costs a model call (the classifier's)
 	}
-	r.profile = a.profileSummary(facts)
+	r.memory.profile = a.profileSummary(facts)
 	r.route()
 	if a.intents == nil {
 		r.tools = a.offered
@@ -164,7 +161,7 @@ func (r *run) prepareContext() {
 		return // no intent and no fallback: no tools, no memory
 	}
 	r.tools = r.intent.tools
-	if r.memory = a.memoryBlock(r.intent.memory, facts); r.memory != "" {
+	if r.memory.block = a.memoryBlock(r.intent.memory, facts); r.memory.block != "" {
 		r.emit(Event{Kind: EventMemory, Level: r.intent.memory, Count: len(facts)})
 	}
 }
@@ -175,6 +172,14 @@ func (r *run) input() string {
 		return r.messages[0].Content
 	}
 	return r.req.Input // routing alone (Agent.Route) runs no filters
+}
+
+// sendBack adds a message that sends a refused draft back to the model (the
+// judge's or the plan gate's feedback): the model reads it, the history never keeps
+// it.
+func (r *run) sendBack(content string) {
+	r.feedback = append(r.feedback, len(r.messages))
+	r.messages = append(r.messages, Message{Role: RoleUser, Content: content})
 }
 
 // storedMessages is the exchange without the judge's feedback, which only made
@@ -211,6 +216,14 @@ func (r *run) emit(e Event) {
 		e.Turn = r.result.Turns
 	}
 	r.req.Observer.Observe(e)
+}
+
+// stamp fills in whose run an event is.
+func (r *run) stamp(e *Event) {
+	e.Run = r.id
+	if p := r.parent; p != nil {
+		e.Parent, e.Depth, e.Agent = p.run.id, r.depth, p.agent
+	}
 }
 
 func (r *run) transition(to State, why Trigger) {
@@ -379,7 +392,7 @@ func (r *run) systemPrompt() string {
 	if r.planSettings() != nil {
 		plan = planInstructions
 	}
-	for _, block := range []string{plan, r.memory, r.rag} {
+	for _, block := range []string{plan, r.memory.block, r.knowledge.rag} {
 		if block == "" {
 			continue
 		}
@@ -741,14 +754,3 @@ func callTool(ctx context.Context, t Tool, in ToolInput) (out string, err error)
 	}()
 	return t.Call(ctx, in)
 }
-
-// truncate cuts s to at most max bytes on a UTF-8 boundary and says so.
-func truncate(s string, max int) string {
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", cut, len(s))
-}
-
-func preview(s string) string { return clipText(s, 200) }

@@ -16,70 +16,11 @@ type parentLink struct {
 	callID string // the tool call that started it; "" for an intent's handoff
 }
 
-// spend is what a run and every sub-run below it have spent so far. A sub-run's
-// model calls count toward the limits of each run above it (guards.max_turns,
-// max_tokens, max_cost), so a sub-agent cannot spend past its parent's budget.
-// Sub-runs of one response run in parallel: every spend of a tree of runs is
-// guarded by the tree's one mutex (run.tally).
-type spend struct {
-	turns  int
-	tokens int64
-	cost   float64
-	// heldTokens and heldCost are the worst cases of the model calls in flight
-	// (see overBudget): parallel sub-runs must not each spend the same remainder.
-	heldTokens int64
-	heldCost   float64
-}
-
-func (r *run) spentSoFar() spend {
-	r.tally.Lock()
-	defer r.tally.Unlock()
-	return r.spent
-}
-
-func (r *run) spentTurns() int { return r.spentSoFar().turns }
-
-// charge adds a model call's usage and cost to the run and every run above it.
-func (r *run) charge(u Usage, cost float64) {
-	tokens := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
-	r.tally.Lock()
-	defer r.tally.Unlock()
-	for x := r; x != nil; x = x.parentRun() {
-		x.spent.tokens += tokens
-		x.spent.cost += cost
-	}
-}
-
 func (r *run) parentRun() *run {
 	if r.parent == nil {
 		return nil
 	}
 	return r.parent.run
-}
-
-// takeTurn counts the agent's next model call toward the max_turns of the run and
-// of every run above it, in one step, so parallel sub-runs cannot both take the
-// last turn. It returns which limit the call would break instead ("" when it was
-// counted).
-func (r *run) takeTurn() (detail string) {
-	r.tally.Lock()
-	defer r.tally.Unlock()
-	for x := r; x != nil; x = x.parentRun() {
-		limit := x.agent.settings.Guards.MaxTurns
-		switch {
-		case x.spent.turns < limit:
-		case x == r && x.result.Turns == limit:
-			return fmt.Sprintf("the model was called %d times without finishing", limit)
-		case x == r:
-			return fmt.Sprintf("the run and its sub-agents made %d model calls, its max_turns", limit)
-		default:
-			return fmt.Sprintf("the agent %s's runs made %d model calls, its max_turns", x.agent.Name(), limit)
-		}
-	}
-	for x := r; x != nil; x = x.parentRun() {
-		x.spent.turns++
-	}
-	return ""
 }
 
 // errNoSubAgent is a sub-agent that cannot run at all.
@@ -160,11 +101,11 @@ func (r *run) absorbSub(sub *run) {
 	res := sub.result
 	r.result.Usage.Add(res.Usage)
 	if c := sub.runCost(); c != nil {
-		r.cost += *c
+		r.budget.cost += *c
 	} else if res.Turns > 0 {
-		r.costUnknown = true
+		r.budget.costUnknown = true
 	}
-	r.factChanges = append(r.factChanges, sub.factChanges...)
+	r.memory.factChanges = append(r.memory.factChanges, sub.memory.factChanges...)
 	for kind, ids := range sub.seen.revealedByKind() {
 		r.seen.reveal(kind, ids)
 	}
@@ -202,22 +143,10 @@ func (r *run) callSubAgent(ctx context.Context, c *call) {
 	}
 }
 
-// seenSoFar are the entities revealed to the user: those the request passed and
-// those this run's calls revealed.
-func (r *run) seenSoFar() map[string][]string { return r.seen.result(r.req.Seen) }
-
 // agentRun is what the call's sub-run did; nil for a call of any other tool.
 func (c *call) agentRun() *AgentRun {
 	if c.sub == nil {
 		return nil
 	}
 	return c.sub.summary(true)
-}
-
-// stamp fills in whose run an event is.
-func (r *run) stamp(e *Event) {
-	e.Run = r.id
-	if p := r.parent; p != nil {
-		e.Parent, e.Depth, e.Agent = p.run.id, r.depth, p.agent
-	}
 }
