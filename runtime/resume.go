@@ -1,5 +1,8 @@
 package runtime
 
+// Resuming a paused run: claiming it, then giving each call of the response it
+// paused in its result, as people decided.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,8 @@
 package runtime
 
+// A run between two executions: what a pause or a checkpoint writes
+// (snapshot) and the execution that goes on with it reads back (restore).
+
 import (
 	"context"
 	"errors"
