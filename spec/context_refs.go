@@ -36,16 +36,6 @@ func (t *Template) Reads() RunContext {
 	return refs
 }
 
-// AnyReadsRunContext reports whether any of the templates reads the run context.
-func AnyReadsRunContext(templates map[string]*Template) bool {
-	for _, t := range templates {
-		if t.ReadsRunContext() {
-			return true
-		}
-	}
-	return false
-}
-
 func programReads(p *vm.Program) RunContext {
 	if p == nil {
 		return 0
