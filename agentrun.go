@@ -565,23 +565,30 @@ func checkUserID(id string) error {
 // urlRef finds user.NAME and args.NAME in a template's source.
 var urlRef = regexp.MustCompile(`\b(user|args)\.([A-Za-z_][A-Za-z0-9_]*)`)
 
-// urlAttributes lists the user attributes an http tool's URL renders, directly or
-// through a bound parameter. It reads the templates' text, so a computed reference
-// (user["tier"]) escapes it; the http tool still refuses such a value when a call
-// would put it into a path.
+// urlAttributes lists the user attributes that a template a tool kind declares
+// InPath (an http tool's URL) renders, directly or through a bound parameter. It
+// reads the templates' text, so a computed reference (user["tier"]) escapes it; the
+// http tool still refuses such a value when a call would put it into a path.
 func urlAttributes(s *spec.Spec) map[string]bool {
 	out := map[string]bool{}
-	for _, t := range s.Tools {
-		if t.HTTP == nil {
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		k := t.Config()
+		if k == nil {
 			continue
 		}
-		for _, m := range urlRef.FindAllStringSubmatch(t.HTTP.URL.Source, -1) {
-			ref := m[1] + "." + m[2]
-			if m[1] == "args" {
-				ref = t.Bind[m[2]]
+		for _, r := range k.Templates() {
+			if !r.InPath || r.Template == nil {
+				continue
 			}
-			if attr, ok := strings.CutPrefix(ref, "user."); ok && attr != "id" {
-				out[attr] = true
+			for _, m := range urlRef.FindAllStringSubmatch(r.Template.Source, -1) {
+				ref := m[1] + "." + m[2]
+				if m[1] == "args" {
+					ref = t.Bind[m[2]]
+				}
+				if attr, ok := strings.CutPrefix(ref, "user."); ok && attr != "id" {
+					out[attr] = true
+				}
 			}
 		}
 	}

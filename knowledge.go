@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/postgres"
 	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
 	"github.com/agentrun/agentrun/runtime/openai"
 	"github.com/agentrun/agentrun/runtime/telemetry"
@@ -36,7 +35,7 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 		return env
 	}
 	if p := s.Knowledge.Index; p != "" {
-		if filepath.IsAbs(p) || postgres.IsURL(p) {
+		if filepath.IsAbs(p) || indexKindOf(p).url {
 			return p
 		}
 		return filepath.Join(filepath.Dir(s.Pos.File), p)
@@ -61,21 +60,6 @@ type KnowledgeIndex interface {
 	ListLearned(ctx context.Context, f sqlite.LearnedFilter) ([]sqlite.LearnedEntry, error)
 	ClearLearned(ctx context.Context, f sqlite.LearnedFilter) (int, error)
 	Close() error
-}
-
-var (
-	_ KnowledgeIndex = (*sqlite.Index)(nil)
-	_ KnowledgeIndex = (*postgres.Index)(nil)
-)
-
-// OpenIndex opens the knowledge index at location (see IndexPath): a postgres:// or
-// postgresql:// URL (its schema parameter names the schema, default agentrun), else
-// an index file.
-func OpenIndex(ctx context.Context, location string) (KnowledgeIndex, error) {
-	if postgres.IsURL(location) {
-		return postgres.Open(ctx, location)
-	}
-	return sqlite.Open(location)
 }
 
 // Offline reports whether a spec's model is an offline provider (test, script):

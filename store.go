@@ -1,19 +1,11 @@
 package agentrun
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
-	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/store"
-	"github.com/agentrun/agentrun/runtime/store/memory"
-	"github.com/agentrun/agentrun/runtime/store/postgres"
-	"github.com/agentrun/agentrun/runtime/store/redis"
-	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -78,35 +70,6 @@ func StoreURL(flag string, m spec.Memory, specFile string, lookup func(string) (
 		return "", fmt.Errorf("memory.store is %s but no URL is given: set memory.url, AGENTRUN_STORE or --store", m.Store)
 	}
 	return "sqlite:" + filepath.Join(ProjectDir(specFile), StateDir, "state.db"), nil
-}
-
-// OpenStore opens the store a URL names.
-func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
-	kind, err := spec.StoreKindOf(url)
-	if err != nil {
-		return nil, err
-	}
-	switch kind {
-	case spec.StoreMemory:
-		return memory.New(), nil
-	case spec.StoreRedis:
-		return redis.Open(url, redis.Options{TTL: ttl})
-	case spec.StorePostgres:
-		// Connecting and migrating on first use; the pool's statement_timeout
-		// bounds each statement afterwards.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		s, err := postgres.Open(ctx, url, ttl)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	path, err := store.SQLitePath(url)
-	if err != nil {
-		return nil, err
-	}
-	return sqlite.Open(path)
 }
 
 // NeedsStore reports whether every run of this spec reads or writes memory: facts

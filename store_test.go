@@ -91,3 +91,35 @@ func TestProjectDir(t *testing.T) {
 		t.Errorf("ProjectDir(relative) = %s, want %s", got, want)
 	}
 }
+
+// Every store kind of the spec's vocabulary has a row in the store table: one that
+// lacked it would panic when a URL named it.
+func TestEveryStoreKindHasARow(t *testing.T) {
+	for _, kind := range spec.StoreKinds {
+		row, ok := storeKinds[kind]
+		if !ok || row.open == nil || row.place == nil {
+			t.Errorf("store kind %s: no row in storeKinds with open and place", kind)
+		}
+	}
+	if len(storeKinds) != len(spec.StoreKinds) {
+		t.Errorf("storeKinds has %d rows for %d kinds", len(storeKinds), len(spec.StoreKinds))
+	}
+}
+
+func TestStatePlace(t *testing.T) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for loc, want := range map[string]string{
+		"memory:":                                       "in this process",
+		"redis://:secret@cache:6379/0":                  "on redis",
+		"postgres://u:secret@db:5432/agents":            "on postgres",
+		"sqlite:" + filepath.Join(cwd, "x", "state.db"): filepath.Join("x", "state.db"),
+		"/elsewhere/index.db":                           "/elsewhere/index.db",
+	} {
+		if got := StatePlace(loc); got != want {
+			t.Errorf("StatePlace(%q) = %q, want %q", loc, got, want)
+		}
+	}
+}

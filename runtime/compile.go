@@ -75,11 +75,10 @@ type agentTool struct {
 	bind      map[string]string // parameter → context key
 	timeout   time.Duration
 	maxOutput int
-	impl      Tool
+	impl      Tool       // what a call runs, unless engine is set
+	engine    engineTool // a tool of the engine (the plan tool, an agents entry's): a call works on the run
 	spec      *spec.Tool // accept, accept_message and collect rules
-	usesUser  bool       // its calls depend on the run context (see toolUsesUser)
-	plan      bool       // the built-in plan tool: it changes the run's plan, nothing outside
-	subAgent  string     // an agents entry: a call runs that agent on a task
+	usesUser  bool       // its calls depend on the run context (see spec.Spec.ToolRunContext)
 }
 
 // compilation is the state of one Compile: the agent being built, the compiler
@@ -163,11 +162,26 @@ func (c *compilation) reportTool(t *spec.Tool, format string, args ...any) {
 	}
 }
 
-// addTool makes at one of the agent's tools, offered to the model.
-func (c *compilation) addTool(at *agentTool) {
+// addTool is the one way a tool joins the agent, whatever brings it — the spec's
+// tools (builtins and every kind), an MCP server's found at run time, an agents
+// entry, the plan tool: it compiles the tool's parameters as the schema its
+// arguments are checked against, under url, registers the tool by name, and
+// offers it to the model when offer is set. An error is the parameters'.
+func (c *compilation) addTool(at *agentTool, url string, offer bool) error {
+	if err := c.schemas.AddResource(url, at.def.Parameters); err != nil {
+		return err
+	}
+	schema, err := c.schemas.Compile(url)
+	if err != nil {
+		return err
+	}
+	at.schema = schema
 	c.a.tools = append(c.a.tools, at)
 	c.a.byName[at.def.Name] = at
-	c.a.offered = append(c.a.offered, at.def)
+	if offer {
+		c.a.offered = append(c.a.offered, at.def)
+	}
+	return nil
 }
 
 // compileFilters sorts the spec's filters by the stage they run on.
@@ -191,15 +205,18 @@ func (c *compilation) compileTools() {
 	// once against the command's working directory).
 	dir, _ := filepath.Abs(filepath.Dir(c.s.Pos.File))
 	for i := range c.s.Tools {
-		if at := c.compileTool(i, &c.s.Tools[i], dir); at != nil {
-			c.addTool(at)
+		t := &c.s.Tools[i]
+		if at := c.compileTool(t, dir); at != nil {
+			if err := c.addTool(at, fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name), true); err != nil {
+				c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
+			}
 		}
 	}
 }
 
-// compileTool builds the i-th tool, whose programs run in dir unless a skill
+// compileTool builds a tool of the spec, whose programs run in dir unless a skill
 // brought it; nil when it was reported instead.
-func (c *compilation) compileTool(i int, t *spec.Tool, dir string) *agentTool {
+func (c *compilation) compileTool(t *spec.Tool, dir string) *agentTool {
 	g := c.a.settings.Guards
 	factory, ok := c.opts.Tools[Key(t)]
 	if !ok {
@@ -221,7 +238,7 @@ func (c *compilation) compileTool(i int, t *spec.Tool, dir string) *agentTool {
 		maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
 		impl:      impl,
 		spec:      t,
-		usesUser:  toolUsesUser(t, impl),
+		usesUser:  c.s.ToolRunContext(t) != 0, // the kind's declaration, bind and accept
 	}
 	if d, ok := impl.(Describer); ok {
 		info := d.Describe()
@@ -237,15 +254,6 @@ func (c *compilation) compileTool(i int, t *spec.Tool, dir string) *agentTool {
 	}
 	if at.def.Parameters == nil {
 		at.def.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
-	}
-	url := fmt.Sprintf("mem://tools/%d/%s.json", i, t.Name)
-	if err := c.schemas.AddResource(url, at.def.Parameters); err != nil {
-		c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
-		return nil
-	}
-	if at.schema, err = c.schemas.Compile(url); err != nil {
-		c.reportTool(t, "tool %q: parameters: %v", t.Name, err)
-		return nil
 	}
 	return at
 }
@@ -264,16 +272,14 @@ func (c *compilation) compileSubAgents() {
 		def := ToolDef{Name: entry.Name, Description: entry.Description, Parameters: spec.SubAgentParameters()}
 		params, _ := normalizeJSON(def.Parameters)
 		def.Parameters = params
-		url := fmt.Sprintf("mem://agents/%d/%s.json", i, entry.Name)
-		if err := c.schemas.AddResource(url, params); err != nil {
-			panic(err) // the sub-agent tool's schema is ours
-		}
 		// A sub-agent acts as the user (their bound values, facts and entities):
 		// what it answers depends on who asked, like a tool binding user.id.
-		at := &agentTool{def: def, schema: c.schemas.MustCompile(url), spec: &spec.Tool{Name: entry.Name}, subAgent: entry.Name,
+		at := &agentTool{def: def, spec: &spec.Tool{Name: entry.Name}, engine: delegation{entry.Name},
 			timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, usesUser: true}
 		c.a.subAgents[entry.Name] = sub
-		c.addTool(at)
+		if err := c.addTool(at, fmt.Sprintf("mem://agents/%d/%s.json", i, entry.Name), true); err != nil {
+			panic(err) // the sub-agent tool's schema is ours
+		}
 	}
 }
 
@@ -308,16 +314,11 @@ func (c *compilation) compileExternalTools() {
 		params, err := normalizeJSON(ext.Def.Parameters)
 		if err == nil {
 			at.def.Parameters = params
-			url := fmt.Sprintf("mem://external/%d/%s.json", i, ext.Def.Name)
-			if err = c.schemas.AddResource(url, params); err == nil {
-				at.schema, err = c.schemas.Compile(url)
-			}
+			err = c.addTool(at, fmt.Sprintf("mem://external/%d/%s.json", i, ext.Def.Name), true)
 		}
 		if err != nil {
 			c.report(c.s.Source, "tool %q: its parameters are not a usable JSON schema: %v", ext.Def.Name, err)
-			continue
 		}
-		c.addTool(at)
 	}
 }
 
@@ -325,15 +326,9 @@ func (c *compilation) compileExternalTools() {
 // spec's plan mode) is set.
 func (c *compilation) addPlanTool(offer bool) {
 	def := planTool()
-	at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, plan: true}
-	if err := c.schemas.AddResource("mem://builtin/plan.json", def.Parameters); err != nil {
+	at := &agentTool{def: def, spec: &spec.Tool{Name: def.Name}, engine: planner{}}
+	if err := c.addTool(at, "mem://builtin/plan.json", offer); err != nil {
 		panic(err) // planTool's schema is ours: a bug, not the spec's fault
-	}
-	at.schema = c.schemas.MustCompile("mem://builtin/plan.json")
-	c.a.tools = append(c.a.tools, at)
-	c.a.byName[def.Name] = at
-	if offer {
-		c.a.offered = append(c.a.offered, def)
 	}
 }
 

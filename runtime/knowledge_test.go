@@ -17,23 +17,6 @@ import (
 	"github.com/agentrun/agentrun/spec"
 )
 
-// declared answers for a test's tool what the real http kind says of the entry:
-// whether its calls pass the user on.
-type declared struct {
-	*funcTool
-	kind runtime.UserPasser
-}
-
-func (d declared) PassesUser() bool { return d.kind.PassesUser() }
-
-func declaredAs(f *funcTool, st *spec.Tool, dir string) (runtime.Tool, error) {
-	real, err := kinds.NewHTTP(st, dir)
-	if err != nil {
-		return nil, err
-	}
-	return declared{f, real.(runtime.UserPasser)}, nil
-}
-
 // The knowledge stages run against the real index (SQLite, local embedder): only
 // the model is a stub.
 
@@ -109,7 +92,7 @@ judge: {criteria: [The answer is correct.]}
 	s := loadSpecIn(t, dir, src)
 	idx, help := indexHelp(t, dir, s)
 	tools := map[string]*funcTool{"my_orders": echo(), "menu": echo(), "vip_menu": echo(), "track": echo()}
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return declaredAs(tools[st.Name], st, dir) },
+	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil },
 		"command": kinds.NewCommand}
 	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: model, Store: memory.New(),
 		Knowledge: help, Version: "v1"})

@@ -290,13 +290,6 @@ func clipRunes(text string, n int) string {
 	return text[:i] + " …"
 }
 
-// toolUsesUser reports whether a tool's calls depend on the run context: it binds
-// parameters, its accept rule looks at the user, or its kind passes something of
-// the user on (see UserPasser).
-func toolUsesUser(t *spec.Tool, impl Tool) bool {
-	return len(t.Bind) > 0 || t.Accept.ReadsRunContext() || passesUser(impl)
-}
-
 // shown is the hit as results and events show it: a learned entry's question is
 // another run's input, perhaps another user's words, so only its id is shown.
 func (h *CacheHit) shown() *CacheHit {

@@ -447,7 +447,7 @@ func (r *run) executeTools() {
 		if !r.prepare(c) {
 			continue
 		}
-		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow && !c.tool.plan {
+		if prev, seen := r.signatures[c.signature]; seen && g.DuplicateCalls != spec.DuplicateAllow && !c.tool.ownState() {
 			r.emit(Event{Kind: EventGuard, Guard: GuardDuplicateCall, Tool: tc.Name, CallID: tc.ID, Args: c.modelArgs, Message: "duplicate_calls: " + string(g.DuplicateCalls)})
 			if g.DuplicateCalls == spec.DuplicateStop {
 				r.messages = r.messages[:len(r.messages)-1] // never keep a tool call without its results
@@ -475,7 +475,7 @@ func (r *run) executeTools() {
 	// before, and the plan must not depend on which goroutine ran first.
 	var work []int
 	for _, i := range runnable {
-		if calls[i].tool.plan {
+		if calls[i].tool.ownState() {
 			r.execute(r.ctx, &calls[i])
 		} else {
 			work = append(work, i)
@@ -690,19 +690,18 @@ func (r *run) runParallel(ctx context.Context, calls []call, runnable []int) {
 func (r *run) execute(ctx context.Context, c *call) {
 	t := c.tool
 	r.emit(Event{Kind: EventToolCall, Tool: c.tc.Name, CallID: c.tc.ID, Args: c.ran}) // what runs, never a discarded value
-	switch {
-	case t.plan:
-		r.updatePlan(c) // the run's own state: no filter or cap applies
+	if t.engine != nil {
+		t.engine.call(ctx, r, c)
+	} else {
+		r.callTool(ctx, c)
+	}
+	if t.ownState() { // the run's own state: no filter or cap applies
 		e := Event{Kind: EventToolResult, Tool: c.tc.Name, CallID: c.tc.ID, Result: preview(c.result)}
 		if c.outcome == OutcomeError {
 			e.Error = c.result
 		}
 		r.emit(e)
 		return
-	case t.subAgent != "":
-		r.callSubAgent(ctx, c) // bounded by the sub-agent's max_run_time and this run's, not tool_timeout
-	default:
-		r.callTool(ctx, c)
 	}
 	r.filterToolResult(c)
 	if len(c.result) > t.maxOutput {

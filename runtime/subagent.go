@@ -124,12 +124,12 @@ func (sub *run) summary(steps bool) *AgentRun {
 
 // callSubAgent is a call of a sub-agent's tool: its answer is the result; a sub-run
 // that stopped is an error the model can act on.
-func (r *run) callSubAgent(ctx context.Context, c *call) {
+func (r *run) callSubAgent(ctx context.Context, c *call, agent string) {
 	start := r.now()
 	task, _ := c.args[spec.SubAgentTaskParam].(string)
 	// The response's calls run in parallel, but none changes the entities until
 	// they all ran (absorb): reading them here is safe.
-	sub, err := r.delegate(ctx, c.tool.subAgent, task, c, r.seenSoFar())
+	sub, err := r.delegate(ctx, agent, task, c, r.seenSoFar())
 	c.duration = r.since(start)
 	switch {
 	case err != nil:
@@ -139,7 +139,7 @@ func (r *run) callSubAgent(ctx context.Context, c *call) {
 	default:
 		res := sub.result
 		c.outcome, c.sub = OutcomeError, sub
-		c.result = fmt.Sprintf("Error: the agent %s stopped without an answer (%s): %s", c.tool.subAgent, res.Stop, cmp.Or(res.Detail, "no detail"))
+		c.result = fmt.Sprintf("Error: the agent %s stopped without an answer (%s): %s", agent, res.Stop, cmp.Or(res.Detail, "no detail"))
 	}
 }
 

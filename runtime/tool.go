@@ -43,11 +43,11 @@ type ToolInput struct {
 // could not say so (it ran elsewhere): the run reports it as a timeout.
 var ErrToolTimeout = errors.New("the tool call timed out")
 
-// UserPasser is a tool that says whether its calls pass something of the user on
-// to what they reach — a program's environment, a rendered URL, header or body, a
-// forwarded credential — so that what they return may be that user's alone. Each
-// tool kind declares it once, from its own configuration; the FAQ cache's scope
-// rule reads it. A tool that does not say is taken to pass the user on.
+// UserPasser is a tool found at run time (Options.External: an MCP server's tool
+// the spec does not declare) that says whether its calls pass something of the
+// user on to what they reach, so that what they return may be that user's alone.
+// A declared tool's kind says it in the spec (spec.ToolKind); the FAQ cache's scope
+// rule reads one or the other. A tool that does not say is taken to pass the user on.
 type UserPasser interface {
 	PassesUser() bool
 }

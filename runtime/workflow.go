@@ -52,9 +52,9 @@ func (a *Agent) compileWorkflow(compiler *jsonschema.Compiler, report func(src s
 				switch {
 				case !ok && len(a.spec.MCPServers) == 0:
 					report(s.Source, "step %s: no tool %q", s.Name, s.Tool)
-				case ok && t.subAgent != "":
+				case ok && t.subAgent() != "":
 					report(s.Source, "step %s: %s is an agent: write agent: %s with a task", s.Name, s.Tool, s.Tool)
-				case ok && t.plan:
+				case ok && t.engine == engineTool(planner{}):
 					report(s.Source, "step %s: %s is the model's plan tool, not one a workflow calls", s.Name, s.Tool)
 				}
 			case spec.StepModelK:

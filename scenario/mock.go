@@ -18,9 +18,8 @@ type mockTool struct {
 }
 
 var (
-	_ runtime.Tool       = (*mockTool)(nil)
-	_ runtime.Describer  = (*mockTool)(nil)
-	_ runtime.UserPasser = (*mockTool)(nil)
+	_ runtime.Tool      = (*mockTool)(nil)
+	_ runtime.Describer = (*mockTool)(nil)
 )
 
 // withMocks wraps every factory of a registry so the case's mocks take over the
@@ -51,13 +50,6 @@ func (m *mockTool) Describe() runtime.ToolInfo {
 		return d.Describe()
 	}
 	return runtime.ToolInfo{}
-}
-
-// PassesUser is the real tool's declaration: a mocked answer stands for what the
-// real tool would have answered that user.
-func (m *mockTool) PassesUser() bool {
-	p, ok := m.real.(runtime.UserPasser)
-	return !ok || p.PassesUser()
 }
 
 func (m *mockTool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {

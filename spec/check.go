@@ -391,6 +391,8 @@ func (c *checker) checkBind(t *Tool, idx string) {
 	}
 }
 
+// checkToolKind checks the configuration of the tool's kind, then compiles every
+// template the kind declares it renders (ToolKind.Templates), at its place.
 func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 	switch {
 	case t.Command != nil:
@@ -398,50 +400,51 @@ func (c *checker) checkToolKind(t *Tool, idx string, env exprEnv) {
 			c.errorf(c.at("tools", idx, "command", "run", strconv.Itoa(i)), "list the program and its arguments directly; the arguments arrive as JSON on stdin",
 				"command tools run without a shell: %s %s would interpret a command string", t.Command.Run[i], opt)
 		}
-		for _, k := range slices.Sorted(maps.Keys(t.Command.Env)) {
-			c.compileTemplate(t.Command.Env[k], env, c.at("tools", idx, "command", "env", k))
-		}
 		c.checkCommandProgram(t.Command.Run, idx)
 	case t.HTTP != nil:
 		h := t.HTTP
-		urlAt := c.at("tools", idx, "http", "url")
-		c.compileTemplate(&h.URL, env, urlAt)
-		c.checkURL(urlAt, h.URL.Source)
+		c.checkURL(c.at("tools", idx, "http", "url"), h.URL.Source)
 		c.checkRedirects(h, idx)
-		for _, part := range []struct {
-			key string
-			m   map[string]*Template
-		}{{"headers", h.Headers}, {"query", h.Query}} {
-			for _, k := range slices.Sorted(maps.Keys(part.m)) {
-				c.compileTemplate(part.m[k], env, c.at("tools", idx, "http", part.key, k))
-			}
-		}
 		if body := c.at("tools", idx, "http", "body"); body.node != nil {
-			h.BodyTemplates = map[string]*Template{}
+			h.BodyTemplates, h.bodyPaths = map[string]*Template{}, map[string][]string{}
 			v, _ := c.toJSON(body.node, body.path)
 			h.Body = v // JSON values, as the schema saw them (no YAML timestamps)
-			c.walkBody(h, v, []string{"tools", idx, "http", "body"}, "", env)
+			walkBody(h, v, nil, "")
 		}
 	case t.MCP != nil:
-		at := c.at("tools", idx, "mcp", "server")
-		var server *MCPServer
-		for i := range c.spec.MCPServers {
-			if c.spec.MCPServers[i].Name == t.MCP.Server {
-				server = &c.spec.MCPServers[i]
-			}
+		c.checkMCPTool(t, idx)
+	}
+	if k := t.Config(); k != nil {
+		for _, r := range k.Templates() {
+			c.compileRendered(r, env, append([]string{"tools", idx}, r.Path...))
 		}
-		if server == nil {
-			var names []string
-			for _, s := range c.spec.MCPServers {
-				names = append(names, s.Name)
-			}
-			c.errorf(at, suggest(t.MCP.Server, names), "unknown MCP server %q", t.MCP.Server)
-			return
+	}
+}
+
+// compileRendered compiles a template or expression a kind declares, at tokens.
+func (c *checker) compileRendered(r Rendered, env exprEnv, tokens []string) {
+	if r.Template != nil {
+		c.compileTemplate(r.Template, env, c.at(tokens...))
+	} else if r.Expr != nil {
+		c.compileExpr(r.Expr, env, false, c.at(tokens...))
+	}
+}
+
+// checkMCPTool checks that an mcp tool's server exists and allows the tool.
+func (c *checker) checkMCPTool(t *Tool, idx string) {
+	at := c.at("tools", idx, "mcp", "server")
+	server := c.spec.MCPServer(t.MCP.Server)
+	if server == nil {
+		var names []string
+		for _, s := range c.spec.MCPServers {
+			names = append(names, s.Name)
 		}
-		remote := cmp.Or(t.MCP.Tool, t.Name)
-		if server.Tools != nil && !slices.Contains(server.Tools, remote) {
-			c.errorf(c.at("tools", idx, "mcp"), "add it to the server's tools allow list", "tool %q is not in MCP server %q's allow list", remote, server.Name)
-		}
+		c.errorf(at, suggest(t.MCP.Server, names), "unknown MCP server %q", t.MCP.Server)
+		return
+	}
+	remote := cmp.Or(t.MCP.Tool, t.Name)
+	if server.Tools != nil && !slices.Contains(server.Tools, remote) {
+		c.errorf(c.at("tools", idx, "mcp"), "add it to the server's tools allow list", "tool %q is not in MCP server %q's allow list", remote, server.Name)
 	}
 }
 
@@ -456,20 +459,21 @@ func (c *checker) checkURL(at location, url string) {
 	}
 }
 
-// walkBody compiles the templates in the string leaves of an HTTP body.
-func (c *checker) walkBody(h *HTTPTool, v any, tokens []string, rel string, env exprEnv) {
+// walkBody finds the templates in the string leaves of an HTTP body, each with its
+// path below the body as a key (rel) and as YAML keys (tokens); the checker
+// compiles them with the kind's other templates.
+func walkBody(h *HTTPTool, v any, tokens []string, rel string) {
 	switch x := v.(type) {
 	case string:
-		t := &Template{Source: x}
-		c.compileTemplate(t, env, c.at(tokens...))
-		h.BodyTemplates[rel] = t
+		h.BodyTemplates[rel] = &Template{Source: x}
+		h.bodyPaths[rel] = tokens
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			c.walkBody(h, x[k], append(slices.Clip(tokens), k), joinKey(rel, k), env)
+			walkBody(h, x[k], append(slices.Clip(tokens), k), joinKey(rel, k))
 		}
 	case []any:
 		for i, e := range x {
-			c.walkBody(h, e, append(slices.Clip(tokens), strconv.Itoa(i)), rel+"["+strconv.Itoa(i)+"]", env)
+			walkBody(h, e, append(slices.Clip(tokens), strconv.Itoa(i)), rel+"["+strconv.Itoa(i)+"]")
 		}
 	}
 }

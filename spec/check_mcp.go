@@ -51,8 +51,8 @@ func (c *checker) checkMCPServers() {
 				c.errorf(c.at("mcp_servers", idx, "env", k), "the environment is fixed when the server starts; use ${VAR} for values from agentrun's environment", "MCP server env is not a template")
 			}
 		}
-		for _, k := range slices.Sorted(maps.Keys(srv.Headers)) {
-			c.compileTemplate(srv.Headers[k], EnvMCPHeaders.Types(VarTypes{User: c.user}), c.at("mcp_servers", idx, "headers", k))
+		for _, r := range srv.Templates() {
+			c.compileRendered(r, EnvMCPHeaders.Types(VarTypes{User: c.user}), append([]string{"mcp_servers", idx}, r.Path...))
 		}
 		if replaceRefused(srv.Prefix) != srv.Prefix {
 			c.errorf(c.at("mcp_servers", idx, "prefix"), "use letters, digits, _ and -", "prefix %q has characters chat APIs refuse in tool names", srv.Prefix)

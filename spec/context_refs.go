@@ -7,40 +7,38 @@ import (
 
 // runContextNames are the variables through which an expression reads who is
 // asking: the user, the conversation, and what the conversation revealed.
-var runContextNames = map[string]bool{"user": true, "conversation": true, "seen": true, "in_seen": true}
+var runContextNames = map[string]RunContext{"user": ReadsUser, "conversation": ReadsConversation, "seen": ReadsSeen, "in_seen": ReadsSeen}
 
 // ReadsRunContext reports whether the compiled expression reads the run context
 // (user, conversation, seen): what it yields may differ from one user to another.
-func (e *Expr) ReadsRunContext() bool {
-	return e != nil && programReadsRunContext(e.Program)
+func (e *Expr) ReadsRunContext() bool { return e.Reads() != 0 }
+
+// Reads is what of the run context the compiled expression reads.
+func (e *Expr) Reads() RunContext {
+	if e == nil {
+		return 0
+	}
+	return programReads(e.Program)
 }
 
 // ReadsRunContext reports whether any part of the template reads the run context.
-func (t *Template) ReadsRunContext() bool {
+func (t *Template) ReadsRunContext() bool { return t.Reads() != 0 }
+
+// Reads is what of the run context the template's parts read.
+func (t *Template) Reads() RunContext {
 	if t == nil {
-		return false
+		return 0
 	}
+	var refs RunContext
 	for _, p := range t.Parts {
-		if programReadsRunContext(p.Program) {
-			return true
-		}
+		refs |= programReads(p.Program)
 	}
-	return false
+	return refs
 }
 
-// AnyReadsRunContext reports whether any of the templates reads the run context.
-func AnyReadsRunContext(templates map[string]*Template) bool {
-	for _, t := range templates {
-		if t.ReadsRunContext() {
-			return true
-		}
-	}
-	return false
-}
-
-func programReadsRunContext(p *vm.Program) bool {
+func programReads(p *vm.Program) RunContext {
 	if p == nil {
-		return false
+		return 0
 	}
 	v := &contextRefs{}
 	node := p.Node()
@@ -48,10 +46,10 @@ func programReadsRunContext(p *vm.Program) bool {
 	return v.found
 }
 
-type contextRefs struct{ found bool }
+type contextRefs struct{ found RunContext }
 
 func (v *contextRefs) Visit(n *ast.Node) {
-	if id, ok := (*n).(*ast.IdentifierNode); ok && runContextNames[id.Value] {
-		v.found = true
+	if id, ok := (*n).(*ast.IdentifierNode); ok {
+		v.found |= runContextNames[id.Value]
 	}
 }

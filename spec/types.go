@@ -162,31 +162,6 @@ func (t *Tool) Retryable() bool {
 	return t.Idempotent == nil || *t.Idempotent
 }
 
-// Kind names what runs the tool: builtin, command, http or mcp ("" if none is set).
-func (t *Tool) Kind() string {
-	for _, k := range t.kinds() {
-		return k
-	}
-	return ""
-}
-
-func (t *Tool) kinds() []string {
-	var ks []string
-	if t.Builtin != "" {
-		ks = append(ks, "builtin")
-	}
-	if t.Command != nil {
-		ks = append(ks, "command")
-	}
-	if t.HTTP != nil {
-		ks = append(ks, "http")
-	}
-	if t.MCP != nil {
-		ks = append(ks, "mcp")
-	}
-	return ks
-}
-
 // CommandTool runs a program without a shell; the arguments arrive as JSON on stdin.
 type CommandTool struct {
 	Run []string             `yaml:"run"`
@@ -208,6 +183,8 @@ type HTTPTool struct {
 	// BodyTemplates holds the compiled templates of Body's string leaves, by their
 	// path below body (e.g. "items[0].ref").
 	BodyTemplates map[string]*Template `yaml:"-"`
+	// bodyPaths are those leaves' paths as YAML keys, for Templates.
+	bodyPaths map[string][]string
 }
 
 // MCPTool is one tool of an MCP server, declared with overrides.

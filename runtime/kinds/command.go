@@ -42,14 +42,7 @@ type Command struct {
 	secrets spec.Secrets
 }
 
-var (
-	_ runtime.Tool       = (*Command)(nil)
-	_ runtime.UserPasser = (*Command)(nil)
-)
-
-// PassesUser is always true: every command gets AGENTRUN_USER_ID and
-// AGENTRUN_CONVERSATION_ID, so any program may answer for the user who asked.
-func (c *Command) PassesUser() bool { return true }
+var _ runtime.Tool = (*Command)(nil)
 
 // NewCommand builds a command tool; relative paths resolve against the spec's dir.
 func NewCommand(t *spec.Tool, dir string) (runtime.Tool, error) {

@@ -43,17 +43,7 @@ type HTTP struct {
 	secrets   spec.Secrets
 }
 
-var (
-	_ runtime.Tool       = (*HTTP)(nil)
-	_ runtime.UserPasser = (*HTTP)(nil)
-)
-
-// PassesUser reports whether the URL, a header, the query or the body renders the
-// run context: only then can the endpoint tell one user from another.
-func (h *HTTP) PassesUser() bool {
-	c := h.cfg
-	return c.URL.ReadsRunContext() || spec.AnyReadsRunContext(c.Headers) || spec.AnyReadsRunContext(c.Query) || spec.AnyReadsRunContext(c.BodyTemplates)
-}
+var _ runtime.Tool = (*HTTP)(nil)
 
 // NewHTTP builds an http tool.
 

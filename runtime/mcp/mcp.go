@@ -147,7 +147,7 @@ func (m *Manager) start(ctx context.Context, sp spec.MCPServer) (*server, error)
 		return nil, err
 	}
 	s.tools = tools
-	if !passesUser(sp) {
+	if sp.RunContext() == 0 {
 		s.session = session
 		return s, nil
 	}
@@ -158,12 +158,6 @@ func (m *Manager) start(ctx context.Context, sp spec.MCPServer) (*server, error)
 		return m.open(ctx, sp, headers)
 	})
 	return s, nil
-}
-
-// passesUser reports whether a server's requests carry the run context: its headers
-// render the user or the conversation, or it forwards the user's credential.
-func passesUser(sp spec.MCPServer) bool {
-	return sp.URL != "" && (sp.ForwardAuth || spec.AnyReadsRunContext(sp.Headers))
 }
 
 func connectTimeout(sp spec.MCPServer) time.Duration {
@@ -482,7 +476,7 @@ var (
 
 // PassesUser reports whether the server's requests carry the run context: its
 // headers render the user or the conversation, or it forwards the user's credential.
-func (t *tool) PassesUser() bool { return passesUser(t.s.spec) }
+func (t *tool) PassesUser() bool { return t.s.spec.RunContext() != 0 }
 
 func (t *tool) Describe() runtime.ToolInfo {
 	return runtime.ToolInfo{Description: t.def.Description, Parameters: t.def.Parameters}
