@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrun/agentrun"
-	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/postgres"
+	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/postgres"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
 var benchWords = strings.Fields(`order refund delivery courier parcel address payment card invoice account
@@ -141,7 +142,7 @@ func benchQuestion(r *rand.Rand, i int) string {
 // learnMany stores n learned entries of key in one transaction (Learn commits each
 // one): a third shared, the rest spread over 500 users. It returns the questions
 // and their users.
-func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n int) (questions, users []string) {
+func learnMany(b *testing.B, x *Index, key index.LearnedKey, emb knowledge.Embedder, n int) (questions, users []string) {
 	ctx := b.Context()
 	r := rand.New(rand.NewPCG(3, 4))
 	questions, users = make([]string, n), make([]string, n)
@@ -164,7 +165,7 @@ func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n
 	for i := range n {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO learned(agent, intent, version, embedder, dimensions, user, question, answer, vector, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key.Agent, key.Intent, key.Version, emb.ID(), emb.Dimensions(), users[i],
-			questions[i], "The answer to "+questions[i]+", which is a few sentences long in practice.", encode(vecs[i]), now, 0); err != nil {
+			questions[i], "The answer to "+questions[i]+", which is a few sentences long in practice.", index.EncodeVector(vecs[i]), now, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -232,11 +233,11 @@ func BenchmarkLearnedHit10k(b *testing.B) {
 	x, _ := openIndex(b)
 	ctx := b.Context()
 	emb := &knowledge.Local{}
-	key := LearnedKey{"shop", "faq", "v1"}
+	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	questions, users := learnMany(b, x, key, emb, n)
 	k := x.Knowledge(emb, nil)
 	query := func(i int) runtime.CacheQuery {
-		j := i * 37 % n // 10k/37 ≫ memoSize distinct questions
+		j := i * 37 % n // 10k/37 ≫ index.MemoSize distinct questions
 		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: users[j], Question: questions[j]}
 	}
 	t0 := time.Now()
@@ -337,7 +338,7 @@ func BenchmarkIndexBuild1000Files(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		st, err := x.UpdateWith(ctx, "docs", cs, &knowledge.Local{}, UpdateOptions{Manifest: "bench"})
+		st, err := x.UpdateWith(ctx, "docs", cs, &knowledge.Local{}, index.UpdateOptions{Manifest: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
