@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/index"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
 	"github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 	"github.com/agentrun/agentrun/runtime/openai"
@@ -48,19 +48,19 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 // KnowledgeIndex is a knowledge index as indexing (IndexSpec), runs
 // (OpenKnowledge) and agentrun cache use it: *sqlite.Index, a file, or
 // *postgres.Index, a schema of a PostgreSQL database. Both take the same chunks and
-// give the same reports, errors (*index.EmbedderMismatchError) and runtime adapter.
+// give the same reports, errors (*kindex.EmbedderMismatchError) and runtime adapter.
 type KnowledgeIndex interface {
 	// Manifest returns the fingerprint and embedder ID collection was last indexed
 	// with; ok is false when it was never indexed.
 	Manifest(ctx context.Context, collection string) (manifest, embedder string, ok bool, err error)
 	// UpdateWith makes collection hold exactly chunks, embedding only what the index
 	// lacks, in one transaction.
-	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts index.UpdateOptions) (index.Stats, error)
+	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts kindex.UpdateOptions) (kindex.Stats, error)
 	// Knowledge adapts the index to runtime.Knowledge for an agent using emb.
 	Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge
 	// ListLearned and ClearLearned list and delete learned FAQ-cache entries.
-	ListLearned(ctx context.Context, f index.LearnedFilter) ([]index.LearnedEntry, error)
-	ClearLearned(ctx context.Context, f index.LearnedFilter) (int, error)
+	ListLearned(ctx context.Context, f kindex.LearnedFilter) ([]kindex.LearnedEntry, error)
+	ClearLearned(ctx context.Context, f kindex.LearnedFilter) (int, error)
 	Close() error
 }
 
@@ -172,7 +172,7 @@ type CollectionReport struct {
 	Embedder   string // the ID of the embedder it was indexed with
 	Files      int    // source files matched
 	Chunks     int
-	index.Stats
+	kindex.Stats
 	Warnings spec.Diagnostics // positions relative to the spec's directory
 	Duration time.Duration
 	// Rebuilt is set when every chunk was embedded again: asked for, or because
@@ -295,7 +295,7 @@ func indexCollection(ctx context.Context, idx KnowledgeIndex, s *spec.Spec, emb 
 	if ok && was != emb.ID() {
 		r.Rebuilt, r.PreviousEmbedder = true, was
 	}
-	uo := index.UpdateOptions{Rebuild: r.Rebuilt, Manifest: src.manifest}
+	uo := kindex.UpdateOptions{Rebuild: r.Rebuilt, Manifest: src.manifest}
 	if opts.Progress != nil {
 		uo.Progress = func(done, total int) { opts.Progress(src.coll.Name, done, total) }
 	}
@@ -420,7 +420,7 @@ func hashSpecFiles(h hash.Hash, s *spec.Spec, name func(string) string) {
 // time, and a changed embeddings section is more often a mistake than a plan).
 type ReindexError struct {
 	Spec string
-	Err  *index.EmbedderMismatchError
+	Err  *kindex.EmbedderMismatchError
 }
 
 func (e *ReindexError) Error() string {
@@ -480,7 +480,7 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k run
 			return nil, nil, err
 		}
 		if ok && was != emb.ID() {
-			return nil, nil, &ReindexError{Spec: s.Pos.File, Err: &index.EmbedderMismatchError{Collection: c.Name, Index: was, Agent: emb.ID()}}
+			return nil, nil, &ReindexError{Spec: s.Pos.File, Err: &kindex.EmbedderMismatchError{Collection: c.Name, Index: was, Agent: emb.ID()}}
 		}
 		if _, now := Manifest(dir, c); ok && now == manifest {
 			continue
