@@ -15,7 +15,7 @@ import (
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/kinds"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/mcp"
 	"github.com/agentrun/agentrun/runtime/offline"
 	"github.com/agentrun/agentrun/runtime/telemetry"
@@ -377,7 +377,7 @@ func (a *Agent) ForgetLearned(ctx context.Context, user string) (int, error) {
 		return 0, err
 	}
 	defer idx.Close()
-	return idx.ClearLearned(ctx, sqlite.LearnedFilter{User: user})
+	return idx.ClearLearned(ctx, kindex.LearnedFilter{User: user})
 }
 
 // Resume goes on with a paused run (see runtime.Agent.Resume), traced like Run.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/openai"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
@@ -46,19 +46,19 @@ func IndexPath(s *spec.Spec, lookup func(string) (string, bool)) string {
 // KnowledgeIndex is a knowledge index as indexing (IndexSpec), runs
 // (OpenKnowledge) and agentrun cache use it: *sqlite.Index, a file, or
 // *postgres.Index, a schema of a PostgreSQL database. Both take the same chunks and
-// give the same reports, errors (*sqlite.EmbedderMismatchError) and runtime adapter.
+// give the same reports, errors (*kindex.EmbedderMismatchError) and runtime adapter.
 type KnowledgeIndex interface {
 	// Manifest returns the fingerprint and embedder ID collection was last indexed
 	// with; ok is false when it was never indexed.
 	Manifest(ctx context.Context, collection string) (manifest, embedder string, ok bool, err error)
 	// UpdateWith makes collection hold exactly chunks, embedding only what the index
 	// lacks, in one transaction.
-	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts sqlite.UpdateOptions) (sqlite.Stats, error)
+	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts kindex.UpdateOptions) (kindex.Stats, error)
 	// Knowledge adapts the index to runtime.Knowledge for an agent using emb.
 	Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge
 	// ListLearned and ClearLearned list and delete learned FAQ-cache entries.
-	ListLearned(ctx context.Context, f sqlite.LearnedFilter) ([]sqlite.LearnedEntry, error)
-	ClearLearned(ctx context.Context, f sqlite.LearnedFilter) (int, error)
+	ListLearned(ctx context.Context, f kindex.LearnedFilter) ([]kindex.LearnedEntry, error)
+	ClearLearned(ctx context.Context, f kindex.LearnedFilter) (int, error)
 	Close() error
 }
 
@@ -155,7 +155,7 @@ type CollectionReport struct {
 	Embedder   string // the ID of the embedder it was indexed with
 	Files      int    // source files matched
 	Chunks     int
-	sqlite.Stats
+	kindex.Stats
 	Warnings spec.Diagnostics // positions relative to the spec's directory
 	Duration time.Duration
 	// Rebuilt is set when every chunk was embedded again: asked for, or because
@@ -278,7 +278,7 @@ func indexCollection(ctx context.Context, idx KnowledgeIndex, s *spec.Spec, emb 
 	if ok && was != emb.ID() {
 		r.Rebuilt, r.PreviousEmbedder = true, was
 	}
-	uo := sqlite.UpdateOptions{Rebuild: r.Rebuilt, Manifest: src.manifest}
+	uo := kindex.UpdateOptions{Rebuild: r.Rebuilt, Manifest: src.manifest}
 	if opts.Progress != nil {
 		uo.Progress = func(done, total int) { opts.Progress(src.coll.Name, done, total) }
 	}
@@ -403,7 +403,7 @@ func hashSpecFiles(h hash.Hash, s *spec.Spec, name func(string) string) {
 // time, and a changed embeddings section is more often a mistake than a plan).
 type ReindexError struct {
 	Spec string
-	Err  *sqlite.EmbedderMismatchError
+	Err  *kindex.EmbedderMismatchError
 }
 
 func (e *ReindexError) Error() string {
@@ -463,7 +463,7 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k run
 			return nil, nil, err
 		}
 		if ok && was != emb.ID() {
-			return nil, nil, &ReindexError{Spec: s.Pos.File, Err: &sqlite.EmbedderMismatchError{Collection: c.Name, Index: was, Agent: emb.ID()}}
+			return nil, nil, &ReindexError{Spec: s.Pos.File, Err: &kindex.EmbedderMismatchError{Collection: c.Name, Index: was, Agent: emb.ID()}}
 		}
 		if _, now := Manifest(dir, c); ok && now == manifest {
 			continue

@@ -8,7 +8,7 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/knowledge/postgres"
+	"github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
 	"github.com/agentrun/agentrun/spec"
 )
 

@@ -12,7 +12,8 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
+	"github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -209,7 +210,7 @@ func TestBuildKnowledge(t *testing.T) {
 	s2.Embeddings.Dimensions = 512
 	err := build(&s2)
 	var reindex *agentrun.ReindexError
-	var mismatch *sqlite.EmbedderMismatchError
+	var mismatch *kindex.EmbedderMismatchError
 	if !errors.As(err, &reindex) || !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "run agentrun index "+s.Pos.File) {
 		t.Fatalf("Build with another embedder: %v", err)
 	}
@@ -278,7 +279,7 @@ func TestForgetLearned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := sqlite.LearnedKey{Agent: "kb", Intent: "faq", Version: "v"}
+	key := kindex.LearnedKey{Agent: "kb", Intent: "faq", Version: "v"}
 	for i, who := range []string{"alice", "", "bob", "alice"} {
 		if _, err := idx.Learn(ctx, key, emb, who, fmt.Sprintf("Can I return food, question %d?", i), "No.", time.Hour); err != nil {
 			t.Fatal(err)
@@ -287,7 +288,7 @@ func TestForgetLearned(t *testing.T) {
 	if n, err := a.ForgetLearned(ctx, "alice"); n != 2 || err != nil {
 		t.Fatalf("forgot %d: %v", n, err)
 	}
-	left, err := idx.ListLearned(ctx, sqlite.LearnedFilter{AllUsers: true})
+	left, err := idx.ListLearned(ctx, kindex.LearnedFilter{AllUsers: true})
 	if err != nil || len(left) != 2 || left[0].User == "alice" || left[1].User == "alice" {
 		t.Fatalf("left %+v %v", left, err)
 	}

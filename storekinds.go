@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/postgres"
-	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
+	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/store/postgres"

@@ -7,7 +7,7 @@ import (
 
 // Knowledge answers a run's knowledge stages: the FAQ semantic cache before the
 // model and retrieval (RAG) into its context. The runtime owns the interface;
-// runtime/knowledge/sqlite implements it over an index and an embedder.
+// runtime/knowledge/index (with its storages beneath it) implements it over an index and an embedder.
 type Knowledge interface {
 	// CacheLookup returns the best entry for q.Question among the FAQ entries of
 	// q.Collection and the learned entries of q's key that q.User may see (shared

@@ -12,7 +12,7 @@ import (
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/kinds"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/spec"
 )

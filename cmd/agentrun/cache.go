@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -28,23 +28,23 @@ func newCacheCommand() *cobra.Command {
 			"they expire or are cleared.",
 	}
 	// open loads the spec and opens its index, with the filter the flags say.
-	open := func(cmd *cobra.Command, path string) (agentrun.KnowledgeIndex, sqlite.LearnedFilter, error) {
+	open := func(cmd *cobra.Command, path string) (agentrun.KnowledgeIndex, kindex.LearnedFilter, error) {
 		if user != "" && shared {
-			return nil, sqlite.LearnedFilter{}, errors.New("give --user or --shared, not both")
+			return nil, kindex.LearnedFilter{}, errors.New("give --user or --shared, not both")
 		}
 		s, err := loadSpec(cmd, path)
 		if err != nil {
-			return nil, sqlite.LearnedFilter{}, err
+			return nil, kindex.LearnedFilter{}, err
 		}
 		if err := agentrun.CheckIntent(s, intent); err != nil {
-			return nil, sqlite.LearnedFilter{}, fmt.Errorf("--%w", err)
+			return nil, kindex.LearnedFilter{}, fmt.Errorf("--%w", err)
 		}
 		idx, err := agentrun.OpenIndex(cmd.Context(), agentrun.IndexPath(s, nil))
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
-			return nil, sqlite.LearnedFilter{}, exitError{1}
+			return nil, kindex.LearnedFilter{}, exitError{1}
 		}
-		return idx, sqlite.LearnedFilter{Agent: s.Name, Intent: intent, User: user, AllUsers: user == "" && !shared}, nil
+		return idx, kindex.LearnedFilter{Agent: s.Name, Intent: intent, User: user, AllUsers: user == "" && !shared}, nil
 	}
 	list := &cobra.Command{
 		Use:   "list SPEC [--intent I] [--user U | --shared] [--json]",
@@ -125,7 +125,7 @@ func expires(t time.Time) string {
 	return t.Local().Format(time.DateTime)
 }
 
-func writeLearnedJSON(w interface{ Write([]byte) (int, error) }, entries []sqlite.LearnedEntry) error {
+func writeLearnedJSON(w interface{ Write([]byte) (int, error) }, entries []kindex.LearnedEntry) error {
 	type entry struct {
 		ID       int64      `json:"id"`
 		Intent   string     `json:"intent"`

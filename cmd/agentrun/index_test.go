@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	"github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 )
 
 const knowledgeDir = "testdata/knowledge"

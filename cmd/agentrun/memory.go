@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -182,5 +182,5 @@ func forgetLearned(ctx context.Context, location, user string) (int, error) {
 		return 0, fmt.Errorf("knowledge index: %w", err)
 	}
 	defer idx.Close()
-	return idx.ClearLearned(ctx, sqlite.LearnedFilter{User: user})
+	return idx.ClearLearned(ctx, kindex.LearnedFilter{User: user})
 }

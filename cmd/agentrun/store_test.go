@@ -13,8 +13,8 @@ import (
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/postgres"
-	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
+	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
 	"github.com/agentrun/agentrun/runtime/store/postgres"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/jackc/pgx/v5"
@@ -76,7 +76,7 @@ func TestStoreMigrateAndMemoryOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := ksqlite.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
+	key := kindex.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	for _, who := range []string{"u-42", "", "u-7"} {
 		if _, err := idx.Learn(context.Background(), key, emb, who, "Is there a coupon?", "Yes.", time.Hour); err != nil {
 			t.Fatal(err)

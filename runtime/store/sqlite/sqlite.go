@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/sqlitedb"
 	"github.com/agentrun/agentrun/runtime"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Store is a runtime.Store in one SQLite file.
@@ -37,65 +34,22 @@ var (
 	_ runtime.Blobs      = (*Store)(nil)
 )
 
-// Connection settings. busy_timeout comes first so the others wait for the lock too;
-// _txlock=immediate takes the write lock at BEGIN, so two writers never both read
-// and then deadlock upgrading to write.
-const (
-	writeParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	readParams  = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
-)
+// readParams are the readers' connection settings (the writer's are sqlitedb's).
+const readParams = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
 
 // Open opens the database at path, creating the file and its parent directories
 // when missing, and brings its schema up to date.
 func Open(path string) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("sqlite store: no file name")
-	}
-	abs, err := filepath.Abs(path)
+	db, err := sqlitedb.Open(path, sqlitedb.Config{What: "sqlite store", ReadParams: readParams, Readers: 4, Migrations: migrations})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
-		return nil, fmt.Errorf("sqlite store: %w", err)
-	}
-	// Create the file ourselves so that conversations and facts about users are not
-	// world-readable; SQLite gives its -wal and -shm files the same mode.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite store: %w", err)
-	}
-	f.Close()
-
-	s := &Store{}
-	if s.write, err = sql.Open("sqlite", FileURI(abs)+"?"+writeParams); err != nil {
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
-	}
-	s.write.SetMaxOpenConns(1)
-	if s.read, err = sql.Open("sqlite", FileURI(abs)+"?"+readParams); err != nil {
-		s.write.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
-	}
-	s.read.SetMaxOpenConns(4)
-	if err := Migrate(context.Background(), s.write, migrations, 0); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
-	}
+	s := &Store{write: db.Write, read: db.Read}
 	if s.seen, err = s.read.Prepare(`SELECT 1 FROM seen WHERE conversation_id = ? AND kind = ? AND value = ?`); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// FileURI turns an absolute path into a SQLite file: URI. The path is
-// percent-escaped so that '?', '#' or '%' in a name cannot end the path and smuggle
-// DSN parameters (whose _pragma values run as SQL).
-func FileURI(abs string) string {
-	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p // a Windows drive path: file:/C:/dir/x.db
-	}
-	return "file:" + (&url.URL{Path: p}).EscapedPath()
 }
 
 // Close closes the database.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/sqlitedb"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/store/storetest"
 )
@@ -209,7 +210,7 @@ func TestMigrations(t *testing.T) {
 	// A later migration is applied once, on top of the existing schema.
 	more := append(slices.Clone(migrations), `CREATE TABLE extra (x TEXT)`)
 	for range 2 {
-		if err := Migrate(ctx, s.write, more, 0); err != nil {
+		if err := sqlitedb.Migrate(ctx, s.write, more, 0); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
 	}
@@ -236,11 +237,11 @@ func TestMigrations(t *testing.T) {
 // their counts, so the cap applies from the first commit after the upgrade.
 func TestMigrationToOrderedSeen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", FileURI(path)+"?"+writeParams)
+	db, err := sql.Open("sqlite", sqlitedb.FileURI(path)+"?"+sqlitedb.WriteParams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(ctx, db, migrations[:1], 0); err != nil {
+	if err := sqlitedb.Migrate(ctx, db, migrations[:1], 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -283,7 +284,7 @@ func TestMigrationToOrderedSeen(t *testing.T) {
 func TestMigrationFailureLeavesNoTrace(t *testing.T) {
 	s, _ := openTemp(t)
 	bad := append(slices.Clone(migrations), `CREATE TABLE half (x TEXT)`, `NOT SQL`)
-	if err := Migrate(ctx, s.write, bad, 0); err == nil {
+	if err := sqlitedb.Migrate(ctx, s.write, bad, 0); err == nil {
 		t.Fatal("a broken migration succeeded")
 	}
 	if v := userVersion(t, s.read); v != len(migrations) {

@@ -1,33 +1,27 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"math"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
-// FTS5's BM25 parameters and the bound on the rows a text query may match, as the
-// SQLite index has them, so both rank a question's keyword matches alike.
+// FTS5's BM25 parameters, as the SQLite index has them, so both rank a question's
+// keyword matches alike.
 const (
-	bm25K1         = 1.2
-	bm25B          = 0.75
-	maxTextMatches = 1500
+	bm25K1 = 1.2
+	bm25B  = 0.75
 )
-
-type textMatch struct {
-	id    int64
-	score float64 // BM25, higher is better
-}
 
 // bm25 ranks the chunks of collection that contain any of terms by FTS5's BM25,
 // best first (ties by id), at most n: the statistics — chunks, average length, and
 // how many chunks hold a term — are over the whole index, as FTS5's are over its one
 // table. As in the SQLite index, the most common terms are left out until the rest
-// match at most maxTextMatches chunks.
-func bm25(ctx context.Context, tx pgx.Tx, collection string, terms []string, n int) ([]textMatch, error) {
+// match at most index.MaxTextMatches chunks (index.DroppedTerms).
+func bm25(ctx context.Context, tx pgx.Tx, collection string, terms []string, n int) ([]index.TextMatch, error) {
 	if len(terms) == 0 {
 		return nil, nil
 	}
@@ -37,30 +31,16 @@ func bm25(ctx context.Context, tx pgx.Tx, collection string, terms []string, n i
 	}
 	results := tx.SendBatch(ctx, batch)
 	docs := make([]int, len(terms))
-	total := 0
 	for i := range terms {
 		if err := results.QueryRow().Scan(&docs[i]); err != nil {
 			results.Close()
 			return nil, err
 		}
-		total += docs[i]
 	}
 	if err := results.Close(); err != nil {
 		return nil, err
 	}
-	order := make([]int, len(terms))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(docs[b], docs[a]) })
-	drop := map[int]bool{}
-	for _, i := range order {
-		if total <= maxTextMatches {
-			break
-		}
-		drop[i] = true
-		total -= docs[i]
-	}
+	drop := index.DroppedTerms(docs)
 	var chunks int
 	var avgLength float64
 	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(avg(terms_length), 0) FROM knowledge_chunks`).Scan(&chunks, &avgLength); err != nil {
@@ -69,7 +49,7 @@ func bm25(ctx context.Context, tx pgx.Tx, collection string, terms []string, n i
 	var kept []string
 	var idf []float64
 	for i, t := range terms {
-		if drop[i] || docs[i] == 0 {
+		if drop[i] {
 			continue
 		}
 		w := math.Log((float64(chunks) - float64(docs[i]) + 0.5) / (float64(docs[i]) + 0.5))
@@ -93,9 +73,9 @@ func bm25(ctx context.Context, tx pgx.Tx, collection string, terms []string, n i
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (textMatch, error) {
-		var m textMatch
-		err := r.Scan(&m.id, &m.score)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (index.TextMatch, error) {
+		var m index.TextMatch
+		err := r.Scan(&m.ID, &m.Score)
 		return m, err
 	})
 }

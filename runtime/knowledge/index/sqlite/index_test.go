@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
 // counting wraps an Embedder, counts the texts it embeds and can fail on a call.
@@ -55,7 +56,7 @@ func (c *counting) reset() {
 	c.calls, c.texts = 0, 0
 }
 
-const sourcesDir = "../testdata/sources"
+const sourcesDir = "../../testdata/sources"
 
 var patterns = []string{"faq.yaml", "help/*.md", "notes.txt"}
 
@@ -179,7 +180,7 @@ func TestUpdateIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (Stats{Embedded: n, Vectors: emb.texts}) || emb.texts < n {
+	if st != (index.Stats{Embedded: n, Vectors: emb.texts}) || emb.texts < n {
 		t.Errorf("first update: %+v (%d texts embedded), want %d embedded", st, emb.texts, n)
 	}
 	if got := count(t, x, "chunks"); got != len(chunks) {
@@ -191,7 +192,7 @@ func TestUpdateIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (Stats{Kept: n}) || emb.texts != 0 {
+	if st != (index.Stats{Kept: n}) || emb.texts != 0 {
 		t.Errorf("second update: %+v (%d texts embedded), want all %d kept, none embedded", st, emb.texts, n)
 	}
 
@@ -208,7 +209,7 @@ func TestUpdateIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (Stats{Kept: n - 1, Embedded: 1, Deleted: 1, Vectors: 1}) || emb.texts != 1 {
+	if st != (index.Stats{Kept: n - 1, Embedded: 1, Deleted: 1, Vectors: 1}) || emb.texts != 1 {
 		t.Errorf("after one edit: %+v (%d texts), want 1 embedded, 1 deleted", st, emb.texts)
 	}
 	hits, err := x.Search(ctx, "help", "refund working days", emb, 1)
@@ -250,7 +251,7 @@ func TestUpdateMovedChunkKeepsVectors(t *testing.T) {
 	c.Source, c.StartLine, c.EndLine = "b.md", 7, 8
 	emb.reset()
 	st, err := x.Update(t.Context(), "c", []knowledge.Chunk{c, c}, emb)
-	if err != nil || st != (Stats{Kept: 1}) || emb.texts != 0 {
+	if err != nil || st != (index.Stats{Kept: 1}) || emb.texts != 0 {
 		t.Fatalf("moved and duplicated: %+v, %v, %d texts", st, err, emb.texts)
 	}
 	hits, err := x.Search(t.Context(), "c", "opening hours", emb, 5)
@@ -281,7 +282,7 @@ func TestUpdateEmbedderFailureLeavesIndex(t *testing.T) {
 
 	// Enough new chunks for two batches: the first is stored, the second fails.
 	more := chunks[: len(chunks)-1 : len(chunks)-1]
-	for i := range embedBatch + 10 {
+	for i := range index.EmbedBatch + 10 {
 		more = append(more, knowledge.Chunk{Source: "extra.txt", StartLine: i + 1, EndLine: i + 1,
 			Text: fmt.Sprintf("extra passage %d about refunds", i), Kind: knowledge.ChunkText, Hash: fmt.Sprintf("extra-%d", i)})
 	}
@@ -290,8 +291,8 @@ func TestUpdateEmbedderFailureLeavesIndex(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "500") {
 		t.Fatalf("update with a failing embedder: %v", err)
 	}
-	if bad.texts != embedBatch {
-		t.Errorf("%d texts embedded before the failure, want %d", bad.texts, embedBatch)
+	if bad.texts != index.EmbedBatch {
+		t.Errorf("%d texts embedded before the failure, want %d", bad.texts, index.EmbedBatch)
 	}
 	for tb, n := range before {
 		if got := count(t, x, tb); got != n {
@@ -334,7 +335,7 @@ func TestEmbedderMismatch(t *testing.T) {
 	const msg = "the index of collection help was built by local:v1:dim=256; this agent uses local:v1:dim=128: run agentrun index to rebuild it"
 	check := func(op string, err error) {
 		t.Helper()
-		var mismatch *EmbedderMismatchError
+		var mismatch *index.EmbedderMismatchError
 		if !errors.As(err, &mismatch) || mismatch.Index != "local:v1:dim=256" || mismatch.Agent != "local:v1:dim=128" {
 			t.Errorf("%s: %v, want *EmbedderMismatchError", op, err)
 		} else if err.Error() != msg {
@@ -362,7 +363,7 @@ func TestEmbedderMismatch(t *testing.T) {
 		t.Errorf("search after Rebuild: %v, %v", hits, err)
 	}
 	_, err = x.Search(ctx, "help", "refund", &knowledge.Local{}, 3)
-	var mismatch *EmbedderMismatchError
+	var mismatch *index.EmbedderMismatchError
 	if !errors.As(err, &mismatch) {
 		t.Errorf("the old embedder after Rebuild: %v", err)
 	}
@@ -371,7 +372,7 @@ func TestEmbedderMismatch(t *testing.T) {
 func TestNotIndexed(t *testing.T) {
 	x, _ := openIndex(t)
 	_, err := x.Search(t.Context(), "nope", "refund", &knowledge.Local{}, 3)
-	if !errors.Is(err, ErrNotIndexed) || !strings.Contains(err.Error(), "agentrun index") {
+	if !errors.Is(err, index.ErrNotIndexed) || !strings.Contains(err.Error(), "agentrun index") {
 		t.Errorf("Search of a collection never indexed: %v", err)
 	}
 }
@@ -532,7 +533,7 @@ func TestTermsAndQuery(t *testing.T) {
 	if got, want := ftsText("Refunds: 3-5 days! 配送时间 Policies boxes"), "refund 3 5 day 配送 送时 时间 policy box"; got != want {
 		t.Errorf("ftsText = %q, want %q", got, want)
 	}
-	if got, want := ftsQuery(queryTerms(`a "b" a 好`)), `"a" OR "b" OR "好"`; got != want {
+	if got, want := ftsQuery(index.QueryTerms(`a "b" a 好`)), `"a" OR "b" OR "好"`; got != want {
 		t.Errorf("ftsQuery = %q, want %q", got, want)
 	}
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
+	"github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 )
 
 // freshSchema is a schema of the test's own (see pgtest).
@@ -68,7 +69,7 @@ func (c *counting) ID() string {
 
 func (c *counting) reset() { c.mu.Lock(); c.texts = 0; c.mu.Unlock() }
 
-const sourcesDir = "../testdata/sources"
+const sourcesDir = "../../testdata/sources"
 
 var patterns = []string{"faq.yaml", "help/*.md", "notes.txt"}
 
@@ -154,11 +155,11 @@ func TestUpdateIncremental(t *testing.T) {
 	chunks := readChunks(t, dir, patterns)
 	n := distinct(chunks)
 
-	st, err := x.UpdateWith(ctx, "help", chunks, emb, sqlite.UpdateOptions{Manifest: "m1"})
+	st, err := x.UpdateWith(ctx, "help", chunks, emb, index.UpdateOptions{Manifest: "m1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (sqlite.Stats{Embedded: n, Vectors: emb.texts}) || emb.texts < n {
+	if st != (index.Stats{Embedded: n, Vectors: emb.texts}) || emb.texts < n {
 		t.Errorf("first update: %+v (%d texts embedded), want %d embedded", st, emb.texts, n)
 	}
 	if got := count(t, db, "knowledge_chunks"); got != len(chunks) {
@@ -176,7 +177,7 @@ func TestUpdateIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (sqlite.Stats{Kept: n}) || emb.texts != 0 {
+	if st != (index.Stats{Kept: n}) || emb.texts != 0 {
 		t.Errorf("second update: %+v (%d texts embedded), want all %d kept, none embedded", st, emb.texts, n)
 	}
 
@@ -193,7 +194,7 @@ func TestUpdateIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (sqlite.Stats{Kept: n - 1, Embedded: 1, Deleted: 1, Vectors: 1}) || emb.texts != 1 {
+	if st != (index.Stats{Kept: n - 1, Embedded: 1, Deleted: 1, Vectors: 1}) || emb.texts != 1 {
 		t.Errorf("after one edit: %+v (%d texts), want 1 embedded, 1 deleted", st, emb.texts)
 	}
 	hits, err := x.Search(ctx, "help", "refund working days", emb, 1)
@@ -261,7 +262,7 @@ func TestEmbedderMismatch(t *testing.T) {
 	}
 	other := &counting{Embedder: &knowledge.Local{}, id: "other-model"}
 	_, err := x.Update(ctx, "help", chunks, other)
-	var mismatch *sqlite.EmbedderMismatchError
+	var mismatch *index.EmbedderMismatchError
 	if !errors.As(err, &mismatch) || mismatch.Index != (&knowledge.Local{}).ID() || mismatch.Agent != "other-model" {
 		t.Fatalf("update by another embedder: %v", err)
 	}
@@ -272,14 +273,14 @@ func TestEmbedderMismatch(t *testing.T) {
 		t.Errorf("faq by another embedder: %v", err)
 	}
 	// A rebuild moves the collection to the new embedder.
-	st, err := x.UpdateWith(ctx, "help", chunks, other, sqlite.UpdateOptions{Rebuild: true})
+	st, err := x.UpdateWith(ctx, "help", chunks, other, index.UpdateOptions{Rebuild: true})
 	if err != nil || st.Embedded != distinct(chunks) || st.Kept != 0 {
 		t.Fatalf("rebuild: %+v, %v", st, err)
 	}
 	if _, e, _, _ := x.Manifest(ctx, "help"); e != "other-model" {
 		t.Errorf("embedder after the rebuild: %q", e)
 	}
-	if _, err := x.Search(ctx, "never", "refund", other, 3); !errors.Is(err, sqlite.ErrNotIndexed) {
+	if _, err := x.Search(ctx, "never", "refund", other, 3); !errors.Is(err, index.ErrNotIndexed) {
 		t.Errorf("search of a collection never indexed: %v", err)
 	}
 }
@@ -308,7 +309,7 @@ func TestUpdateFailureLeavesIndex(t *testing.T) {
 	}
 	before := count(t, db, "knowledge_vectors")
 	var many []knowledge.Chunk
-	for i := range 3 * sqlite.EmbedBatch {
+	for i := range 3 * index.EmbedBatch {
 		c := small[0]
 		c.Text = fmt.Sprintf("passage %d", i)
 		c.Hash = fmt.Sprintf("h%d", i)
@@ -338,19 +339,19 @@ func TestTSVectorLiteral(t *testing.T) {
 		t.Fatal(err)
 	}
 	var matched bool
-	if err := db.Pool.QueryRow(t.Context(), `SELECT $1::tsvector @@ $2::tsquery`, tsvector(sqlite.SearchTerms(knowledge.Chunk{Text: "满99元免配送费"})), tsquery(sqlite.QueryTerms("配送费多少"))).Scan(&matched); err != nil || !matched {
+	if err := db.Pool.QueryRow(t.Context(), `SELECT $1::tsvector @@ $2::tsquery`, tsvector(index.SearchTerms(knowledge.Chunk{Text: "满99元免配送费"})), tsquery(index.QueryTerms("配送费多少"))).Scan(&matched); err != nil || !matched {
 		t.Errorf("CJK bigrams do not match: %v, %v", matched, err)
 	}
 }
 
 // helpCentre reads examples/agents/help-center as the example agent indexes it.
 func helpCentre(t testing.TB) []knowledge.Chunk {
-	return readChunks(t, "../../../examples/agents/help-center", []string{"*.md", "faq.yaml"})
+	return readChunks(t, "../../../../examples/agents/help-center", []string{"*.md", "faq.yaml"})
 }
 
 // questions are the distinct user questions and FAQ questions of faq_pairs.yaml.
 func questions(t testing.TB) []string {
-	data, err := os.ReadFile("../testdata/faq_pairs.yaml")
+	data, err := os.ReadFile("../../testdata/faq_pairs.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func questions(t testing.TB) []string {
 }
 
 // chunkKey names a chunk alike in both indexes (their row ids are their own).
-func chunkKey(h sqlite.Hit) string { return fmt.Sprintf("%s:%d:%s", h.Source, h.StartLine, h.Hash) }
+func chunkKey(h index.Hit) string { return fmt.Sprintf("%s:%d:%s", h.Source, h.StartLine, h.Hash) }
 
 // The help centre indexed into both indexes ranks alike: every chunk's vector score
 // is bit-for-bit the SQLite index's, the FAQ lookup returns the same entry and
@@ -387,7 +388,7 @@ func TestMatchesSQLite(t *testing.T) {
 	emb := &knowledge.Local{}
 	chunks := helpCentre(t)
 	for _, x := range []interface {
-		Update(context.Context, string, []knowledge.Chunk, knowledge.Embedder) (sqlite.Stats, error)
+		Update(context.Context, string, []knowledge.Chunk, knowledge.Embedder) (index.Stats, error)
 	}{lite, pg} {
 		if _, err := x.Update(ctx, "help", chunks, emb); err != nil {
 			t.Fatal(err)
@@ -410,7 +411,7 @@ func TestMatchesSQLite(t *testing.T) {
 		if len(a) != len(b) {
 			t.Fatalf("%q: %d hits from SQLite, %d from Postgres", q, len(a), len(b))
 		}
-		want := map[string]sqlite.Hit{}
+		want := map[string]index.Hit{}
 		for _, h := range a {
 			want[chunkKey(h)] = h
 		}
@@ -511,7 +512,7 @@ func TestLearned(t *testing.T) {
 	x, _, u := openIndex(t)
 	ctx := t.Context()
 	emb := &knowledge.Local{}
-	key := sqlite.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
+	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	k := x.Knowledge(emb, nil)
 	q := func(user, question string) runtime.CacheQuery {
 		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: user, Question: question}
@@ -558,14 +559,14 @@ func TestLearned(t *testing.T) {
 	if err != nil || h == nil || h.Answer != "2-4 days" {
 		t.Errorf("after relearning, in another process: %+v, %v", h, err)
 	}
-	es, err := x.ListLearned(ctx, sqlite.LearnedFilter{AllUsers: true})
+	es, err := x.ListLearned(ctx, index.LearnedFilter{AllUsers: true})
 	if err != nil || len(es) != 2 {
 		t.Fatalf("ListLearned: %+v, %v", es, err)
 	}
 	if es[0].Question != "how long do refunds take" || es[0].Answer != "2-4 days" || es[1].User != "alice" || es[0].Embedder != emb.ID() {
 		t.Errorf("ListLearned: %+v", es)
 	}
-	if es, _ := x.ListLearned(ctx, sqlite.LearnedFilter{User: "alice"}); len(es) != 1 || es[0].User != "alice" {
+	if es, _ := x.ListLearned(ctx, index.LearnedFilter{User: "alice"}); len(es) != 1 || es[0].User != "alice" {
 		t.Errorf("alice's entries: %+v", es)
 	}
 
@@ -580,11 +581,11 @@ func TestLearned(t *testing.T) {
 	if h, _ := k.CacheLookup(ctx, q("", "do you sell gift cards")); h != nil && h.Answer == "yes" {
 		t.Errorf("an expired entry is served: %+v", h)
 	}
-	if es, _ := x.ListLearned(ctx, sqlite.LearnedFilter{AllUsers: true}); len(es) != 2 {
+	if es, _ := x.ListLearned(ctx, index.LearnedFilter{AllUsers: true}); len(es) != 2 {
 		t.Errorf("ListLearned lists an expired entry: %+v", es)
 	}
 
-	n, err := x.ClearLearned(ctx, sqlite.LearnedFilter{Agent: "shop"}) // the shared ones
+	n, err := x.ClearLearned(ctx, index.LearnedFilter{Agent: "shop"}) // the shared ones
 	if err != nil || n != 1 {
 		t.Errorf("ClearLearned: %d, %v", n, err)
 	}

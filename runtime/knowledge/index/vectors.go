@@ -1,19 +1,14 @@
-package sqlite
+package index
 
 import (
 	"cmp"
 	"container/heap"
-	"context"
-	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"sync"
-
-	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
 // vectors is a collection's vectors for one embedder, in one contiguous matrix:
@@ -118,65 +113,6 @@ func (v *vectors) bestFAQ(q *queryVector) (i int32, score float32, row int) {
 	i = v.rowChunk[best]
 	score, row = v.best(q, i) // the exact score, summed as every other scan sums it
 	return i, score, row
-}
-
-func (x *Index) invalidate(collection string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for k := range x.cache {
-		if k.collection == collection {
-			delete(x.cache, k)
-		}
-	}
-}
-
-// vectorsFor returns the collection's vectors, loading them within tx when the
-// cache has none of this generation.
-func (x *Index) vectorsFor(ctx context.Context, tx *sql.Tx, collection, embedder string, dims int, generation int64) (*vectors, error) {
-	key := cacheKey{collection, embedder}
-	x.mu.Lock()
-	v := x.cache[key]
-	x.mu.Unlock()
-	if v != nil && v.generation == generation {
-		return v, nil
-	}
-	v = &vectors{generation: generation, dims: dims, index: map[int64]int32{}}
-	var last int64 = -1
-	err := queryEach(ctx, tx, `SELECT c.id, c.kind, v.vector FROM chunks c
-		JOIN vectors v ON v.collection = c.collection AND v.hash = c.hash
-		WHERE c.collection = ? AND v.embedder = ? ORDER BY c.id, v.seq`, []any{collection, embedder}, func(rows *sql.Rows) error {
-		var id int64
-		var kind string
-		var blob []byte
-		if err := rows.Scan(&id, &kind, &blob); err != nil {
-			return err
-		}
-		if id != last {
-			i := int32(len(v.ids))
-			v.ids = append(v.ids, id)
-			v.start = append(v.start, int32(len(v.data)/max(dims, 1)))
-			v.index[id] = i
-			if kind == string(knowledge.ChunkFAQ) {
-				v.faq = append(v.faq, i)
-			}
-			last = id
-		}
-		n := len(v.data)
-		v.data = slices.Grow(v.data, dims)[:n+dims]
-		return decodeInto(v.data[n:], blob)
-	})
-	if err != nil {
-		return nil, err
-	}
-	v.start = append(v.start, int32(len(v.data)/max(dims, 1)))
-	v.quantize()
-	v.invertFAQ()
-	x.mu.Lock()
-	if cur := x.cache[key]; cur == nil || cur.generation < generation {
-		x.cache[key] = v
-	}
-	x.mu.Unlock()
-	return v, nil
 }
 
 // quantize fills coarse and scale from data: each row's components over its
@@ -289,18 +225,6 @@ func (v *vectors) topOf(q *queryVector, n int, subset []int32) []scored {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(v.ids[a.i], v.ids[b.i]))
 	})
 	return all[:min(n, len(all))]
-}
-
-func checkVector(v []float32, dims int) error {
-	if len(v) != dims {
-		return fmt.Errorf("vector of %d dimensions, want %d", len(v), dims)
-	}
-	for _, f := range v {
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return errors.New("vector with NaN or infinite values")
-		}
-	}
-	return nil
 }
 
 func encode(v []float32) []byte {

@@ -12,66 +12,17 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
+	"github.com/agentrun/agentrun/runtime/knowledge/index/indextest"
 )
 
-var benchWords = strings.Fields(`order refund delivery courier parcel address payment card invoice account
-password coupon discount voucher store opening hours holiday closed menu allergen vegetarian spicy
-rice noodle soup drink tea coffee cake late missing wrong damaged cold replace cancel change phone
-email receipt tax member points level gift wrap driver tip rating review complaint manager branch
-city district express standard weekend morning evening minute hour day week month price fee free
-minimum basket checkout app website login verify code message notification language setting`)
-
-var benchHan = []rune("订单退款配送地址支付发票账户密码优惠券门店营业时间节假日菜单辣米饭面条汤饮料茶咖啡蛋糕迟到丢失错误损坏取消修改电话会员积分礼品司机评价投诉城市快递运费价格")
-
-// synthetic returns n text chunks of 60 words (English) or 80 characters (Chinese,
-// one chunk in four), deterministic. Words follow Zipf's law over a vocabulary of
-// 5000 (the real words above at random ranks, the rest made up), as in real text,
-// so some query terms are in most chunks and some in few.
-func synthetic(n int) []knowledge.Chunk {
-	r := rand.New(rand.NewPCG(1, 2))
-	vocab := make([]string, 5000)
-	syllables := strings.Fields("ka lo mi re sun ta pe vo ri ang del mor tis ue ban cor")
-	for i := range vocab {
-		vocab[i] = syllables[r.IntN(len(syllables))] + syllables[r.IntN(len(syllables))] + syllables[r.IntN(len(syllables))]
-	}
-	for _, w := range benchWords {
-		vocab[r.IntN(len(vocab))] = w
-	}
-	zipf := rand.NewZipf(r, 1.07, 2, uint64(len(vocab)-1))
-	out := make([]knowledge.Chunk, n)
-	var b strings.Builder
-	for i := range out {
-		b.Reset()
-		if i%4 == 3 {
-			for range 80 {
-				b.WriteRune(benchHan[r.IntN(len(benchHan))])
-			}
-		} else {
-			for j := range 60 {
-				if j > 0 {
-					b.WriteByte(' ')
-				}
-				b.WriteString(vocab[zipf.Uint64()])
-			}
-		}
-		text := b.String()
-		out[i] = knowledge.Chunk{
-			Source: fmt.Sprintf("doc%04d.md", i/100), Heading: fmt.Sprintf("Section %d", i%100),
-			StartLine: i%100*10 + 1, EndLine: i%100*10 + 9, Text: text, Kind: knowledge.ChunkText,
-			Hash: fmt.Sprintf("%016x", r.Uint64()),
-		}
-	}
-	return out
-}
-
-var benchQueries = []string{
-	"where is my parcel, the courier is late",
-	"how do I get a refund for a damaged cake",
-	"change the delivery address of my order",
-	"opening hours on holiday weekend",
-	"我的订单配送迟到了",
-	"退款什么时候到账",
-}
+// The synthetic corpus of every storage's benchmarks (same seed, same chunks).
+var (
+	synthetic     = indextest.Synthetic
+	benchQueries  = indextest.Queries
+	benchQuestion = indextest.Question
+	benchWords    = indextest.Words
+)
 
 // BenchmarkSearch100k is Search (embedding the query with Local, the vector scan, the
 // FTS5 query and the fusion) over a collection of 100k chunks, vectors cached.
@@ -117,31 +68,10 @@ func BenchmarkSearch100k(b *testing.B) {
 	b.ReportMetric(at(0.99), "p99-ns")
 }
 
-// benchQuestion is question i of a synthetic FAQ log: 6 to 10 words (or 8 to 14
-// Chinese characters, one in three), distinct for every i.
-func benchQuestion(r *rand.Rand, i int) string {
-	var b strings.Builder
-	if i%3 == 2 {
-		for range 8 + r.IntN(7) {
-			b.WriteRune(benchHan[r.IntN(len(benchHan))])
-		}
-		fmt.Fprintf(&b, "%d", i)
-		return b.String()
-	}
-	for j := range 6 + r.IntN(5) {
-		if j > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(benchWords[r.IntN(len(benchWords))])
-	}
-	fmt.Fprintf(&b, " %d", i)
-	return b.String()
-}
-
 // learnMany stores n learned entries of key in one transaction (Learn commits each
 // one): a third shared, the rest spread over 500 users. It returns the questions
 // and their users.
-func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n int) (questions, users []string) {
+func learnMany(b *testing.B, x *Index, key index.LearnedKey, emb knowledge.Embedder, n int) (questions, users []string) {
 	ctx := b.Context()
 	r := rand.New(rand.NewPCG(3, 4))
 	questions, users = make([]string, n), make([]string, n)
@@ -164,7 +94,7 @@ func learnMany(b *testing.B, x *Index, key LearnedKey, emb knowledge.Embedder, n
 	for i := range n {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO learned(agent, intent, version, embedder, dimensions, user, question, answer, vector, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key.Agent, key.Intent, key.Version, emb.ID(), emb.Dimensions(), users[i],
-			questions[i], "The answer to "+questions[i]+", which is a few sentences long in practice.", encode(vecs[i]), now, 0); err != nil {
+			questions[i], "The answer to "+questions[i]+", which is a few sentences long in practice.", index.EncodeVector(vecs[i]), now, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -232,11 +162,11 @@ func BenchmarkLearnedHit10k(b *testing.B) {
 	x, _ := openIndex(b)
 	ctx := b.Context()
 	emb := &knowledge.Local{}
-	key := LearnedKey{"shop", "faq", "v1"}
+	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	questions, users := learnMany(b, x, key, emb, n)
 	k := x.Knowledge(emb, nil)
 	query := func(i int) runtime.CacheQuery {
-		j := i * 37 % n // 10k/37 ≫ memoSize distinct questions
+		j := i * 37 % n // 10k/37 ≫ index.MemoSize distinct questions
 		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: users[j], Question: questions[j]}
 	}
 	t0 := time.Now()
@@ -337,7 +267,7 @@ func BenchmarkIndexBuild1000Files(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		st, err := x.UpdateWith(ctx, "docs", cs, &knowledge.Local{}, UpdateOptions{Manifest: "bench"})
+		st, err := x.UpdateWith(ctx, "docs", cs, &knowledge.Local{}, index.UpdateOptions{Manifest: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
-func learnOK(t *testing.T, x *Index, key LearnedKey, emb knowledge.Embedder, user, q, a string, ttl time.Duration) int64 {
+func learnOK(t *testing.T, x *Index, key index.LearnedKey, emb knowledge.Embedder, user, q, a string, ttl time.Duration) int64 {
 	t.Helper()
 	id, err := x.Learn(t.Context(), key, emb, user, q, a, ttl)
 	if err != nil {
@@ -23,7 +24,7 @@ func learnOK(t *testing.T, x *Index, key LearnedKey, emb knowledge.Embedder, use
 	return id
 }
 
-func listIDs(t *testing.T, x *Index, f LearnedFilter) []int64 {
+func listIDs(t *testing.T, x *Index, f index.LearnedFilter) []int64 {
 	t.Helper()
 	es, err := x.ListLearned(t.Context(), f)
 	if err != nil {
@@ -40,18 +41,18 @@ func TestLearnListClear(t *testing.T) {
 	x, _ := openIndex(t)
 	ctx := t.Context()
 	emb := &knowledge.Local{}
-	shop := LearnedKey{"shop", "faq", "v1"}
+	shop := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	a := learnOK(t, x, shop, emb, "", "  How do I reset my password? ", "Use the link on the login page.", 0)
 	b := learnOK(t, x, shop, emb, "alice", "Where is my order 42?", "On its way.", time.Hour)
-	c := learnOK(t, x, LearnedKey{"shop", "orders", "v1"}, emb, "bob", "Where is my order 7?", "Delivered.", 0)
-	d := learnOK(t, x, LearnedKey{"bank", "faq", "v3"}, emb, "", "What are your opening hours?", "9 to 5.", 0)
+	c := learnOK(t, x, index.LearnedKey{Agent: "shop", Intent: "orders", Version: "v1"}, emb, "bob", "Where is my order 7?", "Delivered.", 0)
+	d := learnOK(t, x, index.LearnedKey{Agent: "bank", Intent: "faq", Version: "v3"}, emb, "", "What are your opening hours?", "9 to 5.", 0)
 
-	es, err := x.ListLearned(ctx, LearnedFilter{AllUsers: true})
+	es, err := x.ListLearned(ctx, index.LearnedFilter{AllUsers: true})
 	if err != nil || len(es) != 4 {
 		t.Fatalf("ListLearned: %v, %v", es, err)
 	}
 	if es[0].ID != d || es[3].ID != a {
-		t.Errorf("not newest first: %v", listIDs(t, x, LearnedFilter{AllUsers: true}))
+		t.Errorf("not newest first: %v", listIDs(t, x, index.LearnedFilter{AllUsers: true}))
 	}
 	e := es[3]
 	if e.Agent != "shop" || e.Intent != "faq" || e.Version != "v1" || e.Embedder != emb.ID() || e.User != "" ||
@@ -63,15 +64,15 @@ func TestLearnListClear(t *testing.T) {
 		t.Errorf("expires %v, created %v: want an hour later", exp, es[2].Created)
 	}
 	tests := []struct {
-		f    LearnedFilter
+		f    index.LearnedFilter
 		want []int64
 	}{
-		{LearnedFilter{}, []int64{d, a}}, // shared only
-		{LearnedFilter{User: "alice"}, []int64{b}},
-		{LearnedFilter{Agent: "shop", AllUsers: true}, []int64{c, b, a}},
-		{LearnedFilter{Intent: "faq", AllUsers: true}, []int64{d, b, a}},
-		{LearnedFilter{Agent: "shop", Intent: "orders", AllUsers: true}, []int64{c}},
-		{LearnedFilter{Agent: "nobody", AllUsers: true}, []int64{}},
+		{index.LearnedFilter{}, []int64{d, a}}, // shared only
+		{index.LearnedFilter{User: "alice"}, []int64{b}},
+		{index.LearnedFilter{Agent: "shop", AllUsers: true}, []int64{c, b, a}},
+		{index.LearnedFilter{Intent: "faq", AllUsers: true}, []int64{d, b, a}},
+		{index.LearnedFilter{Agent: "shop", Intent: "orders", AllUsers: true}, []int64{c}},
+		{index.LearnedFilter{Agent: "nobody", AllUsers: true}, []int64{}},
 	}
 	for _, tt := range tests {
 		if got := listIDs(t, x, tt.f); fmt.Sprint(got) != fmt.Sprint(tt.want) {
@@ -83,10 +84,10 @@ func TestLearnListClear(t *testing.T) {
 	// or the shared one of the same question is another entry.
 	a2 := learnOK(t, x, shop, emb, "", "How do I reset my password?", "Click 'Forgot password'.", 0)
 	learnOK(t, x, shop, emb, "alice", "How do I reset my password?", "Alice, use the app.", 0)
-	if got := listIDs(t, x, LearnedFilter{Agent: "shop", Intent: "faq"}); fmt.Sprint(got) != fmt.Sprint([]int64{a2}) {
+	if got := listIDs(t, x, index.LearnedFilter{Agent: "shop", Intent: "faq"}); fmt.Sprint(got) != fmt.Sprint([]int64{a2}) {
 		t.Errorf("after relearning: shared entries %v, want [%d]", got, a2)
 	}
-	if n := len(listIDs(t, x, LearnedFilter{AllUsers: true})); n != 5 {
+	if n := len(listIDs(t, x, index.LearnedFilter{AllUsers: true})); n != 5 {
 		t.Errorf("%d entries, want 5", n)
 	}
 
@@ -96,15 +97,15 @@ func TestLearnListClear(t *testing.T) {
 		}
 	}
 
-	n, err := x.ClearLearned(ctx, LearnedFilter{User: "alice"})
+	n, err := x.ClearLearned(ctx, index.LearnedFilter{User: "alice"})
 	if err != nil || n != 2 {
 		t.Errorf("ClearLearned(alice) = %d, %v; want 2", n, err)
 	}
-	n, err = x.ClearLearned(ctx, LearnedFilter{Agent: "shop", AllUsers: true})
+	n, err = x.ClearLearned(ctx, index.LearnedFilter{Agent: "shop", AllUsers: true})
 	if err != nil || n != 2 {
 		t.Errorf("ClearLearned(shop, all users) = %d, %v; want 2", n, err)
 	}
-	if got := listIDs(t, x, LearnedFilter{AllUsers: true}); fmt.Sprint(got) != fmt.Sprint([]int64{d}) {
+	if got := listIDs(t, x, index.LearnedFilter{AllUsers: true}); fmt.Sprint(got) != fmt.Sprint([]int64{d}) {
 		t.Errorf("left %v, want [%d]", got, d)
 	}
 }
@@ -113,7 +114,7 @@ func TestLearnedExpiry(t *testing.T) {
 	x, _ := openIndex(t)
 	ctx := t.Context()
 	emb := &knowledge.Local{}
-	key := LearnedKey{"shop", "faq", "v1"}
+	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	k := x.Knowledge(emb, nil)
 	learnOK(t, x, key, emb, "", "How do I reset my password?", "Use the link.", 50*time.Millisecond)
 	q := runtime.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", Question: "How do I reset my password?"}
@@ -124,13 +125,13 @@ func TestLearnedExpiry(t *testing.T) {
 	if h, err := k.CacheLookup(ctx, q); err != nil || h != nil {
 		t.Errorf("after expiry: %+v, %v; want nothing", h, err)
 	}
-	if ids := listIDs(t, x, LearnedFilter{AllUsers: true}); len(ids) != 0 {
+	if ids := listIDs(t, x, index.LearnedFilter{AllUsers: true}); len(ids) != 0 {
 		t.Errorf("ListLearned lists an expired entry: %v", ids)
 	}
 	if n := count(t, x, "learned"); n != 1 {
 		t.Errorf("%d rows before the next Learn, want 1 (deleted lazily)", n)
 	}
-	learnOK(t, x, LearnedKey{"other", "faq", "v1"}, emb, "", "Anything else?", "No.", 0)
+	learnOK(t, x, index.LearnedKey{Agent: "other", Intent: "faq", Version: "v1"}, emb, "", "Anything else?", "No.", 0)
 	if n := count(t, x, "learned"); n != 1 {
 		t.Errorf("%d rows after the next Learn, want 1: the expired one deleted", n)
 	}
@@ -161,7 +162,7 @@ func TestLearnedSeenByOtherProcess(t *testing.T) {
 	x, path := openIndex(t)
 	ctx := t.Context()
 	emb := &knowledge.Local{}
-	key := LearnedKey{"shop", "faq", "v1"}
+	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	learnOK(t, x, key, emb, "", "What are your opening hours?", "9 to 5.", 0)
 	y, err := Open(path)
 	if err != nil {
@@ -177,7 +178,7 @@ func TestLearnedSeenByOtherProcess(t *testing.T) {
 	if h, err := ky.CacheLookup(ctx, q); err != nil || h == nil || h.Answer != "Yes." || h.Score < 0.999 {
 		t.Errorf("after another process learned: %+v, %v", h, err)
 	}
-	if _, err := x.ClearLearned(ctx, LearnedFilter{AllUsers: true}); err != nil {
+	if _, err := x.ClearLearned(ctx, index.LearnedFilter{AllUsers: true}); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := ky.CacheLookup(ctx, q); err != nil || h != nil {
@@ -211,7 +212,7 @@ func TestLearnedNeverServesAnotherUser(t *testing.T) {
 	owner := map[int64]string{} // entry id → user ("" shared)
 	has := map[[2]string]bool{} // (user, trimmed question) → an entry exists
 	refresh := func() {
-		es, err := x.ListLearned(ctx, LearnedFilter{AllUsers: true})
+		es, err := x.ListLearned(ctx, index.LearnedFilter{AllUsers: true})
 		if err != nil {
 			t.Fatal(err)
 		}

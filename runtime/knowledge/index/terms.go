@@ -1,13 +1,12 @@
-package sqlite
+package index
 
 import (
 	"cmp"
-	"context"
-	"database/sql"
-	"errors"
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
 func isCJK(r rune) bool {
@@ -71,15 +70,12 @@ func stem(w string) string {
 	return w[:len(w)-1]
 }
 
-// ftsText is what chunks_fts stores for a text: its terms separated by spaces.
-func ftsText(text string) string { return strings.Join(terms(text), " ") }
-
-// queryTerms are query's distinct terms, at most maxQueryTerms.
-func queryTerms(query string) []string {
+// QueryTerms are query's distinct terms, at most MaxQueryTerms.
+func QueryTerms(query string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range terms(query) {
-		if !seen[t] && len(out) < maxQueryTerms {
+		if !seen[t] && len(out) < MaxQueryTerms {
 			seen[t] = true
 			out = append(out, t)
 		}
@@ -87,51 +83,43 @@ func queryTerms(query string) []string {
 	return out
 }
 
-// ftsQuery is an FTS5 query matching any of the terms, each quoted (so no term is
-// read as an operator); "" when there are none.
-func ftsQuery(terms []string) string {
-	quoted := make([]string, len(terms))
-	for i, t := range terms {
-		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
-	}
-	return strings.Join(quoted, " OR ")
+// Terms splits text into full-text terms, as SearchTerms and QueryTerms do.
+func Terms(text string) []string { return terms(text) }
+
+// SearchTerms are the full-text terms the index holds for a chunk, in order: its
+// heading, questions and text split into lower-cased, plural-folded words, and
+// runs of CJK characters as overlapping bigrams.
+func SearchTerms(c knowledge.Chunk) []string { return terms(SearchText(c)) }
+
+// SearchText is what the full-text search indexes of a chunk.
+func SearchText(c knowledge.Chunk) string {
+	parts := append([]string{c.Heading}, c.Questions...)
+	return strings.Join(append(parts, c.Text), "\n")
 }
 
-// textQuery is the FTS5 query for query: its terms, without the most common ones
-// while together they would match more than maxTextMatches rows (counted over the
-// whole file, from the FTS vocabulary).
-func textQuery(ctx context.Context, tx *sql.Tx, query string) (string, error) {
-	ts := queryTerms(query)
-	if len(ts) == 0 {
-		return "", nil
-	}
-	docs := make([]int, len(ts))
+// DroppedTerms says which of a query's terms a full-text search leaves out, given
+// how many rows (over the whole index) hold each: those no row holds, and the most
+// common ones while together they would match more than MaxTextMatches rows.
+func DroppedTerms(docs []int) []bool {
 	total := 0
-	for i, t := range ts {
-		err := tx.QueryRowContext(ctx, `SELECT doc FROM chunks_terms WHERE term = ?`, t).Scan(&docs[i])
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return "", err
-		}
-		total += docs[i]
+	for _, d := range docs {
+		total += d
 	}
-	order := make([]int, len(ts))
+	order := make([]int, len(docs))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(docs[b], docs[a]) })
-	drop := map[int]bool{}
+	drop := make([]bool, len(docs))
 	for _, i := range order {
-		if total <= maxTextMatches {
+		if total <= MaxTextMatches {
 			break
 		}
 		drop[i] = true
 		total -= docs[i]
 	}
-	kept := ts[:0:0]
-	for i, t := range ts {
-		if !drop[i] && docs[i] > 0 {
-			kept = append(kept, t)
-		}
+	for i, d := range docs {
+		drop[i] = drop[i] || d == 0
 	}
-	return ftsQuery(kept), nil
+	return drop
 }

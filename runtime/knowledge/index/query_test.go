@@ -1,4 +1,4 @@
-package sqlite
+package index
 
 import (
 	"math/rand/v2"

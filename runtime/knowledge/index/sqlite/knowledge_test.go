@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
 func TestCacheLookup(t *testing.T) {
@@ -90,12 +91,12 @@ func TestCacheLookup(t *testing.T) {
 		t.Errorf("unknown collection: %v", err)
 	}
 	other, _ := knowledge.NewLocal(128)
-	var mismatch *EmbedderMismatchError
+	var mismatch *index.EmbedderMismatchError
 	if _, err := x.Knowledge(other, map[string]string{"help": "shop/help"}).CacheLookup(ctx, q); !errors.As(err, &mismatch) ||
 		!strings.Contains(err.Error(), "run agentrun index") {
 		t.Errorf("another embedder: %v", err)
 	}
-	if _, err := x.Knowledge(emb, map[string]string{"help": "never"}).CacheLookup(ctx, q); !errors.Is(err, ErrNotIndexed) {
+	if _, err := x.Knowledge(emb, map[string]string{"help": "never"}).CacheLookup(ctx, q); !errors.Is(err, index.ErrNotIndexed) {
 		t.Errorf("a collection never indexed: %v", err)
 	}
 }
@@ -109,7 +110,7 @@ func TestQuestionEmbeddedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := x.Knowledge(emb, nil)
-	for i := range memoSize + 2 {
+	for i := range index.MemoSize + 2 {
 		emb.reset()
 		q := runtime.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Question: fmt.Sprintf("refund question %d ", i)}
 		if _, err := k.CacheLookup(ctx, q); err != nil {
@@ -161,7 +162,7 @@ func TestRetrieve(t *testing.T) {
 
 	// The rule: vector score ≥ minScore, or BM25 matched and vector score ≥ minScore/2.
 	const query = "opening hours"
-	hits, err := x.Search(ctx, "shop/help", query, emb, retrieveOverfetch*10)
+	hits, err := x.Search(ctx, "shop/help", query, emb, index.RetrieveOverfetch*10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +193,11 @@ func TestRetrieve(t *testing.T) {
 		t.Error("unknown collection: no error")
 	}
 	other, _ := knowledge.NewLocal(128)
-	var mismatch *EmbedderMismatchError
+	var mismatch *index.EmbedderMismatchError
 	if _, err := x.Knowledge(other, map[string]string{"help": "shop/help"}).Retrieve(ctx, "help", query, 3, 0); !errors.As(err, &mismatch) {
 		t.Errorf("another embedder: %v", err)
 	}
-	if _, err := x.Knowledge(emb, map[string]string{"help": "never"}).Retrieve(ctx, "help", query, 3, 0); !errors.Is(err, ErrNotIndexed) ||
+	if _, err := x.Knowledge(emb, map[string]string{"help": "never"}).Retrieve(ctx, "help", query, 3, 0); !errors.Is(err, index.ErrNotIndexed) ||
 		!strings.Contains(err.Error(), "run agentrun index") {
 		t.Errorf("a collection never indexed: %v", err)
 	}

@@ -5,39 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
+	"github.com/agentrun/agentrun/internal/sqlitedb"
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	store "github.com/agentrun/agentrun/runtime/store/sqlite"
-)
-
-// Tuning of retrieval.
-const (
-	// rrfK is reciprocal rank fusion's constant (Cormack et al. 2009): a hit ranked
-	// r-th (from 1) in a list adds 1/(rrfK+r) to its score.
-	rrfK = 60
-	// minCandidates is how many hits each list (vector, BM25) contributes at least to
-	// the fusion; a chunk found by both near the top beats one found by one only.
-	minCandidates = 50
-	// maxQueryTerms bounds the FTS5 query built from a user's question.
-	maxQueryTerms = 32
-	// maxTextMatches bounds the rows an FTS5 query may match: FTS5 scores every
-	// matching row (about 2 µs each here), so the most common terms of a query are
-	// left out until the rest match at most this many rows. Such terms carry little
-	// BM25 weight anyway, and the vector side still sees the whole query; a small
-	// collection never reaches the bound.
-	maxTextMatches = 1500
-	// embedBatch is how many texts go to the embedder per call.
-	embedBatch = 64
-	// minRescored is how many chunks of a scan's int8 pass at least are rescored
-	// with their float32 vectors.
-	minRescored = 256
-	// parallelRows is the number of vectors above which a scan is split across CPUs.
-	parallelRows = 8192
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
 
 // Index is a knowledge index in one SQLite file. It is safe for concurrent use.
@@ -50,60 +22,18 @@ type Index struct {
 	// generationStmt is learnedGenerationQuery prepared on read.
 	generationStmt *sql.Stmt
 
-	mu      sync.Mutex
-	cache   map[cacheKey]*vectors
-	learned map[learnedID]*learnedVectors
+	vectors index.VectorCache
+	learned index.LearnedCache
 }
 
-type cacheKey struct{ collection, embedder string }
-
-// Stats counts an Update's work in distinct chunk contents (content hashes): a
-// passage repeated verbatim in two files is stored twice but embedded once.
-type Stats struct {
-	Kept     int // already embedded by this embedder: not embedded again
-	Embedded int // new or changed: embedded and stored
-	Deleted  int // no longer present: removed
-	Vectors  int // texts embedded (an FAQ chunk has one per question)
-}
-
-// Hit is one retrieved chunk.
-type Hit struct {
-	knowledge.Chunk
-	// Score is the reciprocal-rank-fusion score for Search; the vector score for FAQ.
-	Score float64
-	// VectorScore is the best cosine similarity of the query to the chunk's vectors
-	// (for an FAQ chunk, to its best question).
-	VectorScore float32
-	// BM25 is FTS5's relevance (higher is better), 0 when the text did not match.
-	BM25 float64
-	// Question is the FAQ question (or variant) that matched best; empty for text.
-	Question string
-}
-
-// EmbedderMismatchError is a collection indexed by another embedder than the one in use.
-type EmbedderMismatchError struct {
-	Collection string
-	Index      string // the embedder ID the collection was built by
-	Agent      string // the embedder ID in use
-}
-
-func (e *EmbedderMismatchError) Error() string {
-	return fmt.Sprintf("the index of collection %s was built by %s; this agent uses %s: run agentrun index to rebuild it",
-		e.Collection, e.Index, e.Agent)
-}
-
-// ErrNotIndexed is a collection that has never been indexed.
-var ErrNotIndexed = errors.New("not indexed")
+var _ index.Backend = (*Index)(nil)
 
 // ErrNewerSchema reports an index written by a newer agentrun.
-var ErrNewerSchema = store.ErrNewerSchema
+var ErrNewerSchema = sqlitedb.ErrNewerSchema
 
-// Connection settings, as in runtime/store/sqlite: busy_timeout first so the others
-// wait for the lock too; _txlock=immediate takes the write lock at BEGIN.
-const (
-	writeParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	readParams  = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)&_pragma=cache_size(-32000)&_pragma=mmap_size(268435456)"
-)
+// readParams are the readers' connection settings (the writer's are sqlitedb's):
+// a larger page cache and memory-mapped reads, for the scans of chunks and terms.
+const readParams = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)&_pragma=cache_size(-32000)&_pragma=mmap_size(268435456)"
 
 // applicationID marks a file as an agentrun knowledge index ("agKI"), so the index
 // is never opened on another SQLite file, such as the conversation store, whose
@@ -193,39 +123,14 @@ var migrations = []string{
 // Open opens the index at path, creating the file (mode 0600) and its parent
 // directories when missing, and brings its schema up to date.
 func Open(path string) (*Index, error) {
-	if path == "" {
-		return nil, errors.New("knowledge index: no file name")
-	}
-	abs, err := filepath.Abs(path)
+	db, err := sqlitedb.Open(path, sqlitedb.Config{
+		What: "knowledge index", ReadParams: readParams, Readers: 4, Migrations: migrations, AppID: applicationID,
+		OtherDatabase: errors.New("not a knowledge index (another SQLite database?)"),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
-		return nil, fmt.Errorf("knowledge index: %w", err)
-	}
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("knowledge index: %w", err)
-	}
-	f.Close()
-
-	x := &Index{cache: map[cacheKey]*vectors{}, learned: map[learnedID]*learnedVectors{}}
-	if x.write, err = sql.Open("sqlite", store.FileURI(abs)+"?"+writeParams); err != nil {
-		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
-	}
-	x.write.SetMaxOpenConns(1)
-	if x.read, err = sql.Open("sqlite", store.FileURI(abs)+"?"+readParams); err != nil {
-		x.write.Close()
-		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
-	}
-	x.read.SetMaxOpenConns(4)
-	if err := store.Migrate(context.Background(), x.write, migrations, applicationID); err != nil {
-		x.Close()
-		if errors.Is(err, store.ErrOtherDatabase) {
-			err = errors.New("not a knowledge index (another SQLite database?)")
-		}
-		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
-	}
+	x := &Index{write: db.Write, read: db.Read}
 	if x.generationStmt, err = x.read.Prepare(learnedGenerationQuery); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("knowledge index %s: %w", path, err)
@@ -240,6 +145,12 @@ func (x *Index) Close() error {
 		err = x.generationStmt.Close()
 	}
 	return errors.Join(err, x.read.Close(), x.write.Close())
+}
+
+// Knowledge adapts the index to runtime.Knowledge for one agent using emb (see
+// index.NewKnowledge).
+func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+	return index.NewKnowledge(x, emb, collections)
 }
 
 // Manifest returns the fingerprint and the embedder ID collection was last indexed

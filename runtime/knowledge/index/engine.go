@@ -1,67 +1,19 @@
-package sqlite
+package index
 
 import (
 	"context"
-	"time"
-
-	"github.com/agentrun/agentrun/runtime/knowledge"
+	"sync"
 )
 
-// This file exports the index's in-process search engine — the vector matrix and
-// its scans, the FTS terms, the vector encoding — for another storage of the same
-// index (runtime/knowledge/postgres), so both rank alike and score bit-for-bit
-// equally. None of it changes how *Index works.
-
-var _ Backend = (*Index)(nil)
-
-// SearchVector is Search with query's vector q (Backend).
-func (x *Index) SearchVector(ctx context.Context, collection, query string, q []float32, emb knowledge.Embedder, k int) ([]Hit, error) {
-	return x.search(ctx, collection, query, q, emb, k)
-}
-
-// FAQVector is FAQ with the query's vector q (Backend).
-func (x *Index) FAQVector(ctx context.Context, collection string, q []float32, emb knowledge.Embedder) (Hit, bool, error) {
-	return x.faq(ctx, collection, q, emb)
-}
-
-// LookupLearnedVector returns the learned entry of key closest to q (Backend).
-func (x *Index) LookupLearnedVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user string) (*LearnedHit, error) {
-	return x.lookupLearned(ctx, learnedID{key.Agent, key.Intent, key.Version, embedder}, q, user)
-}
-
-// LearnVector is Learn with the question's vector q (Backend).
-func (x *Index) LearnVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user, question, answer string, ttl time.Duration) (int64, error) {
-	return x.learn(ctx, learnedID{key.Agent, key.Intent, key.Version, embedder}, q, user, question, answer, ttl)
-}
-
-// Tuning shared with other storages of the index.
-const (
-	// RRFK is reciprocal rank fusion's constant.
-	RRFK = rrfK
-	// MinCandidates is how many hits each ranking contributes at least to the fusion.
-	MinCandidates = minCandidates
-	// EmbedBatch is how many texts go to the embedder per call.
-	EmbedBatch = embedBatch
-)
-
-// EmbedQuery embeds one query and checks the vector.
-func EmbedQuery(ctx context.Context, emb knowledge.Embedder, query string) ([]float32, error) {
-	return embedQuery(ctx, emb, query)
-}
+// This file exports the in-process search engine — the vector matrix and its
+// scans, the vector encoding — for the storages, so both rank alike and score bit
+// for bit equally.
 
 // EncodeVector is how the index stores a vector: little-endian float32.
 func EncodeVector(v []float32) []byte { return encode(v) }
 
 // DecodeVector decodes an EncodeVector blob into dst, whose length it must fit.
 func DecodeVector(dst []float32, b []byte) error { return decodeInto(dst, b) }
-
-// SearchTerms are the full-text terms the index holds for a chunk, in order: its
-// heading, questions and text split into lower-cased, plural-folded words, and
-// runs of CJK characters as overlapping bigrams.
-func SearchTerms(c knowledge.Chunk) []string { return terms(searchText(c)) }
-
-// QueryTerms are a query's distinct full-text terms, at most 32.
-func QueryTerms(query string) []string { return queryTerms(query) }
 
 // Query is a query's vector prepared for scans.
 type Query struct{ q *queryVector }
@@ -153,4 +105,74 @@ func (s *Vectors) BestFAQ(q *Query) (id int64, score float32, row int, ok bool) 
 		return 0, 0, -1, false
 	}
 	return s.v.ids[i], score, row, true
+}
+
+// InProcess scores a snapshot's vectors in process: V against the query Q. A
+// storage's Snapshot embeds it for Top, Best and BestFAQ.
+type InProcess struct {
+	V *Vectors
+	Q *Query
+}
+
+// Top is Vectors.Top (Snapshot).
+func (s InProcess) Top(_ context.Context, n int) ([]Scored, error) { return s.V.Top(s.Q, n), nil }
+
+// Best is Vectors.Best (Snapshot).
+func (s InProcess) Best(_ context.Context, id int64) (float32, int, bool, error) {
+	score, row, ok := s.V.Best(s.Q, id)
+	return score, row, ok, nil
+}
+
+// BestFAQ is Vectors.BestFAQ (Snapshot).
+func (s InProcess) BestFAQ(context.Context) (int64, float32, int, bool, error) {
+	id, score, row, ok := s.V.BestFAQ(s.Q)
+	return id, score, row, ok, nil
+}
+
+// VectorCache holds the vectors of each collection and embedder as of one
+// generation (the collection's row counts its updates, by any process), so a
+// search loads them only after a change. The zero VectorCache is empty and ready;
+// it is safe for concurrent use.
+type VectorCache struct {
+	mu sync.Mutex
+	m  map[vectorKey]*Vectors
+}
+
+type vectorKey struct{ collection, embedder string }
+
+// Get returns collection's vectors by embedder of generation, building them with
+// load (which Adds every vector, chunks in id order) when the cache has none of it.
+func (c *VectorCache) Get(collection, embedder string, dims int, generation int64, load func(*Vectors) error) (*Vectors, error) {
+	key := vectorKey{collection, embedder}
+	c.mu.Lock()
+	v := c.m[key]
+	c.mu.Unlock()
+	if v != nil && v.Generation() == generation {
+		return v, nil
+	}
+	v = NewVectors(generation, dims)
+	if err := load(v); err != nil {
+		return nil, err
+	}
+	v.Done()
+	c.mu.Lock()
+	if cur := c.m[key]; cur == nil || cur.Generation() < generation {
+		if c.m == nil {
+			c.m = map[vectorKey]*Vectors{}
+		}
+		c.m[key] = v
+	}
+	c.mu.Unlock()
+	return v, nil
+}
+
+// Invalidate forgets collection's vectors (after this process's Update).
+func (c *VectorCache) Invalidate(collection string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k.collection == collection {
+			delete(c.m, k)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package sqlite
+package index
 
 import "github.com/agentrun/agentrun/runtime/knowledge"
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/openai"
 )
 
@@ -74,7 +75,7 @@ func dump(t *testing.T, x *Index) string {
 	return b.String()
 }
 
-// extraChunks are n new text chunks: with embedBatch < n, two or more batches.
+// extraChunks are n new text chunks: with index.EmbedBatch < n, two or more batches.
 func extraChunks(n int) []knowledge.Chunk {
 	out := make([]knowledge.Chunk, n)
 	for i := range out {
@@ -91,21 +92,21 @@ func TestUpdateWithManifestAndProgress(t *testing.T) {
 	if m, e, ok, err := x.Manifest(ctx, "help"); ok || err != nil || m != "" || e != "" {
 		t.Errorf("Manifest of a collection never indexed: %q %q %v %v", m, e, ok, err)
 	}
-	chunks := append(readChunks(t, sourcesDir, patterns), extraChunks(2*embedBatch)...)
+	chunks := append(readChunks(t, sourcesDir, patterns), extraChunks(2*index.EmbedBatch)...)
 	var calls [][2]int
-	st, err := x.UpdateWith(ctx, "help", chunks, emb, UpdateOptions{
+	st, err := x.UpdateWith(ctx, "help", chunks, emb, index.UpdateOptions{
 		Manifest: "m1",
 		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCalls := 1 + (st.Vectors+embedBatch-1)/embedBatch
+	wantCalls := 1 + (st.Vectors+index.EmbedBatch-1)/index.EmbedBatch
 	if len(calls) != wantCalls || calls[0] != [2]int{0, st.Vectors} || calls[len(calls)-1] != [2]int{st.Vectors, st.Vectors} {
 		t.Errorf("progress %v, want %d calls from 0 to %d", calls, wantCalls, st.Vectors)
 	}
 	for i := 1; i < len(calls); i++ {
-		if calls[i][0] <= calls[i-1][0] || calls[i][0]-calls[i-1][0] > embedBatch {
+		if calls[i][0] <= calls[i-1][0] || calls[i][0]-calls[i-1][0] > index.EmbedBatch {
 			t.Errorf("progress %v does not grow by batches", calls)
 		}
 	}
@@ -115,7 +116,7 @@ func TestUpdateWithManifestAndProgress(t *testing.T) {
 
 	// Nothing to embed: one call with (0, 0); the manifest still changes.
 	calls = nil
-	if _, err := x.UpdateWith(ctx, "help", chunks, emb, UpdateOptions{
+	if _, err := x.UpdateWith(ctx, "help", chunks, emb, index.UpdateOptions{
 		Manifest: "m2",
 		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) },
 	}); err != nil {
@@ -152,18 +153,18 @@ func TestUpdateBadEmbedderOutputLeavesIndex(t *testing.T) {
 		"no vectors":      func([][]float32) ([][]float32, error) { return nil, nil },
 	}
 	chunks := readChunks(t, sourcesDir, patterns)
-	more := append(chunks[1:len(chunks):len(chunks)], extraChunks(embedBatch+10)...)
+	more := append(chunks[1:len(chunks):len(chunks)], extraChunks(index.EmbedBatch+10)...)
 	for name, spoil := range spoilers {
 		for _, bad := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s on call %d", name, bad), func(t *testing.T) {
 				x, _ := openIndex(t)
 				ctx := t.Context()
-				if _, err := x.UpdateWith(ctx, "help", chunks, &knowledge.Local{}, UpdateOptions{Manifest: "before"}); err != nil {
+				if _, err := x.UpdateWith(ctx, "help", chunks, &knowledge.Local{}, index.UpdateOptions{Manifest: "before"}); err != nil {
 					t.Fatal(err)
 				}
 				before := dump(t, x)
 				for _, rebuild := range []bool{false, true} {
-					_, err := x.UpdateWith(ctx, "help", more, &fake{bad: bad, spoil: spoil}, UpdateOptions{Rebuild: rebuild, Manifest: "after"})
+					_, err := x.UpdateWith(ctx, "help", more, &fake{bad: bad, spoil: spoil}, index.UpdateOptions{Rebuild: rebuild, Manifest: "after"})
 					if err == nil {
 						t.Fatalf("rebuild=%v: no error", rebuild)
 					}
@@ -175,7 +176,7 @@ func TestUpdateBadEmbedderOutputLeavesIndex(t *testing.T) {
 					}
 				}
 				// A collection indexed for the first time is not created.
-				if _, err := x.UpdateWith(ctx, "new", more, &fake{bad: bad, spoil: spoil}, UpdateOptions{Manifest: "x"}); err == nil {
+				if _, err := x.UpdateWith(ctx, "new", more, &fake{bad: bad, spoil: spoil}, index.UpdateOptions{Manifest: "x"}); err == nil {
 					t.Fatal("no error")
 				}
 				if _, _, ok, err := x.Manifest(ctx, "new"); ok || err != nil {
@@ -256,14 +257,14 @@ func TestUpdateOpenAIEmbedderFailuresLeaveIndex(t *testing.T) {
 	x, _ := openIndex(t)
 	ctx := t.Context()
 	chunks := readChunks(t, sourcesDir, patterns)
-	if _, err := x.UpdateWith(ctx, "help", chunks, newOpenAIEmbedder(t, s, 4), UpdateOptions{Manifest: "before"}); err != nil {
+	if _, err := x.UpdateWith(ctx, "help", chunks, newOpenAIEmbedder(t, s, 4), index.UpdateOptions{Manifest: "before"}); err != nil {
 		t.Fatal(err)
 	}
 	before := dump(t, x)
 	more := append(chunks[1:len(chunks):len(chunks)], extraChunks(10)...)
 	for _, mode := range []string{"500", "wrong dimension", "garbage"} {
 		s.mode.Store(mode)
-		_, err := x.UpdateWith(ctx, "help", more, newOpenAIEmbedder(t, s, 4), UpdateOptions{Manifest: "after"})
+		_, err := x.UpdateWith(ctx, "help", more, newOpenAIEmbedder(t, s, 4), index.UpdateOptions{Manifest: "after"})
 		if err == nil {
 			t.Errorf("%s: no error", mode)
 			continue
@@ -274,7 +275,7 @@ func TestUpdateOpenAIEmbedderFailuresLeaveIndex(t *testing.T) {
 		}
 	}
 	s.mode.Store("good")
-	if _, err := x.UpdateWith(ctx, "help", more, newOpenAIEmbedder(t, s, 4), UpdateOptions{}); err != nil {
+	if _, err := x.UpdateWith(ctx, "help", more, newOpenAIEmbedder(t, s, 4), index.UpdateOptions{}); err != nil {
 		t.Errorf("after the server recovered: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package sqlite
+package index
 
 import (
 	"context"
@@ -16,26 +16,18 @@ import (
 // retrieves passages for it, then may learn its answer; the question is embedded
 // once (a remote embedder's call costs tens of milliseconds).
 const (
-	memoSize = 8
+	MemoSize = 8
 	memoTTL  = time.Minute
 )
 
 // Retrieval over-fetches this many times k before filtering by score, so a few
 // low-scoring fused hits do not leave fewer than k passages when better-than-
 // minScore ones ranked just below them.
-const retrieveOverfetch = 3
-
-// Knowledge adapts the index to runtime.Knowledge for one agent using emb.
-// collections maps the spec's collection names to the index's collection keys; a
-// name it lacks is an error (a nil map takes names as keys). The result is safe for
-// concurrent use.
-func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
-	return NewKnowledge(x, emb, collections)
-}
+const RetrieveOverfetch = 3
 
 // Backend is what the runtime adapter needs of an index, the query's vector
 // embedded already (the adapter embeds a question once for the FAQ cache, retrieval
-// and learning). *Index is one; runtime/knowledge/postgres's index is another.
+// and learning). Each storage's *Index is one.
 // Errors of SearchVector and FAQVector come unwrapped (the adapter names the
 // operation and collection); LearnVector's are complete.
 type Backend interface {
@@ -50,7 +42,10 @@ type Backend interface {
 	LearnVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user, question, answer string, ttl time.Duration) (int64, error)
 }
 
-// NewKnowledge adapts any Backend to runtime.Knowledge, as Index.Knowledge does.
+// NewKnowledge adapts b to runtime.Knowledge for one agent using emb.
+// collections maps the spec's collection names to the index's collection keys; a
+// name it lacks is an error (a nil map takes names as keys). The result is safe for
+// concurrent use.
 func NewKnowledge(b Backend, emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
 	return &indexKnowledge{x: b, emb: emb, collections: collections}
 }
@@ -61,7 +56,7 @@ type indexKnowledge struct {
 	collections map[string]string
 
 	mu   sync.Mutex
-	memo [memoSize]memoEntry
+	memo [MemoSize]memoEntry
 	next int
 }
 
@@ -90,7 +85,7 @@ func (k *indexKnowledge) embed(ctx context.Context, text string) ([]float32, err
 	}
 	k.mu.Lock()
 	k.memo[k.next] = memoEntry{text: text, vec: vec, at: now}
-	k.next = (k.next + 1) % memoSize
+	k.next = (k.next + 1) % MemoSize
 	k.mu.Unlock()
 	return vec, nil
 }
@@ -186,7 +181,7 @@ func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string,
 	if err != nil {
 		return nil, wrapSearchErr("search", name, err)
 	}
-	hits, err := k.x.SearchVector(ctx, name, query, vec, k.emb, retrieveOverfetch*n)
+	hits, err := k.x.SearchVector(ctx, name, query, vec, k.emb, RetrieveOverfetch*n)
 	if err != nil {
 		return nil, wrapSearchErr("search", name, err)
 	}

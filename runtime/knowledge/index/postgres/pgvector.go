@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
-	"github.com/agentrun/agentrun/runtime/knowledge/sqlite"
+	"github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -109,7 +109,7 @@ func fillEmbeddings(ctx context.Context, tx pgx.Tx, ns, collection string) error
 			return err
 		}
 		v := make([]float32, len(blob)/4)
-		if err := sqlite.DecodeVector(v, blob); err != nil {
+		if err := index.DecodeVector(v, blob); err != nil {
 			rows.Close()
 			return fmt.Errorf("vector %s/%s/%d: %w", r.collection, r.hash, r.seq, err)
 		}
@@ -144,33 +144,11 @@ func vectorLiteral(v []float32) string {
 }
 
 // scorer scores a collection's vectors against one query: in process
-// (sqlite.Vectors) or in the server (pgvector).
+// (index.InProcess) or in the server (inServer); see index.Snapshot.
 type scorer interface {
-	// top is the n chunks of best vector score, best first (ties by id).
-	top(ctx context.Context, n int) ([]sqlite.Scored, error)
-	// best is chunk id's best score and the row (the chunk's vector) that gave it.
-	best(ctx context.Context, id int64) (score float32, row int, ok bool, err error)
-	// bestFAQ is the FAQ chunk whose question is closest, its score and row.
-	bestFAQ(ctx context.Context) (id int64, score float32, row int, ok bool, err error)
-}
-
-type inProcess struct {
-	v *sqlite.Vectors
-	q *sqlite.Query
-}
-
-func (s inProcess) top(_ context.Context, n int) ([]sqlite.Scored, error) {
-	return s.v.Top(s.q, n), nil
-}
-
-func (s inProcess) best(_ context.Context, id int64) (float32, int, bool, error) {
-	score, row, ok := s.v.Best(s.q, id)
-	return score, row, ok, nil
-}
-
-func (s inProcess) bestFAQ(context.Context) (int64, float32, int, bool, error) {
-	id, score, row, ok := s.v.BestFAQ(s.q)
-	return id, score, row, ok, nil
+	Top(ctx context.Context, n int) ([]index.Scored, error)
+	Best(ctx context.Context, id int64) (score float32, row int, ok bool, err error)
+	BestFAQ(ctx context.Context) (id int64, score float32, row int, ok bool, err error)
 }
 
 // inServer scores with pgvector's inner product (<#> is its negation), every
@@ -189,20 +167,20 @@ func (s inServer) scores() string {
 		WHERE c.collection = $1 AND v.embedder = $2) s`
 }
 
-func (s inServer) top(ctx context.Context, n int) ([]sqlite.Scored, error) {
+func (s inServer) Top(ctx context.Context, n int) ([]index.Scored, error) {
 	rows, err := s.tx.Query(ctx, `SELECT id, score FROM (SELECT DISTINCT ON (id) id, score FROM `+s.scores()+`
 		ORDER BY id, score DESC) best ORDER BY score DESC, id LIMIT $4`, s.collection, s.embedder, s.q, n)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlite.Scored, error) {
-		var sc sqlite.Scored
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (index.Scored, error) {
+		var sc index.Scored
 		err := r.Scan(&sc.ID, &sc.Score)
 		return sc, err
 	})
 }
 
-func (s inServer) best(ctx context.Context, id int64) (float32, int, bool, error) {
+func (s inServer) Best(ctx context.Context, id int64) (float32, int, bool, error) {
 	var score float32
 	var row int32
 	err := s.tx.QueryRow(ctx, `SELECT score, seq FROM `+s.scores()+` WHERE id = $4 ORDER BY score DESC, seq LIMIT 1`,
@@ -213,7 +191,7 @@ func (s inServer) best(ctx context.Context, id int64) (float32, int, bool, error
 	return score, int(row), err == nil, err
 }
 
-func (s inServer) bestFAQ(ctx context.Context) (int64, float32, int, bool, error) {
+func (s inServer) BestFAQ(ctx context.Context) (int64, float32, int, bool, error) {
 	var id int64
 	var score float32
 	var row int32
