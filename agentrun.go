@@ -14,11 +14,14 @@ import (
 
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/kinds"
 	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
-	"github.com/agentrun/agentrun/runtime/mcp"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool"
+	"github.com/agentrun/agentrun/runtime/tool/kinds"
+	"github.com/agentrun/agentrun/runtime/tool/mcp"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -36,7 +39,7 @@ type Options struct {
 	Remember bool
 	// SharedStore is an opened store the agent uses instead of opening one (serve
 	// gives all its agents one); the agent does not close it.
-	SharedStore runtime.Store
+	SharedStore store.Store
 	// Inspect assembles the agent for looking at it (explain, graph): no store is
 	// opened and no MCP server started; calling an MCP tool says it is not connected.
 	Inspect bool
@@ -67,7 +70,7 @@ type Options struct {
 	// overrides theirs: one offline script plays every agent's turns, in order.
 	// recorder is the top agent's, which records its sub-agents' calls too, so
 	// the saved script replays the whole run.
-	model    runtime.Model
+	model    model.Model
 	recorder *offline.Recorder
 }
 
@@ -85,7 +88,7 @@ type Agent struct {
 	topts     []telemetry.Options
 	toolNames map[string]bool
 	// model is the agent's model before tracing, for sub-agents that share it.
-	model runtime.Model
+	model model.Model
 	// index is where the agent's knowledge is ("" without knowledge).
 	index string
 	// store is the URL of the store the agent opened; "" when it opened none.
@@ -295,7 +298,7 @@ func (a *Agent) traceModels(ropts *runtime.Options) {
 	}
 	s := a.Spec
 	tp, mp := a.tel.TracerProvider(), a.tel.MeterProvider()
-	wrap := func(m runtime.Model, sm spec.Model) runtime.Model {
+	wrap := func(m model.Model, sm spec.Model) model.Model {
 		if m == nil {
 			return nil
 		}
@@ -402,7 +405,7 @@ func (a *Agent) Resume(ctx context.Context, req runtime.ResumeRequest) (*runtime
 
 // buildModels builds the agent's model and, where the spec names others, the
 // judge's and the classifier's.
-func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool, shared runtime.Model) error {
+func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(string) (string, bool), record bool, shared model.Model) error {
 	s := a.Spec
 	var err error
 	if ropts.Model = shared; ropts.Model == nil {
@@ -424,7 +427,7 @@ func (a *Agent) buildModels(ropts *runtime.Options, dir string, lookup func(stri
 		if a.recorder == nil {
 			a.recorder = &offline.Recorder{}
 		}
-		models := []*runtime.Model{&ropts.JudgeModel, &ropts.RouterModel}
+		models := []*model.Model{&ropts.JudgeModel, &ropts.RouterModel}
 		if shared == nil { // a shared model records already
 			models = append(models, &ropts.Model)
 		}
@@ -501,9 +504,9 @@ func CheckIntent(s *spec.Spec, name string) error {
 // checkUserID), and an attribute value with a control character or, for an
 // attribute an http tool renders into its URL, one that would make a path segment
 // empty, "." or "..".
-func User(s *spec.Spec, id string, attrs []string) (runtime.User, error) {
+func User(s *spec.Spec, id string, attrs []string) (tool.User, error) {
 	declared := s.Context.User
-	u := runtime.User{ID: id, Attributes: map[string]string{}}
+	u := tool.User{ID: id, Attributes: map[string]string{}}
 	if err := checkUserID(id); err != nil {
 		return u, err
 	}
@@ -598,11 +601,11 @@ func urlAttributes(s *spec.Spec) map[string]bool {
 // Registry is every tool kind this build of agentrun knows. Declared mcp tools
 // resolve to a stand-in here (validate, explain); Build replaces them with the
 // connected servers' tools.
-func Registry() runtime.Registry {
-	r := runtime.Registry{}
+func Registry() tool.Registry {
+	r := tool.Registry{}
 	builtin.Register(r)
 	kinds.Register(r)
-	r["mcp"] = func(t *spec.Tool, _ string) (runtime.Tool, error) { return unconnected{t.MCP.Server}, nil }
+	r["mcp"] = func(t *spec.Tool, _ string) (tool.Tool, error) { return unconnected{t.MCP.Server}, nil }
 	return r
 }
 
@@ -610,7 +613,7 @@ func Registry() runtime.Registry {
 // explain, graph, tests without the server): calling it says so.
 type unconnected struct{ server string }
 
-func (u unconnected) Call(context.Context, runtime.ToolInput) (string, error) {
+func (u unconnected) Call(context.Context, tool.Input) (string, error) {
 	return "", fmt.Errorf("MCP server %s is not connected", u.server)
 }
 

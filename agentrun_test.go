@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/nodetools"
 	"github.com/agentrun/agentrun/internal/proctest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -71,7 +72,7 @@ func TestBuildOptions(t *testing.T) {
 	if s.Model.Provider != "" || a.Spec.Model.Provider != spec.ProviderTest {
 		t.Errorf("override: caller's %q, agent's %q", s.Model.Provider, a.Spec.Model.Provider)
 	}
-	got, err := a.Run(ctx, runtime.Request{Input: "hi", User: runtime.User{ID: "u"}, Conversation: "c"})
+	got, err := a.Run(ctx, runtime.Request{Input: "hi", User: tool.User{ID: "u"}, Conversation: "c"})
 	if err != nil || !got.Completed() || got.MemoryError != "" {
 		t.Fatalf("run: %v %+v", err, got)
 	}

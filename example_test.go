@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // A Go program builds an agent from its spec and runs it. The offline test model
@@ -19,7 +20,7 @@ func Example() {
 	}
 	defer agent.Close()
 
-	res, err := agent.Run(ctx, runtime.Request{Input: "What is 2*(3+4)?", User: runtime.User{ID: "u-1"}})
+	res, err := agent.Run(ctx, runtime.Request{Input: "What is 2*(3+4)?", User: tool.User{ID: "u-1"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,10 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
-	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -55,7 +54,7 @@ type KnowledgeIndex interface {
 	// lacks, in one transaction.
 	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts kindex.UpdateOptions) (kindex.Stats, error)
 	// Knowledge adapts the index to runtime.Knowledge for an agent using emb.
-	Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge
+	Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge
 	// ListLearned and ClearLearned list and delete learned FAQ-cache entries.
 	ListLearned(ctx context.Context, f kindex.LearnedFilter) ([]kindex.LearnedEntry, error)
 	ClearLearned(ctx context.Context, f kindex.LearnedFilter) (int, error)
@@ -431,7 +430,7 @@ type KnowledgeOptions struct {
 // OpenKnowledge opens the spec's knowledge index for runs: it indexes collections
 // that are missing or stale (incrementally) and refuses one indexed by another
 // embedder (*ReindexError: run agentrun index). close releases the index.
-func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k runtime.Knowledge, close func() error, err error) {
+func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k knowledge.Knowledge, close func() error, err error) {
 	lookup := o.LookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv

@@ -8,7 +8,9 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -55,8 +57,8 @@ func TestKnowledgeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeK()
-	h, err := k.CacheLookup(ctx, runtime.CacheQuery{Collection: "docs", Agent: s.Name, Intent: "faq", Version: "v", Question: "how long does a refund take"})
-	if err != nil || h == nil || h.Kind != runtime.CacheEntryFAQ || h.Answer != "3-5 working days." {
+	h, err := k.CacheLookup(ctx, knowledge.CacheQuery{Collection: "docs", Agent: s.Name, Intent: "faq", Version: "v", Question: "how long does a refund take"})
+	if err != nil || h == nil || h.Kind != knowledge.CacheEntryFAQ || h.Answer != "3-5 working days." {
 		t.Errorf("CacheLookup: %+v, %v", h, err)
 	}
 	ps, err := k.Retrieve(ctx, "docs", "can food be returned", 2, 0.1)
@@ -70,7 +72,7 @@ func TestKnowledgeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if _, err := a.Run(ctx, runtime.Request{Input: "Can I return food?", User: runtime.User{ID: "u"}}); err != nil {
+	if _, err := a.Run(ctx, runtime.Request{Input: "Can I return food?", User: tool.User{ID: "u"}}); err != nil {
 		t.Fatal(err)
 	}
 

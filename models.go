@@ -6,15 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
-	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // newModel builds the provider a spec's model names. A script path in the spec is
 // relative to the spec's directory.
-func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) (runtime.Model, error) {
+func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) (model.Model, error) {
 	switch m.Provider {
 	case "", spec.ProviderOpenAI:
 		return openai.New(m, lookup)

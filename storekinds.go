@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
 	ksqlite "github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
 	"github.com/agentrun/agentrun/runtime/store"
@@ -23,7 +22,7 @@ import (
 // names (its schemes); OpenStore, MigrateStore and StatePlace, the assembly's and
 // the CLI's, read this table, so a new store is a row here and a constant there.
 type storeKind struct {
-	open func(url string, ttl time.Duration) (runtime.Store, error)
+	open func(url string, ttl time.Duration) (store.Store, error)
 	// migrate applies the migrations the store's schema lacks and says what it
 	// did, a line each; nil for a kind without a schema.
 	migrate func(ctx context.Context, url string) ([]string, error)
@@ -34,18 +33,18 @@ type storeKind struct {
 
 var storeKinds = map[spec.StoreKind]storeKind{
 	spec.StoreMemory: {
-		open:  func(string, time.Duration) (runtime.Store, error) { return memory.New(), nil },
+		open:  func(string, time.Duration) (store.Store, error) { return memory.New(), nil },
 		place: func(string) string { return "in this process" },
 	},
 	spec.StoreSQLite: {open: openSQLite, migrate: migrateSQLite, place: filePlace},
 	spec.StoreRedis: {
-		open: func(url string, ttl time.Duration) (runtime.Store, error) {
+		open: func(url string, ttl time.Duration) (store.Store, error) {
 			return redis.Open(url, redis.Options{TTL: ttl})
 		},
 		place: func(string) string { return "on " + string(spec.StoreRedis) },
 	},
 	spec.StorePostgres: {
-		open: func(url string, ttl time.Duration) (runtime.Store, error) {
+		open: func(url string, ttl time.Duration) (store.Store, error) {
 			// Connecting and migrating on first use; the pool's statement_timeout
 			// bounds each statement afterwards.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -62,7 +61,7 @@ var storeKinds = map[spec.StoreKind]storeKind{
 }
 
 // OpenStore opens the store a URL names.
-func OpenStore(url string, ttl time.Duration) (runtime.Store, error) {
+func OpenStore(url string, ttl time.Duration) (store.Store, error) {
 	kind, err := spec.StoreKindOf(url)
 	if err != nil {
 		return nil, err
@@ -94,7 +93,7 @@ func StatePlace(location string) string {
 	return filePlace(location)
 }
 
-func openSQLite(url string, _ time.Duration) (runtime.Store, error) {
+func openSQLite(url string, _ time.Duration) (store.Store, error) {
 	path, err := store.SQLitePath(url)
 	if err != nil {
 		return nil, err

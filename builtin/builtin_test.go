@@ -12,24 +12,24 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // build makes a tool the way the runtime does: through the registry Register fills.
-func build(t *testing.T, builtin string, with map[string]any, dir string) (runtime.Tool, error) {
+func build(t *testing.T, builtin string, with map[string]any, dir string) (tool.Tool, error) {
 	t.Helper()
-	r := runtime.Registry{}
+	r := tool.Registry{}
 	Register(r)
 	st := &spec.Tool{Builtin: builtin, With: with}
-	factory, ok := r[runtime.Key(st)]
+	factory, ok := r[tool.Key(st)]
 	if !ok {
-		t.Fatalf("no factory for %s", runtime.Key(st))
+		t.Fatalf("no factory for %s", tool.Key(st))
 	}
 	return factory(st, dir)
 }
 
-func mustBuild(t *testing.T, builtin string, with map[string]any, dir string) runtime.Tool {
+func mustBuild(t *testing.T, builtin string, with map[string]any, dir string) tool.Tool {
 	t.Helper()
 	tool, err := build(t, builtin, with, dir)
 	if err != nil {
@@ -38,8 +38,8 @@ func mustBuild(t *testing.T, builtin string, with map[string]any, dir string) ru
 	return tool
 }
 
-func call(tool runtime.Tool, args map[string]any) (string, error) {
-	return tool.Call(context.Background(), runtime.ToolInput{Args: args, User: runtime.User{ID: "u1"}})
+func call(tl tool.Tool, args map[string]any) (string, error) {
+	return tl.Call(context.Background(), tool.Input{Args: args, User: tool.User{ID: "u1"}})
 }
 
 // writeFiles creates files under dir; a name ending in / is a directory.
@@ -105,7 +105,7 @@ func TestRegisterAddsEveryBuiltinOfTheSchema(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("no builtin enum found in the schema")
 	}
-	r := runtime.Registry{}
+	r := tool.Registry{}
 	Register(r)
 	var keys []string
 	for k := range r {
@@ -141,8 +141,8 @@ func TestDescribeExamplesAreValidArguments(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"README.md": "hello\n"})
 	for name, with := range minimalWith(dir) {
 		t.Run(name, func(t *testing.T) {
-			tool := mustBuild(t, name, with, dir)
-			d, ok := tool.(runtime.Describer)
+			tl := mustBuild(t, name, with, dir)
+			d, ok := tl.(tool.Describer)
 			if !ok {
 				t.Fatal("tool does not implement runtime.Describer")
 			}
@@ -202,7 +202,7 @@ func TestDescribeExamplesAreValidArguments(t *testing.T) {
 			if err := json.Unmarshal(argsRaw, &decoded); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := call(tool, decoded); err != nil {
+			if _, err := call(tl, decoded); err != nil {
 				t.Errorf("call with example arguments %s: %v", argsRaw, err)
 			}
 		})

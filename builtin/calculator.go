@@ -12,7 +12,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -30,7 +30,7 @@ type calculator struct {
 
 type calculatorConfig struct{}
 
-func newCalculator(t *spec.Tool, _ string) (runtime.Tool, error) {
+func newCalculator(t *spec.Tool, _ string) (tool.Tool, error) {
 	var cfg calculatorConfig
 	if err := decodeWith("calculator", t.With, &cfg); err != nil {
 		return nil, err
@@ -194,12 +194,12 @@ func callText(name string, xs []float64) string {
 	return name + "(" + strings.Join(args, ", ") + ")"
 }
 
-func (c *calculator) Describe() runtime.ToolInfo {
+func (c *calculator) Describe() tool.Info {
 	var names []string
 	for _, f := range publicFuncs() {
 		names = append(names, f.name)
 	}
-	return runtime.ToolInfo{
+	return tool.Info{
 		Description: "Evaluate an arithmetic expression and return the number. Use it for every " +
 			"calculation instead of computing in your head. Supports numbers, + - * / % ^ (or **), " +
 			"parentheses, the constants pi and e, and the functions " + strings.Join(names, ", ") +
@@ -214,7 +214,7 @@ func (c *calculator) Describe() runtime.ToolInfo {
 	}
 }
 
-func (c *calculator) Call(_ context.Context, in runtime.ToolInput) (string, error) {
+func (c *calculator) Call(_ context.Context, in tool.Input) (string, error) {
 	src, err := requiredString(in.Args, "expression")
 	if err != nil {
 		return "", err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -19,7 +19,7 @@ type currentTimeConfig struct {
 	Timezone string `with:"timezone"`
 }
 
-func newCurrentTime(t *spec.Tool, _ string) (runtime.Tool, error) {
+func newCurrentTime(t *spec.Tool, _ string) (tool.Tool, error) {
 	cfg := currentTimeConfig{Timezone: "UTC"}
 	if err := decodeWith("current_time", t.With, &cfg); err != nil {
 		return nil, err
@@ -44,8 +44,8 @@ func loadLocation(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-func (c *currentTime) Describe() runtime.ToolInfo {
-	return runtime.ToolInfo{
+func (c *currentTime) Describe() tool.Info {
+	return tool.Info{
 		Description: fmt.Sprintf("Get the current date and time (RFC 3339) and the weekday. "+
 			"Without a timezone it answers in %s.", c.loc),
 		Parameters: objectSchema(map[string]any{
@@ -58,7 +58,7 @@ func (c *currentTime) Describe() runtime.ToolInfo {
 	}
 }
 
-func (c *currentTime) Call(_ context.Context, in runtime.ToolInput) (string, error) {
+func (c *currentTime) Call(_ context.Context, in tool.Input) (string, error) {
 	loc := c.loc
 	name, ok, err := stringArg(in.Args, "timezone")
 	if err != nil {

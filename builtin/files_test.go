@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // fsFixture lays out base/root (the tools' root) beside base/outside, with symbolic
@@ -42,7 +42,7 @@ func TestFileToolsStayInsideTheRoot(t *testing.T) {
 	write := mustBuild(t, "write_file", map[string]any{"root": root}, "")
 	tests := []struct {
 		name string
-		tool runtime.Tool
+		tool tool.Tool
 		args map[string]any
 	}{
 		{"read parent", read, map[string]any{"path": "../outside/secret.txt"}},
@@ -185,10 +185,10 @@ func TestReadFileUsesTheSpecName(t *testing.T) {
 
 func TestReadFileHonoursCancellation(t *testing.T) {
 	_, root := fsFixture(t)
-	tool := mustBuild(t, "read_file", map[string]any{"root": root}, "")
+	tl := mustBuild(t, "read_file", map[string]any{"root": root}, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := tool.Call(ctx, runtime.ToolInput{Args: map[string]any{"path": "README.md"}})
+	_, err := tl.Call(ctx, tool.Input{Args: map[string]any{"path": "README.md"}})
 	wantErrContains(t, err, "canceled")
 }
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -54,7 +54,7 @@ func (r hostRule) matches(host string) bool {
 	return host == r.host
 }
 
-func newHTTPGet(t *spec.Tool, _ string) (runtime.Tool, error) {
+func newHTTPGet(t *spec.Tool, _ string) (tool.Tool, error) {
 	cfg := httpGetConfig{MaxBytes: 256 << 10, Timeout: "10s"}
 	if err := decodeWith("http_get", t.With, &cfg); err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func parseHostRule(entry string) (hostRule, error) {
 	return hostRule{host: s, wildcard: wildcard}, nil
 }
 
-func (h *httpGet) Describe() runtime.ToolInfo {
+func (h *httpGet) Describe() tool.Info {
 	hosts := make([]string, len(h.allow))
 	for i, r := range h.allow {
 		hosts[i] = r.String()
@@ -127,7 +127,7 @@ func (h *httpGet) Describe() runtime.ToolInfo {
 		}
 		example = "https://" + host + "/"
 	}
-	return runtime.ToolInfo{
+	return tool.Info{
 		Description: fmt.Sprintf("Fetch a web page or API response with HTTP GET and return its text "+
 			"(at most %s). Only these hosts are allowed: %s.", byteCount(int64(h.maxBytes)), strings.Join(hosts, ", ")),
 		Parameters: objectSchema(map[string]any{
@@ -177,7 +177,7 @@ func (h *httpGet) checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-func (h *httpGet) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (h *httpGet) Call(ctx context.Context, in tool.Input) (string, error) {
 	raw, err := requiredString(in.Args, "url")
 	if err != nil {
 		return "", err

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -25,7 +25,7 @@ type listDirConfig struct {
 	MaxEntries int    `with:"max_entries"`
 }
 
-func newListDir(t *spec.Tool, dir string) (runtime.Tool, error) {
+func newListDir(t *spec.Tool, dir string) (tool.Tool, error) {
 	cfg := listDirConfig{Root: ".", MaxEntries: 500}
 	if err := decodeWith("list_dir", t.With, &cfg); err != nil {
 		return nil, err
@@ -37,8 +37,8 @@ func newListDir(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return &listDir{name: toolName(t, "list_dir"), root: root, maxEntries: cfg.MaxEntries}, nil
 }
 
-func (l *listDir) Describe() runtime.ToolInfo {
-	return runtime.ToolInfo{
+func (l *listDir) Describe() tool.Info {
+	return tool.Info{
 		Description: "List a directory: subdirectories end with /, files show their size. " +
 			"Paths are relative to the tool's root directory; \".\" is the root itself.",
 		Parameters: objectSchema(map[string]any{
@@ -52,7 +52,7 @@ func (l *listDir) Describe() runtime.ToolInfo {
 	}
 }
 
-func (l *listDir) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (l *listDir) Call(ctx context.Context, in tool.Input) (string, error) {
 	p, ok, err := stringArg(in.Args, "path")
 	if err != nil {
 		return "", err

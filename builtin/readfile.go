@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -21,7 +21,7 @@ const binarySniffLen = 8000
 // readFile returns a text file of its root with numbered lines.
 type readFile struct{ fileTool }
 
-func newReadFile(t *spec.Tool, dir string) (runtime.Tool, error) {
+func newReadFile(t *spec.Tool, dir string) (tool.Tool, error) {
 	ft, err := newFileTool(t, dir, "read_file", fileConfig{Root: ".", MaxBytes: 64 << 10}, false)
 	if err != nil {
 		return nil, err
@@ -29,8 +29,8 @@ func newReadFile(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return &readFile{ft}, nil
 }
 
-func (r *readFile) Describe() runtime.ToolInfo {
-	return runtime.ToolInfo{
+func (r *readFile) Describe() tool.Info {
+	return tool.Info{
 		Description: fmt.Sprintf("Read a text file, with numbered lines. Paths are relative to the "+
 			"tool's root directory. At most %s are returned per call; use offset and limit to read "+
 			"a long file in parts.", byteCount(int64(r.maxBytes))),
@@ -52,7 +52,7 @@ func (r *readFile) Describe() runtime.ToolInfo {
 	}
 }
 
-func (r *readFile) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (r *readFile) Call(ctx context.Context, in tool.Input) (string, error) {
 	p, err := requiredString(in.Args, "path")
 	if err != nil {
 		return "", err

@@ -5,12 +5,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // Register adds the factory of every builtin tool to r, under "builtin:<name>".
-func Register(r runtime.Registry) {
+func Register(r tool.Registry) {
 	r["builtin:calculator"] = newCalculator
 	r["builtin:read_file"] = newReadFile
 	r["builtin:list_dir"] = newListDir
@@ -23,9 +23,9 @@ func Register(r runtime.Registry) {
 // describedTool is what every builtin is: a tool that describes itself to the model
 // and says it passes nothing of the user on.
 type describedTool interface {
-	runtime.Tool
-	runtime.Describer
-	runtime.UserPasser
+	tool.Tool
+	tool.Describer
+	tool.UserPasser
 }
 
 // No builtin passes the user on: each works from its configuration and the model's

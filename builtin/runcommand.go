@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/kinds"
+	"github.com/agentrun/agentrun/runtime/tool"
+	"github.com/agentrun/agentrun/runtime/tool/kinds"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -35,7 +35,7 @@ type runCommandConfig struct {
 	Timeout string           `with:"timeout"`
 }
 
-func newRunCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
+func newRunCommand(t *spec.Tool, dir string) (tool.Tool, error) {
 	cfg := runCommandConfig{Dir: ".", Timeout: "10s"}
 	// decodeWith skips a null value, so it checks every other key (and lists allow
 	// among the known ones) while allow is left to decodeAllow.
@@ -68,14 +68,14 @@ func newRunCommand(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return &runCommand{name: toolName(t, "run_command"), programs: cfg.Allow, dir: root, timeout: timeout}, nil
 }
 
-func (r *runCommand) Describe() runtime.ToolInfo {
+func (r *runCommand) Describe() tool.Info {
 	names := make([]any, len(r.programs))
 	described := make([]string, len(r.programs))
 	for i, p := range r.programs {
 		names[i] = p.Program
 		described[i] = p.describeRules()
 	}
-	return runtime.ToolInfo{
+	return tool.Info{
 		Description: fmt.Sprintf("Run one of these programs with arguments, without a shell (no pipes, globs or "+
 			"variables): %s. Output is its standard output.", strings.Join(described, ", ")),
 		Parameters: objectSchema(map[string]any{
@@ -85,7 +85,7 @@ func (r *runCommand) Describe() runtime.ToolInfo {
 	}
 }
 
-func (r *runCommand) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (r *runCommand) Call(ctx context.Context, in tool.Input) (string, error) {
 	command, err := requiredString(in.Args, "command")
 	if err != nil {
 		return "", err

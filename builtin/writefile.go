@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -18,7 +18,7 @@ import (
 // that wants the model to write must say where.
 type writeFile struct{ fileTool }
 
-func newWriteFile(t *spec.Tool, dir string) (runtime.Tool, error) {
+func newWriteFile(t *spec.Tool, dir string) (tool.Tool, error) {
 	// No default root: a spec that wants the model to write must say where.
 	ft, err := newFileTool(t, dir, "write_file", fileConfig{MaxBytes: 1 << 20}, true)
 	if err != nil {
@@ -27,8 +27,8 @@ func newWriteFile(t *spec.Tool, dir string) (runtime.Tool, error) {
 	return &writeFile{ft}, nil
 }
 
-func (w *writeFile) Describe() runtime.ToolInfo {
-	return runtime.ToolInfo{
+func (w *writeFile) Describe() tool.Info {
+	return tool.Info{
 		Description: fmt.Sprintf("Create or replace a text file with the given content. Paths are "+
 			"relative to the tool's root directory; missing parent directories are created. "+
 			"The whole file is written at once (at most %s).", byteCount(int64(w.maxBytes))),
@@ -43,7 +43,7 @@ func (w *writeFile) Describe() runtime.ToolInfo {
 	}
 }
 
-func (w *writeFile) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (w *writeFile) Call(ctx context.Context, in tool.Input) (string, error) {
 	p, err := requiredString(in.Args, "path")
 	if err != nil {
 		return "", err

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
 )
@@ -92,7 +93,7 @@ type seenEntities struct {
 // ask (none, no conversation, or history the caller passed) the run knows only the
 // entities passed in and its own.
 type storedSeen struct {
-	store        Store
+	store        store.Store
 	conversation string
 	// err says why the store cannot be asked — the conversation could not be read —
 	// and fails every check the run cannot answer alone: a rule fails closed.

@@ -3,6 +3,9 @@ package runtime
 import (
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -11,18 +14,18 @@ import (
 type Agent struct {
 	spec         *spec.Spec
 	settings     *spec.Settings // every default applied
-	model        Model
-	judgeModel   Model
-	routerModel  Model
+	model        model.Model
+	judgeModel   model.Model
+	routerModel  model.Model
 	tools        []*agentTool
 	byName       map[string]*agentTool
-	offered      []ToolDef // every tool, in spec order
+	offered      []model.ToolDef // every tool, in spec order
 	instructions *spec.Template
 	filters      map[spec.FilterStage][]*spec.Filter
 	intents      map[string]*intent // nil when the spec declares none
 	intentOrder  []*intent
-	store        Store
-	knowledge    Knowledge
+	store        store.Store
+	knowledge    knowledge.Knowledge
 	prices       Prices // by the model that answers each purpose's calls (see Compile)
 	version      string
 	digest       string
@@ -50,7 +53,7 @@ func (a *Agent) now(h Host) time.Time {
 func (a *Agent) Name() string { return a.spec.Name }
 
 // Tools lists the tools as offered to the model.
-func (a *Agent) Tools() []ToolDef { return a.offered }
+func (a *Agent) Tools() []model.ToolDef { return a.offered }
 
 // Settings are the agent's effective settings: the spec with every default applied.
 // explain, graph and serve show these, never defaults of their own. They are the
@@ -58,7 +61,7 @@ func (a *Agent) Tools() []ToolDef { return a.offered }
 func (a *Agent) Settings() *spec.Settings { return a.settings }
 
 // PausedRuns is the agent's store as a keeper of paused runs, nil if it is none.
-func (a *Agent) PausedRuns() PausedRuns {
-	p, _ := a.store.(PausedRuns)
+func (a *Agent) PausedRuns() store.PausedRuns {
+	p, _ := a.store.(store.PausedRuns)
 	return p
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
 )
@@ -166,7 +167,7 @@ func (r *run) discardPause(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)
 	defer cancel()
-	r.agent.store.Commit(ctx, Record{UserID: r.req.User.ID, Resumed: id, ResumedVersion: 1})
+	r.agent.store.Commit(ctx, store.Record{UserID: r.req.User.ID, Resumed: id, ResumedVersion: 1})
 }
 
 func (r *run) storePaused(calls []call) error {
@@ -187,11 +188,11 @@ func (r *run) storePaused(calls []call) error {
 	if err != nil {
 		return err
 	}
-	rec := PausedRun{ID: id, UserID: r.req.User.ID, Agent: a.spec.Name, Status: PauseWaiting, Version: r.resume.version + 1,
+	rec := store.PausedRun{ID: id, UserID: r.req.User.ID, Agent: a.spec.Name, Status: store.PauseWaiting, Version: r.resume.version + 1,
 		Created: now.UTC(), Expires: now.Add(a.settings.Approval.Timeout).UTC(), State: state}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)
 	defer cancel()
-	if err := a.store.Commit(ctx, Record{UserID: r.req.User.ID, Pause: &rec}); err != nil {
+	if err := a.store.Commit(ctx, store.Record{UserID: r.req.User.ID, Pause: &rec}); err != nil {
 		r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "the run could not be paused for approval"})
 		r.discardPause(id)
 		return err

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -62,23 +65,23 @@ func (c *clock) add(d time.Duration) {
 }
 
 type approvalFixture struct {
-	store runtime.Store
+	store store.Store
 	model *recorder
 	tools map[string]*funcTool
 	clock *clock
 	agent *runtime.Agent
 }
 
-func (f *approvalFixture) paused() runtime.PausedRuns { return f.agent.PausedRuns() }
+func (f *approvalFixture) paused() store.PausedRuns { return f.agent.PausedRuns() }
 
 // newApprovalFixture: the model lists the orders, then asks for a detail and the
 // cancellation of order A2 (amount 268, above the threshold) in one response, then
 // answers with the text given.
-func newApprovalFixture(t *testing.T, store runtime.Store, extra ...offline.ScriptTurn) *approvalFixture {
+func newApprovalFixture(t *testing.T, store store.Store, extra ...offline.ScriptTurn) *approvalFixture {
 	t.Helper()
 	f := &approvalFixture{store: store, clock: &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
 	f.tools = map[string]*funcTool{
-		"list_orders": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+		"list_orders": {fn: func(context.Context, tool.Input) (string, error) {
 			return `{"orders":[{"number":"A1","amount":20},{"number":"A2","amount":268}]}`, nil
 		}},
 		"detail": echo(),
@@ -102,7 +105,7 @@ func (f *approvalFixture) start(t *testing.T, req runtime.Request) *runtime.Resu
 	t.Helper()
 	req.Input = "cancel my big order"
 	if req.User.ID == "" {
-		req.User = runtime.User{ID: "u-1"}
+		req.User = tool.User{ID: "u-1"}
 	}
 	req.Conversation = "c-1"
 	res, err := f.agent.Run(context.Background(), req)
@@ -123,7 +126,7 @@ func decide(t *testing.T, f *approvalFixture, runID string, d runtime.DecideRequ
 	return p
 }
 
-func roles(msgs []runtime.Message) string {
+func roles(msgs []model.Message) string {
 	var out []string
 	for _, m := range msgs {
 		s := string(m.Role)
@@ -211,10 +214,10 @@ func TestApprovalPauseApproveResume(t *testing.T) {
 	}
 
 	// The run is over: neither a decision nor a resume finds it, and nothing runs again.
-	if _, err := runtime.Decide(context.Background(), f.paused(), res.RunID, owner, runtime.DecideRequest{CallID: "call_c", Approve: true}, f.clock.Now()); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := runtime.Decide(context.Background(), f.paused(), res.RunID, owner, runtime.DecideRequest{CallID: "call_c", Approve: true}, f.clock.Now()); !errors.Is(err, store.ErrRunNotFound) {
 		t.Fatalf("a second decision: %v", err)
 	}
-	if _, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner}); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner}); !errors.Is(err, store.ErrRunNotFound) {
 		t.Fatalf("a second resume: %v", err)
 	}
 	if n := f.tools["cancel"].calls.Load(); n != 1 {
@@ -262,8 +265,8 @@ func TestApprovalDecisionRules(t *testing.T) {
 		d    runtime.DecideRequest
 		want error
 	}{
-		{"another user", runtime.Decider{ID: "u-2"}, runtime.DecideRequest{CallID: "call_c", Approve: true}, runtime.ErrRunNotFound},
-		{"nobody", runtime.Decider{}, runtime.DecideRequest{CallID: "call_c", Approve: true}, runtime.ErrRunNotFound},
+		{"another user", runtime.Decider{ID: "u-2"}, runtime.DecideRequest{CallID: "call_c", Approve: true}, store.ErrRunNotFound},
+		{"nobody", runtime.Decider{}, runtime.DecideRequest{CallID: "call_c", Approve: true}, store.ErrRunNotFound},
 		{"a call that does not wait", owner, runtime.DecideRequest{CallID: "call_d", Approve: true}, runtime.ErrCallNotFound},
 		{"other arguments", owner, runtime.DecideRequest{CallID: "call_c", Approve: true, ArgsHash: strings.Repeat("0", 64)}, runtime.ErrArgsChanged},
 		{"an approver", runtime.Decider{ID: "ops", Approver: true}, runtime.DecideRequest{CallID: "call_c", Approve: true}, nil},
@@ -276,7 +279,7 @@ func TestApprovalDecisionRules(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.agent.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: runtime.Decider{ID: "u-2"}}); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := f.agent.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: runtime.Decider{ID: "u-2"}}); !errors.Is(err, store.ErrRunNotFound) {
 		t.Fatalf("another user resumed: %v", err)
 	}
 	out, err := f.agent.Resume(ctx, runtime.ResumeRequest{RunID: res.RunID, Decider: owner})
@@ -302,7 +305,7 @@ func TestApprovalExpiry(t *testing.T) {
 	if _, err := runtime.Decide(ctx, f.paused(), res.RunID, owner, runtime.DecideRequest{CallID: "call_c", Approve: true}, f.clock.Now()); !errors.Is(err, runtime.ErrApprovalExpired) {
 		t.Fatalf("decision after expiry: %v", err)
 	}
-	expired, err := runtime.ListPaused(ctx, f.paused(), runtime.PausedQuery{ExpiresBefore: f.clock.Now().Add(time.Second)})
+	expired, err := runtime.ListPaused(ctx, f.paused(), store.PausedQuery{ExpiresBefore: f.clock.Now().Add(time.Second)})
 	if err != nil || len(expired) != 1 || expired[0].RunID != res.RunID {
 		t.Fatalf("expired runs: %v %+v", err, expired)
 	}
@@ -327,7 +330,7 @@ func TestApprovalExpiry(t *testing.T) {
 	if out.Stop != runtime.StopApprovalTimeout || out.Answer != "FALLBACK" || g.tools["cancel"].calls.Load() != 0 {
 		t.Fatalf("on_timeout stop: %s %q", out.Stop, out.Answer)
 	}
-	if _, err := g.paused().PausedRun(ctx, res.RunID); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := g.paused().PausedRun(ctx, res.RunID); !errors.Is(err, store.ErrRunNotFound) {
 		t.Fatalf("the stopped run is still paused: %v", err)
 	}
 }
@@ -346,7 +349,7 @@ func TestApprovalConcurrentResume(t *testing.T) {
 			switch {
 			case err == nil:
 				ok.Add(1)
-			case errors.Is(err, runtime.ErrResuming), errors.Is(err, runtime.ErrRunNotFound):
+			case errors.Is(err, runtime.ErrResuming), errors.Is(err, store.ErrRunNotFound):
 				resuming.Add(1)
 			default:
 				t.Error(err)
@@ -402,7 +405,7 @@ func TestApprovalSurvivesReopen(t *testing.T) {
 	}
 	defer f.store.Close()
 	f.agent = f.compile(t)
-	list, err := runtime.ListPaused(context.Background(), f.paused(), runtime.PausedQuery{UserID: "u-1"})
+	list, err := runtime.ListPaused(context.Background(), f.paused(), store.PausedQuery{UserID: "u-1"})
 	if err != nil || len(list) != 1 || list[0].Input != "cancel my big order" || !slices.Equal(list[0].Undecided(), []string{"call_c"}) {
 		t.Fatalf("listed %v %+v", err, list)
 	}
@@ -436,7 +439,7 @@ func TestApprovalAbandonedResume(t *testing.T) {
 	}
 	state["claimed_until"] = f.clock.Now().Add(spec.DefaultMaxRunTime + time.Minute)
 	p.State, _ = json.Marshal(state)
-	p.Status, p.Version = runtime.PauseResuming, p.Version+1
+	p.Status, p.Version = store.PauseResuming, p.Version+1
 	if err := f.paused().UpdatePaused(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +484,7 @@ func TestApprovalRetryAfterRejection(t *testing.T) {
 	if err != nil || out.Stop != runtime.StopCompleted || f.tools["cancel"].calls.Load() != 1 {
 		t.Fatalf("%v: stop %s, cancel ran %d times", err, out.Stop, f.tools["cancel"].calls.Load())
 	}
-	if _, err := f.paused().PausedRun(context.Background(), res.RunID); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := f.paused().PausedRun(context.Background(), res.RunID); !errors.Is(err, store.ErrRunNotFound) {
 		t.Fatalf("the finished run is still stored: %v", err)
 	}
 }
@@ -490,7 +493,7 @@ func TestApprovalRetryAfterRejection(t *testing.T) {
 // memory event says what the commit did: end the paused run.
 func TestApprovalOutsideAConversation(t *testing.T) {
 	f := newApprovalFixture(t, memory.New(), say("Order A2 is cancelled."))
-	res, err := f.agent.Run(context.Background(), runtime.Request{Input: "cancel my big order", User: runtime.User{ID: "u-1"}})
+	res, err := f.agent.Run(context.Background(), runtime.Request{Input: "cancel my big order", User: tool.User{ID: "u-1"}})
 	if err != nil || res.Stop != runtime.StopAwaitingApproval {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -563,7 +566,7 @@ func TestApprovalResumedOnlyOnItsEngine(t *testing.T) {
 			if n := f.tools["cancel"].calls.Load(); n != 0 {
 				t.Fatalf("cancel ran %d times", n)
 			}
-			if p, err := runtime.LoadPaused(context.Background(), f.paused(), res.RunID, owner); err != nil || p.Status != runtime.PauseWaiting {
+			if p, err := runtime.LoadPaused(context.Background(), f.paused(), res.RunID, owner); err != nil || p.Status != store.PauseWaiting {
 				t.Fatalf("after the refusal: %v %+v", err, p)
 			}
 			if out, err := f.agent.Resume(context.Background(), runtime.ResumeRequest{RunID: res.RunID, Decider: owner, Host: placedHost{at: tt.pausedOn}}); err != nil || out.Stop != runtime.StopCompleted {

@@ -7,19 +7,22 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // cannedModel answers instantly from prepared responses: two rounds of tool calls,
 // then an answer. It stands for the model so the benchmark measures the runtime.
-type cannedModel struct{ first, second, answer *runtime.ModelResponse }
+type cannedModel struct{ first, second, answer *model.Response }
 
-func (m *cannedModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m *cannedModel) Complete(_ context.Context, req *model.Request) (*model.Response, error) {
 	assistants := 0
 	for i := range req.Messages {
-		if req.Messages[i].Role == runtime.RoleAssistant {
+		if req.Messages[i].Role == model.RoleAssistant {
 			assistants++
 		}
 	}
@@ -36,18 +39,18 @@ func (m *cannedModel) Complete(_ context.Context, req *runtime.ModelRequest) (*r
 // one answer) against an in-process model: the runtime's own cost per run. Divide by
 // three for the cost per model call.
 func BenchmarkRunThreeTurns(b *testing.B) {
-	call := func(id, args string) *runtime.ModelResponse {
-		return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-			ToolCalls: []runtime.ToolCall{{ID: id, Name: "lookup", Arguments: args}}}}
+	call := func(id, args string) *model.Response {
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant,
+			ToolCalls: []model.ToolCall{{ID: id, Name: "lookup", Arguments: args}}}}
 	}
 	model := &cannedModel{
 		first:  call("call_1", `{"id":"A1"}`),
 		second: call("call_2", `{"id":"B2"}`),
-		answer: &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Both orders are on their way."}},
+		answer: &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "Both orders are on their way."}},
 	}
-	lookup := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"status":"delivering"}`, nil }}
+	lookup := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return `{"status":"delivering"}`, nil }}
 	a := compile(b, baseSpec, model, map[string]*funcTool{"lookup": lookup, "other": echo()})
-	req := runtime.Request{Input: "Where are A1 and B2?", User: runtime.User{ID: "u-1", Attributes: map[string]string{"tenant": "acme"}}, Conversation: "c-1"}
+	req := runtime.Request{Input: "Where are A1 and B2?", User: tool.User{ID: "u-1", Attributes: map[string]string{"tenant": "acme"}}, Conversation: "c-1"}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -61,13 +64,13 @@ func BenchmarkRunThreeTurns(b *testing.B) {
 // roundModel answers by the round of the current exchange — the assistant messages
 // after the last user message — so a conversation's history does not shift it.
 type roundModel struct {
-	rounds []func(i int) *runtime.ModelResponse
+	rounds []func(i int) *model.Response
 }
 
-func (m *roundModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m *roundModel) Complete(_ context.Context, req *model.Request) (*model.Response, error) {
 	round := 0
-	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != runtime.RoleUser; i-- {
-		if req.Messages[i].Role == runtime.RoleAssistant {
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != model.RoleUser; i-- {
+		if req.Messages[i].Role == model.RoleAssistant {
 			round++
 		}
 	}
@@ -99,10 +102,10 @@ memory:
 func BenchmarkRunSeen(b *testing.B) {
 	stores := []struct {
 		name string
-		open func(b *testing.B) runtime.Store
+		open func(b *testing.B) store.Store
 	}{
-		{"memory", func(*testing.B) runtime.Store { return memory.New() }},
-		{"sqlite", func(b *testing.B) runtime.Store {
+		{"memory", func(*testing.B) store.Store { return memory.New() }},
+		{"sqlite", func(b *testing.B) store.Store {
 			s, err := sqlite.Open(filepath.Join(b.TempDir(), "state.db"))
 			if err != nil {
 				b.Fatal(err)
@@ -124,13 +127,13 @@ func BenchmarkRunSeen(b *testing.B) {
 	}
 }
 
-func benchRunSeen(b *testing.B, store runtime.Store, n int, earlier bool) {
+func benchRunSeen(b *testing.B, st store.Store, n int, earlier bool) {
 	ctx := context.Background()
 	seed := make([]string, n)
 	for i := range seed {
 		seed[i] = fmt.Sprintf("A%06d", i)
 	}
-	if err := store.Commit(ctx, runtime.Record{UserID: "u-1", Conversation: "c-1", Seen: map[string][]string{"orders": seed}}); err != nil {
+	if err := st.Commit(ctx, store.Record{UserID: "u-1", Conversation: "c-1", Seen: map[string][]string{"orders": seed}}); err != nil {
 		b.Fatal(err)
 	}
 	i := 0
@@ -141,31 +144,31 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int, earlier bool) {
 		}
 		return order(i)
 	}
-	model := &roundModel{rounds: []func(int) *runtime.ModelResponse{
-		func(int) *runtime.ModelResponse {
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-				ToolCalls: []runtime.ToolCall{{ID: "call_1", Name: "list_orders", Arguments: `{}`}}}}
+	model := &roundModel{rounds: []func(int) *model.Response{
+		func(int) *model.Response {
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant,
+				ToolCalls: []model.ToolCall{{ID: "call_1", Name: "list_orders", Arguments: `{}`}}}}
 		},
-		func(int) *runtime.ModelResponse {
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-				ToolCalls: []runtime.ToolCall{{ID: "call_2", Name: "cancel", Arguments: `{"number":"` + cancel() + `"}`}}}}
+		func(int) *model.Response {
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant,
+				ToolCalls: []model.ToolCall{{ID: "call_2", Name: "cancel", Arguments: `{"number":"` + cancel() + `"}`}}}}
 		},
-		func(int) *runtime.ModelResponse {
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Cancelled."}}
+		func(int) *model.Response {
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "Cancelled."}}
 		},
 	}}
-	tools := map[string]runtime.Tool{
-		"list_orders": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+	tools := map[string]tool.Tool{
+		"list_orders": &funcTool{fn: func(context.Context, tool.Input) (string, error) {
 			return `{"orders":[{"number":"` + order(i) + `"}]}`, nil
 		}},
-		"cancel": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"ok":true}`, nil }},
+		"cancel": &funcTool{fn: func(context.Context, tool.Input) (string, error) { return `{"ok":true}`, nil }},
 	}
-	reg := runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) { return tools[st.Name], nil }}
-	a, diags := runtime.Compile(loadSpec(b, seenBenchSpec), runtime.Options{Tools: reg, Model: model, Store: store})
+	reg := tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) { return tools[st.Name], nil }}
+	a, diags := runtime.Compile(loadSpec(b, seenBenchSpec), runtime.Options{Tools: reg, Model: model, Store: st})
 	if diags.HasErrors() {
 		b.Fatal(diags)
 	}
-	req := runtime.Request{Input: "Cancel my latest order.", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
+	req := runtime.Request{Input: "Cancel my latest order.", User: tool.User{ID: "u-1"}, Conversation: "c-1"}
 	run := func() {
 		res, err := a.Run(ctx, req)
 		if err != nil || res.Stop != runtime.StopCompleted || len(res.Steps) != 2 || res.Steps[1].Outcome != runtime.OutcomeOK || res.MemoryError != "" {
@@ -186,13 +189,13 @@ func benchRunSeen(b *testing.B, store runtime.Store, n int, earlier bool) {
 // model call of its own) and then answers: three model calls, one of them a
 // sub-run's, no store: the runtime's own cost of a run that delegates once.
 func BenchmarkSubAgentCall(b *testing.B) {
-	model := &roundModel{rounds: []func(int) *runtime.ModelResponse{
-		func(int) *runtime.ModelResponse { // the desk's first turn, and the specialist's only one
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-				ToolCalls: []runtime.ToolCall{{ID: "c-sub", Name: "refunds", Arguments: `{"task":"Refund A1."}`}}}}
+	model := &roundModel{rounds: []func(int) *model.Response{
+		func(int) *model.Response { // the desk's first turn, and the specialist's only one
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant,
+				ToolCalls: []model.ToolCall{{ID: "c-sub", Name: "refunds", Arguments: `{"task":"Refund A1."}`}}}}
 		},
-		func(int) *runtime.ModelResponse {
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "A1 is refunded."}}
+		func(int) *model.Response {
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "A1 is refunded."}}
 		},
 	}}
 	specialist := &specialistModel{}
@@ -202,7 +205,7 @@ func BenchmarkSubAgentCall(b *testing.B) {
 		b.Fatal(diags)
 	}
 	a := compileWith(b, parentSpec, withRefunds(sub), runtime.Options{Model: model, Agents: map[string]*runtime.Agent{"refunds": subAgent}}, map[string]*funcTool{"lookup": echo()})
-	req := runtime.Request{Input: "Refund A1", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "Refund A1", User: tool.User{ID: "u-1"}}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -216,6 +219,6 @@ func BenchmarkSubAgentCall(b *testing.B) {
 // specialistModel answers every request at once.
 type specialistModel struct{}
 
-func (specialistModel) Complete(context.Context, *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Refunded A1."}}, nil
+func (specialistModel) Complete(context.Context, *model.Request) (*model.Response, error) {
+	return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "Refunded A1."}}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -44,7 +45,7 @@ func (r *run) spentSoFar() spend {
 func (r *run) spentTurns() int { return r.spentSoFar().turns }
 
 // charge adds a model call's usage and cost to the run and every run above it.
-func (r *run) charge(u Usage, cost float64) {
+func (r *run) charge(u model.Usage, cost float64) {
 	tokens := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
 	r.budget.tally.Lock()
 	defer r.budget.tally.Unlock()
@@ -125,7 +126,7 @@ func (a *Agent) maxOutput(p Purpose) int {
 // call's worst case is held toward those budgets until release is called, which the
 // caller does once the call ended (its real usage counted by account). The caller
 // stops the run (StopBudget) or, for a call the run can do without, skips it.
-func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release func()) {
+func (r *run) overBudget(p Purpose, req *model.Request) (detail string, release func()) {
 	none := func() {}
 	limited := false
 	for x := r; x != nil; x = x.parentRun() {
@@ -135,7 +136,7 @@ func (r *run) overBudget(p Purpose, req *ModelRequest) (detail string, release f
 	if !limited {
 		return "", none
 	}
-	prompt, output := int64(EstimateRequestTokens(req)), int64(r.agent.maxOutput(p))
+	prompt, output := int64(model.EstimateRequestTokens(req)), int64(r.agent.maxOutput(p))
 	price := r.agent.price(p)
 	worst := spend{tokens: prompt + output}
 	if price != nil {
@@ -210,7 +211,7 @@ func (r *run) costLimited() bool {
 
 // account adds a model call's usage to the run's and prices it by the model that
 // answered. It returns the call's cost, nil when that model's price is unknown.
-func (r *run) account(p Purpose, u Usage) *float64 {
+func (r *run) account(p Purpose, u model.Usage) *float64 {
 	r.result.Usage.Add(u)
 	price := r.agent.price(p)
 	if price == nil {

@@ -11,17 +11,18 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // used makes a stub reply report total tokens of usage.
 func used(r stubReply, total int64) stubReply {
-	r.usage = &runtime.Usage{TotalTokens: total}
+	r.usage = &model.Usage{TotalTokens: total}
 	return r
 }
 
 // withUsage makes a stub reply report u.
-func withUsage(r stubReply, u runtime.Usage) stubReply {
+func withUsage(r stubReply, u model.Usage) stubReply {
 	r.usage = &u
 	return r
 }
@@ -39,7 +40,7 @@ guards: {max_turns: 8, fallback: FALLBACK}
 `
 
 // callUsage is what every agent call of the budget tests reports.
-var callUsage = runtime.Usage{PromptTokens: 900, CachedPromptTokens: 300, CompletionTokens: 100, TotalTokens: 1000}
+var callUsage = model.Usage{PromptTokens: 900, CachedPromptTokens: 300, CompletionTokens: 100, TotalTokens: 1000}
 
 // threeLookups are the agent's replies: three tool rounds, then the answer.
 func threeLookups() []stubReply {
@@ -54,14 +55,14 @@ func threeLookups() []stubReply {
 // case as the budget counts it: the estimated prompt plus model.max_tokens.
 func worstCases(t *testing.T) []int64 {
 	t.Helper()
-	model := &stubModel{agent: threeLookups()}
-	a := compile(t, budgetSpec, model, map[string]*funcTool{"lookup": echo()})
+	m := &stubModel{agent: threeLookups()}
+	a := compile(t, budgetSpec, m, map[string]*funcTool{"lookup": echo()})
 	if res, _ := runAgent(t, context.Background(), a, "go"); res.Stop != runtime.StopCompleted {
 		t.Fatalf("without a budget: stop %s (%s)", res.Stop, res.Detail)
 	}
 	var out []int64
-	for _, req := range model.agentReqs {
-		out = append(out, int64(runtime.EstimateRequestTokens(&req))+100)
+	for _, req := range m.agentReqs {
+		out = append(out, int64(model.EstimateRequestTokens(&req))+100)
 	}
 	return out
 }
@@ -192,18 +193,18 @@ func TestJudgeCallOverBudget(t *testing.T) {
 type intentModel struct {
 	mu    sync.Mutex
 	calls int
-	usage runtime.Usage
+	usage model.Usage
 }
 
-func (m *intentModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	if req.JSONSchema == nil || req.JSONSchema.Name != runtime.SchemaIntent {
+func (m *intentModel) Complete(_ context.Context, req *model.Request) (*model.Response, error) {
+	if req.JSONSchema == nil || req.JSONSchema.Name != model.SchemaIntent {
 		return nil, fmt.Errorf("intentModel: not a classifier request")
 	}
 	m.mu.Lock()
 	m.calls++
 	m.mu.Unlock()
 	b, _ := json.Marshal(map[string]any{"intent": "billing", "confidence": 0.9})
-	return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: string(b)}, Usage: m.usage}, nil
+	return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: string(b)}, Usage: m.usage}, nil
 }
 
 const routedSpec = budgetSpec + `intents:
@@ -230,11 +231,11 @@ func TestClassifierBudgetAndCost(t *testing.T) {
 		}
 	})
 	t.Run("counted and priced", func(t *testing.T) {
-		model := &stubModel{agent: []stubReply{withUsage(stubSay("paid"), callUsage)}}
-		router := &intentModel{usage: runtime.Usage{PromptTokens: 300, CompletionTokens: 20, TotalTokens: 320}}
+		m := &stubModel{agent: []stubReply{withUsage(stubSay("paid"), callUsage)}}
+		router := &intentModel{usage: model.Usage{PromptTokens: 300, CompletionTokens: 20, TotalTokens: 320}}
 		agentPrice, routerPrice := &spec.Pricing{Input: 2, Output: 8}, &spec.Pricing{Input: 0.1, Output: 0.4}
 		a := compileWith(t, routedSpec, nil,
-			runtime.Options{Model: model, RouterModel: router, Prices: runtime.Prices{Agent: agentPrice, Router: routerPrice}},
+			runtime.Options{Model: m, RouterModel: router, Prices: runtime.Prices{Agent: agentPrice, Router: routerPrice}},
 			map[string]*funcTool{"lookup": echo()})
 		res, events := runAgent(t, context.Background(), a, "go")
 		if res.Stop != runtime.StopCompleted || res.Intent != "billing" {
@@ -262,7 +263,7 @@ func TestClassifierBudgetAndCost(t *testing.T) {
 func TestRunCost(t *testing.T) {
 	agentPrice := &spec.Pricing{Input: 2, CachedInput: 0.5, Output: 8}
 	judgePrice := &spec.Pricing{Input: 10, Output: 30} // cached input at the input price
-	judgeUsage := runtime.Usage{PromptTokens: 400, CachedPromptTokens: 100, CompletionTokens: 20, TotalTokens: 420}
+	judgeUsage := model.Usage{PromptTokens: 400, CachedPromptTokens: 100, CompletionTokens: 20, TotalTokens: 420}
 	agentCall := agentPrice.Cost(900, 300, 100)
 	tests := []struct {
 		name      string
@@ -359,8 +360,8 @@ func show(c *float64) string {
 // max_tokens) was billed: the run counts its usage and cost before it stops.
 func TestRefusedResponseIsStillCounted(t *testing.T) {
 	price := &spec.Pricing{Input: 2, Output: 8}
-	billed := runtime.Usage{PromptTokens: 700, CompletionTokens: 300, TotalTokens: 1000}
-	model := &stubModel{agent: []stubReply{stubErr(&runtime.ModelError{Err: errors.New("the arguments were cut off at max_tokens"), Usage: billed})}}
+	billed := model.Usage{PromptTokens: 700, CompletionTokens: 300, TotalTokens: 1000}
+	model := &stubModel{agent: []stubReply{stubErr(&model.Error{Err: errors.New("the arguments were cut off at max_tokens"), Usage: billed})}}
 	a := compileWith(t, budgetSpec, nil, runtime.Options{Model: model, Prices: runtime.Prices{Agent: price}}, map[string]*funcTool{"lookup": echo()})
 	res, _ := runAgent(t, context.Background(), a, "go")
 	if res.Stop != runtime.StopModelError {

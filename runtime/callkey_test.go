@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // keyRecorder is a tool that keeps the idempotency key of every call it gets.
 func keyRecorder() (*funcTool, func() []string) {
 	var mu sync.Mutex
 	var keys []string
-	return &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+	return &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			keys = append(keys, in.IdempotencyKey)

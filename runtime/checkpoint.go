@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Continuer is a Host that may ask a run to stop between two turns and go on
@@ -62,7 +64,7 @@ func (a *Agent) Continue(ctx context.Context, req ContinueRequest) (*Result, err
 	h := hostOf(req.Host)
 	ctx, cancel := h.RunContext(ctx, a.settings.Guards.MaxRunTime-h.Now().Sub(st.Started), errMaxRunTime)
 	defer cancel()
-	r := a.restore(ctx, &PausedRun{ID: req.Checkpoint.RunID, Version: st.PausedVersion}, &st, &ResumeRequest{Observer: req.Observer, Host: req.Host})
+	r := a.restore(ctx, &store.PausedRun{ID: req.Checkpoint.RunID, Version: st.PausedVersion}, &st, &ResumeRequest{Observer: req.Observer, Host: req.Host})
 	r.state, r.started, r.resume.id = StateThinking, st.Started, st.Resumed
 	r.loop()
 	if r.result.Checkpoint != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // continueEvery asks a run to checkpoint before every turn it may.
@@ -20,7 +21,7 @@ func TestCheckpointAndContinue(t *testing.T) {
 	turns := func() *recorder {
 		return script(calls(tc("lookup", map[string]any{"id": "1"})), calls(tc("lookup", map[string]any{"id": "2"})), say("Both found."))
 	}
-	req := runtime.Request{Input: "find 1 and 2", User: runtime.User{ID: "u-1", Attributes: map[string]string{"tenant": "t1"}}, Conversation: "c-1"}
+	req := runtime.Request{Input: "find 1 and 2", User: tool.User{ID: "u-1", Attributes: map[string]string{"tenant": "t1"}}, Conversation: "c-1"}
 
 	straightTool := echo()
 	want, err := compileWith(t, baseSpec, nil, runtime.Options{Model: turns(), Store: memory.New()}, map[string]*funcTool{"lookup": straightTool, "other": echo()}).

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -19,19 +23,19 @@ import (
 // Options are what Compile needs besides the spec.
 type Options struct {
 	// Tools builds the spec's tools; a kind missing from it is a diagnostic.
-	Tools Registry
+	Tools tool.Registry
 	// Model answers the agent's requests. It may be nil for validation; Run then fails.
-	Model Model
+	Model model.Model
 	// JudgeModel answers the judge's requests; nil means Model.
-	JudgeModel Model
+	JudgeModel model.Model
 	// RouterModel answers the intent classifier; nil means Model.
-	RouterModel Model
+	RouterModel model.Model
 	// Store remembers conversations and users' facts; nil for no memory.
-	Store Store
+	Store store.Store
 	// Knowledge answers the FAQ cache and retrieval of intents that use them; nil
 	// when the spec has neither (an intent with one then fails its runs' stage with
 	// an event and runs without it).
-	Knowledge Knowledge
+	Knowledge knowledge.Knowledge
 	// Prices are what the models cost, for the run's cost and its max_cost budget;
 	// a nil price is unknown (the cost of that model's calls is not counted).
 	Prices Prices
@@ -44,7 +48,7 @@ type Options struct {
 	Digest string
 	// External are tools found at run time (an MCP server's allowed tools). One the
 	// spec declares by name itself is left out: the declaration's overrides win.
-	External []ExternalTool
+	External []tool.ExternalTool
 	// Now is the clock approvals expire by; nil means time.Now. Tests move it on.
 	Now func() time.Time
 	// Agents are the compiled agents of the spec's agents entries, by name. One
@@ -61,21 +65,15 @@ type Prices struct {
 	Agent, Judge, Router *spec.Pricing
 }
 
-// ExternalTool is a tool that brings its own definition.
-type ExternalTool struct {
-	Def  ToolDef
-	Impl Tool
-}
-
 // agentTool is a tool resolved for running: its model-facing definition, compiled
 // argument schema, bound parameters and limits.
 type agentTool struct {
-	def       ToolDef
+	def       model.ToolDef
 	schema    *jsonschema.Schema
 	bind      map[string]string // parameter → context key
 	timeout   time.Duration
 	maxOutput int
-	impl      Tool       // what a call runs, unless engine is set
+	impl      tool.Tool  // what a call runs, unless engine is set
 	engine    engineTool // a tool of the engine (the plan tool, an agents entry's): a call works on the run
 	spec      *spec.Tool // accept, accept_message and collect rules
 	usesUser  bool       // its calls depend on the run context (see spec.Spec.ToolRunContext)
@@ -218,9 +216,9 @@ func (c *compilation) compileTools() {
 // brought it; nil when it was reported instead.
 func (c *compilation) compileTool(t *spec.Tool, dir string) *agentTool {
 	g := c.a.settings.Guards
-	factory, ok := c.opts.Tools[Key(t)]
+	factory, ok := c.opts.Tools[tool.Key(t)]
 	if !ok {
-		c.reportTool(t, "no %s tool is available in this build of agentrun", strings.TrimPrefix(Key(t), "builtin:"))
+		c.reportTool(t, "no %s tool is available in this build of agentrun", strings.TrimPrefix(tool.Key(t), "builtin:"))
 		return nil
 	}
 	if t.Command != nil && t.SkillDir != "" {
@@ -232,7 +230,7 @@ func (c *compilation) compileTool(t *spec.Tool, dir string) *agentTool {
 		return nil
 	}
 	at := &agentTool{
-		def:       ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
+		def:       model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
 		bind:      t.Bind,
 		timeout:   cmp.Or(t.Timeout.Duration, g.ToolTimeout),
 		maxOutput: cmp.Or(t.MaxOutput, g.MaxToolOutput),
@@ -240,7 +238,7 @@ func (c *compilation) compileTool(t *spec.Tool, dir string) *agentTool {
 		spec:      t,
 		usesUser:  c.s.ToolRunContext(t) != 0, // the kind's declaration, bind and accept
 	}
-	if d, ok := impl.(Describer); ok {
+	if d, ok := impl.(tool.Describer); ok {
 		info := d.Describe()
 		at.def.Description = cmp.Or(t.Description, info.Description)
 		if info.Parameters != nil {
@@ -269,7 +267,7 @@ func (c *compilation) compileSubAgents() {
 		if sub == nil {
 			continue
 		}
-		def := ToolDef{Name: entry.Name, Description: entry.Description, Parameters: spec.SubAgentParameters()}
+		def := model.ToolDef{Name: entry.Name, Description: entry.Description, Parameters: spec.SubAgentParameters()}
 		params, _ := normalizeJSON(def.Parameters)
 		def.Parameters = params
 		// A sub-agent acts as the user (their bound values, facts and entities):
@@ -310,7 +308,7 @@ func (c *compilation) compileExternalTools() {
 		if _, declared := c.a.byName[ext.Def.Name]; declared {
 			continue
 		}
-		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: passesUser(ext.Impl)}
+		at := &agentTool{def: ext.Def, timeout: g.ToolTimeout, maxOutput: g.MaxToolOutput, impl: ext.Impl, spec: &spec.Tool{Name: ext.Def.Name}, usesUser: tool.PassesUser(ext.Impl)}
 		params, err := normalizeJSON(ext.Def.Parameters)
 		if err == nil {
 			at.def.Parameters = params

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // A user's credential shows nowhere it could be printed, logged or encoded.
 func TestCredentialNeverShown(t *testing.T) {
 	const token = "alice-token-0123456789"
-	u := runtime.User{ID: "alice", Credential: runtime.NewCredential(token)}
+	u := tool.User{ID: "alice", Credential: tool.NewCredential(token)}
 	if u.Credential.Token() != token {
 		t.Fatal("the token is kept for the request that forwards it")
 	}
@@ -22,7 +22,7 @@ func TestCredentialNeverShown(t *testing.T) {
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
 		shown = append(shown, fmt.Sprintf(verb, u), fmt.Sprintf(verb, u.Credential))
 	}
-	for _, v := range []any{u, u.Credential, map[string]runtime.Credential{"c": u.Credential}} {
+	for _, v := range []any{u, u.Credential, map[string]tool.Credential{"c": u.Credential}} {
 		data, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
@@ -38,7 +38,7 @@ func TestCredentialNeverShown(t *testing.T) {
 			t.Errorf("the token shows in %s", s)
 		}
 	}
-	if fp := u.Credential.Fingerprint(); !strings.HasPrefix(fp, "sha256:") || len(fp) != len("sha256:")+16 || (runtime.Credential{}).Fingerprint() != "" {
+	if fp := u.Credential.Fingerprint(); !strings.HasPrefix(fp, "sha256:") || len(fp) != len("sha256:")+16 || (tool.Credential{}).Fingerprint() != "" {
 		t.Errorf("fingerprint %q", fp)
 	}
 }

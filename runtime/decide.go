@@ -12,18 +12,20 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Paused is a paused run as lists and approval screens show it.
 type Paused struct {
-	RunID        string      `json:"run_id"`
-	Agent        string      `json:"agent"`
-	Spec         string      `json:"spec,omitempty"` // the agent's spec file, absolute
-	User         string      `json:"user"`
-	Conversation string      `json:"conversation,omitempty"`
-	Intent       string      `json:"intent,omitempty"`
-	Input        string      `json:"input"` // the user's message that started the run
-	Status       PauseStatus `json:"status"`
+	RunID        string            `json:"run_id"`
+	Agent        string            `json:"agent"`
+	Spec         string            `json:"spec,omitempty"` // the agent's spec file, absolute
+	User         string            `json:"user"`
+	Conversation string            `json:"conversation,omitempty"`
+	Intent       string            `json:"intent,omitempty"`
+	Input        string            `json:"input"` // the user's message that started the run
+	Status       store.PauseStatus `json:"status"`
 	// ClaimedUntil is, for a run being resumed, when its execution is given up for
 	// dead and another may take the run over (Agent.Resume does).
 	ClaimedUntil time.Time  `json:"claimed_until,omitzero"`
@@ -53,7 +55,7 @@ type Decider struct {
 	Approver bool
 }
 
-func (d Decider) may(p *PausedRun) bool { return d.Approver || d.ID != "" && d.ID == p.UserID }
+func (d Decider) may(p *store.PausedRun) bool { return d.Approver || d.ID != "" && d.ID == p.UserID }
 
 // DecideRequest is one decision on a call.
 type DecideRequest struct {
@@ -90,7 +92,7 @@ func (s *pausedState) undecided() []string {
 	return out
 }
 
-func (s *pausedState) view(p *PausedRun) *Paused {
+func (s *pausedState) view(p *store.PausedRun) *Paused {
 	v := &Paused{RunID: p.ID, Agent: p.Agent, Spec: s.SpecFile, User: p.UserID, Conversation: cmp.Or(s.TraceConversation, s.Conversation),
 		Intent: s.Intent, Status: p.Status, ClaimedUntil: s.ClaimedUntil, Created: p.Created, Expires: p.Expires, Approvals: []Approval{},
 		Placement: s.Placement}
@@ -107,20 +109,20 @@ func (s *pausedState) view(p *PausedRun) *Paused {
 
 // loadPaused reads a paused run that who may see. A run of another user is not
 // found, like one that does not exist.
-func loadPaused(ctx context.Context, store PausedRuns, id string, who Decider) (PausedRun, *pausedState, error) {
-	if store == nil {
-		return PausedRun{}, nil, ErrNoPausedStore
+func loadPaused(ctx context.Context, db store.PausedRuns, id string, who Decider) (store.PausedRun, *pausedState, error) {
+	if db == nil {
+		return store.PausedRun{}, nil, ErrNoPausedStore
 	}
-	p, err := store.PausedRun(ctx, id)
+	p, err := db.PausedRun(ctx, id)
 	if err != nil {
-		return PausedRun{}, nil, err
+		return store.PausedRun{}, nil, err
 	}
 	if !who.may(&p) {
-		return PausedRun{}, nil, ErrRunNotFound
+		return store.PausedRun{}, nil, store.ErrRunNotFound
 	}
 	st, err := decodePaused(p.State)
 	if err != nil {
-		return PausedRun{}, nil, fmt.Errorf("paused run %s: %w", id, err)
+		return store.PausedRun{}, nil, fmt.Errorf("paused run %s: %w", id, err)
 	}
 	return p, st, nil
 }
@@ -137,7 +139,7 @@ func decodePaused(b []byte) (*pausedState, error) {
 }
 
 // LoadPaused returns a paused run that who may see.
-func LoadPaused(ctx context.Context, store PausedRuns, id string, who Decider) (*Paused, error) {
+func LoadPaused(ctx context.Context, store store.PausedRuns, id string, who Decider) (*Paused, error) {
 	p, st, err := loadPaused(ctx, store, id, who)
 	if err != nil {
 		return nil, err
@@ -147,7 +149,7 @@ func LoadPaused(ctx context.Context, store PausedRuns, id string, who Decider) (
 
 // ListPaused lists the paused runs q selects. A record whose state does not
 // decode is left out rather than failing the list.
-func ListPaused(ctx context.Context, store PausedRuns, q PausedQuery) ([]*Paused, error) {
+func ListPaused(ctx context.Context, store store.PausedRuns, q store.PausedQuery) ([]*Paused, error) {
 	if store == nil {
 		return nil, ErrNoPausedStore
 	}
@@ -168,13 +170,13 @@ func ListPaused(ctx context.Context, store PausedRuns, q PausedQuery) ([]*Paused
 // a decision after the run's approvals expired, or on a run being resumed, is
 // refused. It returns the run as it now stands: when Undecided is empty, Resume can
 // go on with it.
-func Decide(ctx context.Context, store PausedRuns, runID string, who Decider, d DecideRequest, now time.Time) (*Paused, error) {
+func Decide(ctx context.Context, db store.PausedRuns, runID string, who Decider, d DecideRequest, now time.Time) (*Paused, error) {
 	for attempt := 0; ; attempt++ {
-		p, st, err := loadPaused(ctx, store, runID, who)
+		p, st, err := loadPaused(ctx, db, runID, who)
 		if err != nil {
 			return nil, err
 		}
-		if p.Status != PauseWaiting {
+		if p.Status != store.PauseWaiting {
 			return nil, ErrResuming
 		}
 		i := slices.IndexFunc(st.Calls, func(c pausedCall) bool { return c.Approval != nil && c.ToolCall.ID == d.CallID })
@@ -197,10 +199,10 @@ func Decide(ctx context.Context, store PausedRuns, runID string, who Decider, d 
 			return nil, err
 		}
 		p.Version++
-		switch err := store.UpdatePaused(ctx, p); {
+		switch err := db.UpdatePaused(ctx, p); {
 		case err == nil:
 			return st.view(&p), nil
-		case errors.Is(err, ErrPausedConflict) && attempt < 8:
+		case errors.Is(err, store.ErrPausedConflict) && attempt < 8:
 			continue // another decision came first: read it and decide again
 		default:
 			return nil, err

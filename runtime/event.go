@@ -3,6 +3,8 @@ package runtime
 import (
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -110,18 +112,18 @@ type Event struct {
 	State   State   `json:"state,omitempty"`
 	Trigger Trigger `json:"trigger,omitempty"`
 
-	Purpose  Purpose `json:"purpose,omitempty"`
-	Messages int     `json:"messages,omitempty"` // messages in a model request
-	Tools    int     `json:"tools,omitempty"`    // tools offered in a model request
-	Calls    int     `json:"calls,omitempty"`    // tool calls in a model response
-	Usage    *Usage  `json:"usage,omitempty"`
+	Purpose  Purpose      `json:"purpose,omitempty"`
+	Messages int          `json:"messages,omitempty"` // messages in a model request
+	Tools    int          `json:"tools,omitempty"`    // tools offered in a model request
+	Calls    int          `json:"calls,omitempty"`    // tool calls in a model response
+	Usage    *model.Usage `json:"usage,omitempty"`
 	// Cost is a model response's cost in US dollars, priced by the model that
 	// answered, a verdict's (its judge calls'), or the run's so far in a stop
 	// event; nil when a price is unknown.
 	Cost *float64 `json:"cost,omitempty"`
 	// Finish and Reasoning are a model response's finish reason and reasoning text.
-	Finish    FinishReason `json:"finish_reason,omitempty"`
-	Reasoning string       `json:"reasoning,omitempty"`
+	Finish    model.FinishReason `json:"finish_reason,omitempty"`
+	Reasoning string             `json:"reasoning,omitempty"`
 
 	Tool    string  `json:"tool,omitempty"`
 	CallID  string  `json:"call_id,omitempty"`
@@ -149,9 +151,9 @@ type Event struct {
 
 	Stop StopReason `json:"stop,omitempty"`
 
-	CacheOutcome CacheOutcome `json:"cache,omitempty"`
-	Cached       *CacheHit    `json:"cached,omitempty"`
-	Passages     []Passage    `json:"passages,omitempty"` // without their text
+	CacheOutcome CacheOutcome        `json:"cache,omitempty"`
+	Cached       *knowledge.CacheHit `json:"cached,omitempty"`
+	Passages     []knowledge.Passage `json:"passages,omitempty"` // without their text
 
 	Message  string        `json:"message,omitempty"`
 	Error    string        `json:"error,omitempty"`

@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -15,9 +15,9 @@ type Plan struct {
 	Intent       string // "" when the agent has no intents
 	Kind         spec.IntentKind
 	Memory       spec.MemoryLevel
-	SystemPrompt string    // the instructions, rendered for a placeholder user
-	Tools        []ToolDef // the tools offered
-	AllTools     []ToolDef // every tool of the agent
+	SystemPrompt string          // the instructions, rendered for a placeholder user
+	Tools        []model.ToolDef // the tools offered
+	AllTools     []model.ToolDef // every tool of the agent
 	// Cache and RAG are the intent's knowledge stages; nil when it has none. A run
 	// with RAG adds up to RAG.MaxTokens tokens of passages to the system prompt.
 	Cache *spec.CacheSettings
@@ -44,7 +44,7 @@ func (a *Agent) ExplainFor(intentName string, attributes map[string]string) (Pla
 		p.Intent, p.Kind, p.Memory, p.Tools = it.name, it.kind, it.memory, it.tools
 		p.Cache, p.RAG, p.PlanMode, p.Agent = it.cache, it.rag, it.plan, it.agent
 	}
-	r := &run{agent: a, req: &Request{User: User{ID: "<user>", Attributes: attributes}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
+	r := &run{agent: a, req: &Request{User: tool.User{ID: "<user>", Attributes: attributes}, Conversation: "<conversation>", Intent: intentName}, result: &Result{}, intent: it}
 	r.vars = runVars(a.spec, r.req)
 	if p.Memory.Injects() {
 		r.memory.block = "## What is known about this user\n[" + string(p.Memory) + " memory of the user, added at run time]"
@@ -74,54 +74,10 @@ func (a *Agent) Route(ctx context.Context, req Request) (name string, how Routed
 	// needs the tree's mutex a real run has.
 	r := &run{agent: a, req: &req, ctx: ctx, state: StateThinking, result: &Result{}, budget: budgetState{tally: &sync.Mutex{}}, started: hostOf(req.Host).Now()}
 	r.vars = runVars(a.spec, &req)
-	r.messages = []Message{{Role: RoleUser, Content: req.Input}}
+	r.messages = []model.Message{{Role: model.RoleUser, Content: req.Input}}
 	if !r.filterText(spec.StageInput, &r.messages[0].Content) { // routes what a run would
 		return "", RoutedNone, r.result.Detail
 	}
 	r.prepareContext()
 	return r.result.Intent, r.result.IntentHow, last.Message
-}
-
-// EstimateTokens is a rough token count for budgeting: about four characters a
-// token for ASCII text, one a token for other scripts (CJK especially).
-func EstimateTokens(s string) int {
-	ascii, other := 0, 0
-	for _, r := range s {
-		if r < utf8.RuneSelf {
-			ascii++
-		} else {
-			other++
-		}
-	}
-	return (ascii+3)/4 + other
-}
-
-// ToolTokens estimates what a tool definition costs in a request.
-func ToolTokens(d ToolDef) int {
-	b, _ := json.Marshal(d)
-	return EstimateTokens(string(b))
-}
-
-// EstimateRequestTokens estimates a request's prompt for budgeting: its messages
-// (text, tool calls, reasoning sent back), its tools and the answer schema it asks
-// for. The budgets count it before every model call (see GuardBudget).
-func EstimateRequestTokens(req *ModelRequest) int {
-	n := 0
-	for _, m := range req.Messages {
-		n += EstimateTokens(m.Content)
-		for _, tc := range m.ToolCalls {
-			n += EstimateTokens(tc.Name) + EstimateTokens(tc.Arguments)
-		}
-		if m.Reasoning != nil {
-			n += EstimateTokens(m.Reasoning.Text)
-		}
-	}
-	for _, d := range req.Tools {
-		n += ToolTokens(d)
-	}
-	if req.JSONSchema != nil {
-		b, _ := json.Marshal(req.JSONSchema.Schema)
-		n += EstimateTokens(string(b))
-	}
-	return n
 }

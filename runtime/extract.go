@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -48,7 +50,7 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 	}
 	b.WriteString("\nThe user's messages, oldest first:\n")
 	for _, m := range msgs {
-		if m.Role == RoleUser && !strings.HasPrefix(m.Content, JudgeFeedbackPrefix) {
+		if m.Role == model.RoleUser && !strings.HasPrefix(m.Content, JudgeFeedbackPrefix) {
 			fmt.Fprintf(&b, "- %s\n", quote(m.Content))
 		}
 	}
@@ -59,9 +61,9 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 	}
 	// A free-form object cannot be described in strict JSON-schema mode, so ask for a
 	// JSON object; the schema still tells offline models the shape.
-	resp, err := a.model.Complete(ctx, &ModelRequest{
-		Messages:   []Message{{Role: RoleSystem, Content: extractSystemPrompt}, {Role: RoleUser, Content: b.String()}},
-		JSONSchema: &JSONSchemaFormat{Name: SchemaFacts, Schema: schema},
+	resp, err := a.model.Complete(ctx, &model.Request{
+		Messages:   []model.Message{{Role: model.RoleSystem, Content: extractSystemPrompt}, {Role: model.RoleUser, Content: b.String()}},
+		JSONSchema: &model.JSONSchemaFormat{Name: model.SchemaFacts, Schema: schema},
 		JSONObject: true,
 	})
 	if err != nil {
@@ -79,16 +81,16 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 	if err := json.Unmarshal([]byte(strings.TrimSpace(resp.Message.Content)), &out); err != nil {
 		return fmt.Errorf("fact extraction: the answer is not {\"facts\": {…}}: %s", preview(resp.Message.Content))
 	}
-	var changes []FactChange
+	var changes []store.FactChange
 	for _, key := range slices.Sorted(maps.Keys(out.Facts)) {
 		if v := out.Facts[key]; v == nil {
-			changes = append(changes, FactChange{Op: FactDelete, Key: key, Source: "llm"})
+			changes = append(changes, store.FactChange{Op: store.FactDelete, Key: key, Source: "llm"})
 		} else {
-			changes = append(changes, FactChange{Op: FactSet, Key: key, Value: *v, Source: "llm", MaxChars: a.settings.Memory.MaxFactChars})
+			changes = append(changes, store.FactChange{Op: store.FactSet, Key: key, Value: *v, Source: "llm", MaxChars: a.settings.Memory.MaxFactChars})
 		}
 	}
 	if len(changes) == 0 {
 		return nil
 	}
-	return a.store.Commit(ctx, Record{UserID: req.User.ID, Facts: changes})
+	return a.store.Commit(ctx, store.Record{UserID: req.User.ID, Facts: changes})
 }

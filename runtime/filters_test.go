@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -336,13 +338,13 @@ func TestFilters(t *testing.T) {
 			for line := range strings.SplitSeq(tt.filters, "\n") {
 				src += "  " + line + "\n"
 			}
-			tool := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return tt.result, tt.toolErr }}
+			tool := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return tt.result, tt.toolErr }}
 			replies := []stubReply{stubSay(tt.answer)}
 			if tt.tool != "" {
 				replies = append([]stubReply{stubCall("c1", tt.tool, tt.args)}, replies...)
 			}
-			model := &stubModel{agent: replies}
-			a := compile(t, src, model, map[string]*funcTool{"lookup": tool, "other": tool})
+			m := &stubModel{agent: replies}
+			a := compile(t, src, m, map[string]*funcTool{"lookup": tool, "other": tool})
 			res, events := runAgent(t, context.Background(), a, tt.input)
 
 			if res.Stop != tt.stop || res.Answer != tt.final {
@@ -365,18 +367,18 @@ func TestFilters(t *testing.T) {
 			inputBlocked := slices.ContainsFunc(tt.hits, func(h filterHit) bool { return h.stage == spec.StageInput && h.action == spec.ActionBlock })
 			if inputBlocked {
 				// Nothing reached a model.
-				if len(model.agentReqs)+len(model.judgeReqs)+len(model.otherReqs) != 0 || res.Turns != 0 {
-					t.Errorf("a blocked input made %d model requests", len(model.agentReqs))
+				if len(m.agentReqs)+len(m.judgeReqs)+len(m.otherReqs) != 0 || res.Turns != 0 {
+					t.Errorf("a blocked input made %d model requests", len(m.agentReqs))
 				}
 				return
 			}
 			wantReqs := len(replies)
-			if len(model.agentReqs) != wantReqs {
-				t.Fatalf("%d model requests, want %d", len(model.agentReqs), wantReqs)
+			if len(m.agentReqs) != wantReqs {
+				t.Fatalf("%d model requests, want %d", len(m.agentReqs), wantReqs)
 			}
 			// The model sees the filtered input; the history keeps it too.
-			first := model.agentReqs[0].Messages
-			if got := first[len(first)-1]; got.Role != runtime.RoleUser || got.Content != tt.sent {
+			first := m.agentReqs[0].Messages
+			if got := first[len(first)-1]; got.Role != model.RoleUser || got.Content != tt.sent {
 				t.Errorf("the model got the input %s %q, want %q", got.Role, got.Content, tt.sent)
 			}
 			if res.Messages[0].Content != tt.sent {
@@ -384,9 +386,9 @@ func TestFilters(t *testing.T) {
 			}
 
 			if tt.tool != "" {
-				next := model.agentReqs[1].Messages
+				next := m.agentReqs[1].Messages
 				got := next[len(next)-1]
-				if got.Role != runtime.RoleTool || got.ToolCallID != "c1" || got.Content != tt.toolMsg {
+				if got.Role != model.RoleTool || got.ToolCallID != "c1" || got.Content != tt.toolMsg {
 					t.Errorf("the model got the tool message %s %s %q, want %q", got.Role, got.ToolCallID, got.Content, tt.toolMsg)
 				}
 				if len(res.Steps) != 1 || res.Steps[0].Outcome != tt.outcome || res.Steps[0].Result != tt.toolMsg {
@@ -414,11 +416,11 @@ func TestFilters(t *testing.T) {
 			}
 			switch res.Stop {
 			case runtime.StopCompleted:
-				if last := res.Messages[len(res.Messages)-1]; last.Role != runtime.RoleAssistant || last.Content != tt.final {
+				if last := res.Messages[len(res.Messages)-1]; last.Role != model.RoleAssistant || last.Content != tt.final {
 					t.Errorf("the history ends with %s %q, want the answer %q", last.Role, last.Content, tt.final)
 				}
 			case runtime.StopBlocked:
-				if mentions(res.Messages, tt.answer) > 0 || res.Messages[len(res.Messages)-1].Role == runtime.RoleAssistant {
+				if mentions(res.Messages, tt.answer) > 0 || res.Messages[len(res.Messages)-1].Role == model.RoleAssistant {
 					t.Errorf("the blocked answer was stored: %q", contentsOf(res.Messages))
 				}
 			}
@@ -467,16 +469,16 @@ func TestInputRedactionReachesNoModel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := filterSpec + "  - {on: input, redact: '\\d{16}'}\n" + tt.extra
-			model := &stubModel{agent: []stubReply{stubSay("Paid.")}, judge: []stubReply{stubVerdict(true, "")}}
-			a := compile(t, src, model, map[string]*funcTool{"lookup": echo(), "other": echo()})
+			m := &stubModel{agent: []stubReply{stubSay("Paid.")}, judge: []stubReply{stubVerdict(true, "")}}
+			a := compile(t, src, m, map[string]*funcTool{"lookup": echo(), "other": echo()})
 			res, _ := runAgent(t, context.Background(), a, "pay with "+card)
 			if res.Stop != runtime.StopCompleted {
 				t.Fatalf("stop %s (%s)", res.Stop, res.Detail)
 			}
-			if len(model.judgeReqs)+len(model.otherReqs) == 0 {
+			if len(m.judgeReqs)+len(m.otherReqs) == 0 {
 				t.Fatal("no judge or classifier request: the case tests nothing")
 			}
-			for purpose, reqs := range map[string][]runtime.ModelRequest{"agent": model.agentReqs, "judge": model.judgeReqs, "classifier": model.otherReqs} {
+			for purpose, reqs := range map[string][]model.Request{"agent": m.agentReqs, "judge": m.judgeReqs, "classifier": m.otherReqs} {
 				for i, req := range reqs {
 					if mentions(req.Messages, card) > 0 {
 						t.Errorf("%s request %d holds the redacted text", purpose, i)

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 const finishSpec = `
@@ -27,20 +30,20 @@ tools:
 // fallback, and the partial text is kept only in the result.
 func TestUnfinishedAnswers(t *testing.T) {
 	for _, tt := range []struct {
-		finish runtime.FinishReason
+		finish model.FinishReason
 		stop   runtime.StopReason
 	}{
-		{runtime.FinishLength, runtime.StopTruncated},
-		{runtime.FinishContentFilter, runtime.StopContentFilter},
+		{model.FinishLength, runtime.StopTruncated},
+		{model.FinishContentFilter, runtime.StopContentFilter},
 	} {
 		t.Run(string(tt.finish), func(t *testing.T) {
-			model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), {text: "The order is on its wa", finish: tt.finish}}}
-			a := compile(t, finishSpec+"guards: {fallback: FALLBACK}\n", model, map[string]*funcTool{"lookup": echo()})
+			m := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), {text: "The order is on its wa", finish: tt.finish}}}
+			a := compile(t, finishSpec+"guards: {fallback: FALLBACK}\n", m, map[string]*funcTool{"lookup": echo()})
 			res, events := runAgent(t, context.Background(), a, "where is it?")
 			if res.Stop != tt.stop || res.Answer != "FALLBACK" || res.Partial != "The order is on its wa" {
 				t.Errorf("stop %s, answer %q, partial %q", res.Stop, res.Answer, res.Partial)
 			}
-			if got := res.FinishReasons; !slices.Equal(got, []runtime.FinishReason{"", tt.finish}) {
+			if got := res.FinishReasons; !slices.Equal(got, []model.FinishReason{"", tt.finish}) {
 				t.Errorf("finish reasons %v", got)
 			}
 			if mentions(res.Messages, "on its wa") != 0 {
@@ -57,13 +60,13 @@ func TestUnfinishedAnswers(t *testing.T) {
 // A response with more tool calls than guards.max_calls_per_response runs only that
 // many; every other call gets a tool error, in order, and one guard event says so.
 func TestMaxCallsPerResponse(t *testing.T) {
-	var many []runtime.ToolCall
+	var many []model.ToolCall
 	for i := range 40 {
-		many = append(many, runtime.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "lookup", Arguments: fmt.Sprintf(`{"id":"%d"}`, i)})
+		many = append(many, model.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "lookup", Arguments: fmt.Sprintf(`{"id":"%d"}`, i)})
 	}
-	model := &stubModel{agent: []stubReply{{calls: many, finish: runtime.FinishToolCalls}, stubSay("done")}}
+	m := &stubModel{agent: []stubReply{{calls: many, finish: model.FinishToolCalls}, stubSay("done")}}
 	lookup := echo()
-	a := compile(t, finishSpec+"guards: {max_calls_per_response: 32, duplicate_calls: allow}\n", model, map[string]*funcTool{"lookup": lookup})
+	a := compile(t, finishSpec+"guards: {max_calls_per_response: 32, duplicate_calls: allow}\n", m, map[string]*funcTool{"lookup": lookup})
 	res, events := runAgent(t, context.Background(), a, "all of them")
 	if res.Stop != runtime.StopCompleted || lookup.calls.Load() != 32 {
 		t.Fatalf("stop %s, %d calls ran", res.Stop, lookup.calls.Load())
@@ -71,10 +74,10 @@ func TestMaxCallsPerResponse(t *testing.T) {
 	if g := guardsOf(events); !slices.Equal(g, []runtime.Guard{runtime.GuardMaxCalls}) {
 		t.Errorf("guards %v", g)
 	}
-	second := model.agentReqs[1].Messages
+	second := m.agentReqs[1].Messages
 	var ids []string
 	for _, m := range second {
-		if m.Role == runtime.RoleTool {
+		if m.Role == model.RoleTool {
 			ids = append(ids, m.ToolCallID)
 		}
 	}
@@ -86,7 +89,7 @@ func TestMaxCallsPerResponse(t *testing.T) {
 		if i >= 32 {
 			want = runtime.OutcomeRefused
 		}
-		if s.Outcome != want || (i >= 32) != (s.Refusal == runtime.RefusedTooMany) || s.Finish != runtime.FinishToolCalls {
+		if s.Outcome != want || (i >= 32) != (s.Refusal == runtime.RefusedTooMany) || s.Finish != model.FinishToolCalls {
 			t.Errorf("step %d: %s %s %s", i, s.Outcome, s.Refusal, s.Finish)
 		}
 	}
@@ -98,7 +101,7 @@ func TestMaxCallsPerResponse(t *testing.T) {
 // guards.max_run_time bounds the whole run, here while a tool hangs.
 func TestMaxRunTime(t *testing.T) {
 	model := &stubModel{agent: []stubReply{stubCall("c1", "lookup", `{"id":"1"}`), stubSay("never")}}
-	hang := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+	hang := &funcTool{fn: func(ctx context.Context, _ tool.Input) (string, error) {
 		<-ctx.Done()
 		return "", ctx.Err()
 	}}
@@ -116,10 +119,10 @@ func TestMaxRunTime(t *testing.T) {
 // Reasoning stays with the assistant messages that made tool calls — in later
 // requests and in what the conversation keeps — and never with the answer.
 func TestReasoningGoesBackWithToolCalls(t *testing.T) {
-	think := &runtime.Reasoning{Field: "reasoning_content", Text: "I should look it up."}
+	think := &model.Reasoning{Field: "reasoning_content", Text: "I should look it up."}
 	model := &stubModel{agent: []stubReply{
-		{calls: []runtime.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"id":"1"}`}}, reasoning: think, finish: runtime.FinishToolCalls},
-		{text: "It is A1.", reasoning: &runtime.Reasoning{Field: "reasoning_content", Text: "Now answer."}, finish: runtime.FinishStop},
+		{calls: []model.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"id":"1"}`}}, reasoning: think, finish: model.FinishToolCalls},
+		{text: "It is A1.", reasoning: &model.Reasoning{Field: "reasoning_content", Text: "Now answer."}, finish: model.FinishStop},
 	}}
 	a := compile(t, finishSpec, model, map[string]*funcTool{"lookup": echo()})
 	res, _ := runAgent(t, context.Background(), a, "which?")
@@ -143,8 +146,8 @@ func TestReasoningGoesBackWithToolCalls(t *testing.T) {
 func TestForeignConversationCostsNoModelCall(t *testing.T) {
 	st := memory.New()
 	ctx := context.Background()
-	if err := st.Commit(ctx, runtime.Record{UserID: "alice", Conversation: "c-1", Messages: []runtime.Message{
-		{Role: runtime.RoleUser, Content: "hi"}, {Role: runtime.RoleAssistant, Content: "hello"}}}); err != nil {
+	if err := st.Commit(ctx, store.Record{UserID: "alice", Conversation: "c-1", Messages: []model.Message{
+		{Role: model.RoleUser, Content: "hi"}, {Role: model.RoleAssistant, Content: "hello"}}}); err != nil {
 		t.Fatal(err)
 	}
 	model := &stubModel{agent: []stubReply{stubSay("never")}}
@@ -159,7 +162,7 @@ routing: {fallback: other}
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	_, err := a.Run(ctx, runtime.Request{Input: "hi", User: runtime.User{ID: "mallory"}, Conversation: "c-1"})
+	_, err := a.Run(ctx, runtime.Request{Input: "hi", User: tool.User{ID: "mallory"}, Conversation: "c-1"})
 	if err == nil || !strings.Contains(err.Error(), "belongs to another user") {
 		t.Fatalf("run: %v", err)
 	}

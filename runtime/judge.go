@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -39,7 +40,7 @@ type judgeState struct {
 
 // validate gates a draft answer. A draft the judge fails is not kept: the model gets
 // the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
-func (r *run) validate(draft *Message) {
+func (r *run) validate(draft *model.Message) {
 	if !r.planGate() {
 		return
 	}
@@ -92,16 +93,16 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 		return Verdict{Passed: false, How: VerdictByMinChars,
 			Missing: fmt.Sprintf("The answer is too short (%d characters; at least %d are expected). Answer every part of the question in full.", n, j.MinChars)}, nil
 	}
-	req := &ModelRequest{
-		Messages: []Message{
-			{Role: RoleSystem, Content: judgeSystemPrompt},
-			{Role: RoleUser, Content: r.judgePrompt(j, draft)},
+	req := &model.Request{
+		Messages: []model.Message{
+			{Role: model.RoleSystem, Content: judgeSystemPrompt},
+			{Role: model.RoleUser, Content: r.judgePrompt(j, draft)},
 		},
-		JSONSchema: &JSONSchemaFormat{Name: SchemaVerdict, Schema: verdictSchema},
+		JSONSchema: &model.JSONSchemaFormat{Name: model.SchemaVerdict, Schema: verdictSchema},
 	}
 	r.judge.calls = judgeCalls{}
 	resp, err := r.askJudge(req)
-	var me *ModelError
+	var me *model.Error
 	if err != nil && errors.As(err, &me) && (me.Status == 400 || me.Status == 422) && r.ctx.Err() == nil {
 		// Some compatible servers reject json_schema; plain JSON mode is the next best.
 		r.emit(Event{Kind: EventGuard, Guard: GuardJudgeJSONObject, Message: "the server rejected a JSON schema; asking for a JSON object instead"})
@@ -137,7 +138,7 @@ func (r *run) judgeDraft(j *spec.JudgeSettings, draft string) (v Verdict, ended 
 // askJudge makes one call of the judge's model, within the run's budget: a call
 // that could break it is not made (a *budgetError). The call's usage and cost are
 // the run's and, for the verdict event, the judge stage's (r.judge.calls).
-func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
+func (r *run) askJudge(req *model.Request) (*model.Response, error) {
 	detail, release := r.overBudget(PurposeJudge, req)
 	if detail != "" {
 		return nil, &budgetError{detail}
@@ -155,14 +156,14 @@ func (r *run) askJudge(req *ModelRequest) (*ModelResponse, error) {
 // when the server refused a JSON schema): the verdict event carries them, as a
 // model_response event carries an agent call's. No call (a draft too short): nil.
 type judgeCalls struct {
-	usage *Usage
+	usage *model.Usage
 	cost  *float64
 	calls int
 }
 
-func (j *judgeCalls) add(u Usage, cost *float64) {
+func (j *judgeCalls) add(u model.Usage, cost *float64) {
 	if j.usage == nil {
-		j.usage = &Usage{}
+		j.usage = &model.Usage{}
 	}
 	j.usage.Add(u)
 	switch {

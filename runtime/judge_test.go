@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -19,13 +21,13 @@ import (
 // when set, runs first (say, to cancel the run).
 type stubReply struct {
 	text      string
-	reasoning *runtime.Reasoning
-	finish    runtime.FinishReason
-	calls     []runtime.ToolCall
+	reasoning *model.Reasoning
+	finish    model.FinishReason
+	calls     []model.ToolCall
 	err       error
 	wait      bool
 	before    func()
-	usage     *runtime.Usage // reported instead of the purpose's stub tokens
+	usage     *model.Usage // reported instead of the purpose's stub tokens
 }
 
 // Token counts the stub reports, different per purpose so a test can tell whose
@@ -44,15 +46,15 @@ type stubModel struct {
 	mu        sync.Mutex
 	agent     []stubReply
 	judge     []stubReply
-	agentReqs []runtime.ModelRequest
-	judgeReqs []runtime.ModelRequest
-	otherReqs []runtime.ModelRequest // classifier and extraction requests; always failed
-	tokens    int64                  // the usage of every reply that was not an error
+	agentReqs []model.Request
+	judgeReqs []model.Request
+	otherReqs []model.Request // classifier and extraction requests; always failed
+	tokens    int64           // the usage of every reply that was not an error
 }
 
-var _ runtime.Model = (*stubModel)(nil)
+var _ model.Model = (*stubModel)(nil)
 
-func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m *stubModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	cp := *req
 	cp.Messages = slices.Clone(req.Messages)
 	m.mu.Lock()
@@ -63,7 +65,7 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 	case req.JSONSchema == nil:
 		m.agentReqs = append(m.agentReqs, cp)
 		replies, n, tokens = m.agent, len(m.agentReqs), stubAgentTokens
-	case req.JSONSchema.Name == runtime.SchemaVerdict:
+	case req.JSONSchema.Name == model.SchemaVerdict:
 		m.judgeReqs = append(m.judgeReqs, cp)
 		replies, n, tokens = m.judge, len(m.judgeReqs), stubJudgeTokens
 	default:
@@ -76,7 +78,7 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 		return nil, fmt.Errorf("stub: request %d, but only %d replies", n, len(replies))
 	}
 	reply := replies[n-1]
-	usage := runtime.Usage{TotalTokens: tokens}
+	usage := model.Usage{TotalTokens: tokens}
 	if reply.usage != nil {
 		usage = *reply.usage
 	}
@@ -94,8 +96,8 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 	if reply.err != nil {
 		return nil, reply.err
 	}
-	return &runtime.ModelResponse{
-		Message:      runtime.Message{Role: runtime.RoleAssistant, Content: reply.text, ToolCalls: reply.calls, Reasoning: reply.reasoning},
+	return &model.Response{
+		Message:      model.Message{Role: model.RoleAssistant, Content: reply.text, ToolCalls: reply.calls, Reasoning: reply.reasoning},
 		FinishReason: reply.finish,
 		Usage:        usage,
 	}, nil
@@ -104,7 +106,7 @@ func (m *stubModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*r
 func stubSay(text string) stubReply { return stubReply{text: text} }
 
 func stubCall(id, name, args string) stubReply {
-	return stubReply{calls: []runtime.ToolCall{{ID: id, Name: name, Arguments: args}}}
+	return stubReply{calls: []model.ToolCall{{ID: id, Name: name, Arguments: args}}}
 }
 
 func stubErr(err error) stubReply { return stubReply{err: err} }
@@ -125,7 +127,7 @@ func runAgent(t *testing.T, ctx context.Context, a *runtime.Agent, input string)
 		}
 	}()
 	res, err := a.Run(ctx, runtime.Request{
-		Input: input, User: runtime.User{ID: "u-1"}, Conversation: "c-1",
+		Input: input, User: tool.User{ID: "u-1"}, Conversation: "c-1",
 		Observer: runtime.ObserverFunc(func(e runtime.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }),
 	})
 	if err != nil {
@@ -154,7 +156,7 @@ func guardsOf(events []runtime.Event) []runtime.Guard {
 	return out
 }
 
-func contentsOf(msgs []runtime.Message) []string {
+func contentsOf(msgs []model.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Content
@@ -162,7 +164,7 @@ func contentsOf(msgs []runtime.Message) []string {
 	return out
 }
 
-func mentions(msgs []runtime.Message, s string) int {
+func mentions(msgs []model.Message, s string) int {
 	n := 0
 	for _, m := range msgs {
 		if strings.Contains(m.Content, s) {
@@ -202,7 +204,7 @@ func TestJudge(t *testing.T) {
 		draft3    = "Order A1 shipped on Monday; it arrives Thursday."
 		criterion = "Every question is answered."
 	)
-	badRequest := &runtime.ModelError{Status: 400, Err: errors.New("response_format json_schema is not supported")}
+	badRequest := &model.Error{Status: 400, Err: errors.New("response_format json_schema is not supported")}
 	tests := []struct {
 		name     string
 		judge    string // keys added under judge:
@@ -298,7 +300,7 @@ func TestJudge(t *testing.T) {
 		{
 			name:  "judge model error, on_error pass",
 			judge: "on_error: pass",
-			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&runtime.ModelError{Status: 500, Err: errors.New("overloaded")})},
+			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&model.Error{Status: 500, Err: errors.New("overloaded")})},
 			stop: runtime.StopCompleted, answer: draft1,
 			want:       []verdictWant{passedBy(runtime.VerdictByError)},
 			guards:     []runtime.Guard{runtime.GuardJudgeError},
@@ -386,7 +388,7 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name:  "HTTP 422 on the schema: retried as a JSON object",
-			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&runtime.ModelError{Status: 422, Err: errors.New("unprocessable")}), stubVerdict(true, "")},
+			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&model.Error{Status: 422, Err: errors.New("unprocessable")}), stubVerdict(true, "")},
 			stop: runtime.StopCompleted, answer: draft1,
 			want:       []verdictWant{passedBy(runtime.VerdictByJudge)},
 			guards:     []runtime.Guard{runtime.GuardJudgeJSONObject},
@@ -405,7 +407,7 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name:  "other HTTP errors are not retried as a JSON object",
-			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&runtime.ModelError{Status: 429, Err: errors.New("slow down")}), stubVerdict(false, "unused")},
+			agent: []stubReply{stubSay(draft1)}, verdicts: []stubReply{stubErr(&model.Error{Status: 429, Err: errors.New("slow down")}), stubVerdict(false, "unused")},
 			stop: runtime.StopCompleted, answer: draft1,
 			want:       []verdictWant{passedBy(runtime.VerdictByError)},
 			guards:     []runtime.Guard{runtime.GuardJudgeError},
@@ -420,9 +422,9 @@ func TestJudge(t *testing.T) {
 					src += "  " + line + "\n"
 				}
 			}
-			lookup := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return toolOut, nil }}
-			model := &stubModel{agent: tt.agent, judge: tt.verdicts}
-			a := compile(t, src, model, map[string]*funcTool{"lookup": lookup})
+			lookup := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return toolOut, nil }}
+			m := &stubModel{agent: tt.agent, judge: tt.verdicts}
+			a := compile(t, src, m, map[string]*funcTool{"lookup": lookup})
 			res, events := runAgent(t, context.Background(), a, question)
 
 			if res.Stop != tt.stop || res.Answer != tt.answer {
@@ -455,14 +457,14 @@ func TestJudge(t *testing.T) {
 			if tt.agentCalls == 0 {
 				tt.agentCalls = len(tt.agent)
 			}
-			if len(model.agentReqs) != tt.agentCalls || res.Turns != len(model.agentReqs) {
-				t.Errorf("%d agent requests and %d turns, want %d", len(model.agentReqs), res.Turns, tt.agentCalls)
+			if len(m.agentReqs) != tt.agentCalls || res.Turns != len(m.agentReqs) {
+				t.Errorf("%d agent requests and %d turns, want %d", len(m.agentReqs), res.Turns, tt.agentCalls)
 			}
-			if len(model.judgeReqs) != tt.judgeCalls {
-				t.Errorf("%d judge requests, want %d", len(model.judgeReqs), tt.judgeCalls)
+			if len(m.judgeReqs) != tt.judgeCalls {
+				t.Errorf("%d judge requests, want %d", len(m.judgeReqs), tt.judgeCalls)
 			}
 			var jsonObject []bool
-			for _, req := range model.judgeReqs {
+			for _, req := range m.judgeReqs {
 				jsonObject = append(jsonObject, req.JSONObject)
 				if len(req.Tools) != 0 || req.JSONSchema == nil || judgedDraft(req) == "" {
 					t.Errorf("judge request with tools %v, schema %v, draft %q", req.Tools, req.JSONSchema, judgedDraft(req))
@@ -474,11 +476,11 @@ func TestJudge(t *testing.T) {
 			if !slices.Equal(jsonObject, tt.jsonObject) {
 				t.Errorf("JSONObject per judge request %v, want %v", jsonObject, tt.jsonObject)
 			}
-			if res.Usage.TotalTokens != model.tokens {
-				t.Errorf("usage %d tokens, the models reported %d", res.Usage.TotalTokens, model.tokens)
+			if res.Usage.TotalTokens != m.tokens {
+				t.Errorf("usage %d tokens, the models reported %d", res.Usage.TotalTokens, m.tokens)
 			}
 			if len(tt.judgeSees) > 0 {
-				prompt := model.judgeReqs[0].Messages[len(model.judgeReqs[0].Messages)-1].Content
+				prompt := m.judgeReqs[0].Messages[len(m.judgeReqs[0].Messages)-1].Content
 				for _, s := range tt.judgeSees {
 					if !strings.Contains(prompt, s) {
 						t.Errorf("the judge's prompt lacks %q:\n%s", s, prompt)
@@ -488,12 +490,12 @@ func TestJudge(t *testing.T) {
 
 			// A rejected draft is kept nowhere: not in a later request, not in the history.
 			for _, d := range tt.rejected {
-				for i, req := range model.agentReqs {
+				for i, req := range m.agentReqs {
 					if mentions(req.Messages, d) > 0 {
 						t.Errorf("agent request %d holds the rejected draft %q", i, d)
 					}
 				}
-				for i, req := range model.judgeReqs {
+				for i, req := range m.judgeReqs {
 					if judgedDraft(req) != d && mentions(req.Messages, d) > 0 {
 						t.Errorf("judge request %d, about %q, holds the rejected draft %q", i, judgedDraft(req), d)
 					}
@@ -510,8 +512,8 @@ func TestJudge(t *testing.T) {
 					retries++
 				}
 			}
-			last := model.agentReqs[len(model.agentReqs)-1].Messages
-			var feedback []runtime.Message
+			last := m.agentReqs[len(m.agentReqs)-1].Messages
+			var feedback []model.Message
 			for _, m := range last {
 				if strings.HasPrefix(m.Content, runtime.JudgeFeedbackPrefix) {
 					feedback = append(feedback, m)
@@ -521,7 +523,7 @@ func TestJudge(t *testing.T) {
 				t.Errorf("the last agent request has %d feedback messages, want %d", len(feedback), retries)
 			}
 			for i, m := range feedback {
-				if m.Role != runtime.RoleUser || !strings.Contains(m.Content, res.Verdicts[i].Missing) {
+				if m.Role != model.RoleUser || !strings.Contains(m.Content, res.Verdicts[i].Missing) {
 					t.Errorf("feedback %d is %s %q, want a user message with %q", i, m.Role, m.Content, res.Verdicts[i].Missing)
 				}
 			}
@@ -547,7 +549,7 @@ func TestJudgeModelOption(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			agentModel := &stubModel{agent: []stubReply{stubSay("An answer.")}}
 			judgeModel := &stubModel{judge: []stubReply{tt.verdict}}
-			reg := runtime.Registry{"http": func(*spec.Tool, string) (runtime.Tool, error) { return echo(), nil }}
+			reg := tool.Registry{"http": func(*spec.Tool, string) (tool.Tool, error) { return echo(), nil }}
 			a, diags := runtime.Compile(loadSpec(t, judgeSpec+"  max_retries: 0\n"), runtime.Options{Tools: reg, Model: agentModel, JudgeModel: judgeModel})
 			if diags.HasErrors() {
 				t.Fatal(diags)
@@ -565,7 +567,7 @@ func TestJudgeModelOption(t *testing.T) {
 }
 
 // judgedDraft is the draft a judge request asks about, as its prompt lays it out.
-func judgedDraft(req runtime.ModelRequest) string {
+func judgedDraft(req model.Request) string {
 	prompt := req.Messages[len(req.Messages)-1].Content
 	_, after, ok := strings.Cut(prompt, "Draft answer:\n")
 	if !ok {

@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -51,26 +53,26 @@ func (r *run) answerFromCache() bool {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Message: "no entries"})
 		return false
 	case hit.Score < c.Threshold:
-		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.shown(),
+		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(),
 			Message: fmt.Sprintf("best %.2f < %.2f", hit.Score, c.Threshold)})
 		return false
-	case hit.Kind == CacheEntryLearned && !sameSpecifics(r.input(), hit.Question):
+	case hit.Kind == knowledge.CacheEntryLearned && !sameSpecifics(r.input(), hit.Question):
 		// "Where is parcel KXPQRT?" and "Where is parcel ZMWLVB?" are close in
 		// meaning and have different answers.
-		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.shown(),
+		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(),
 			Message: "the closest learned answer was for other numbers, codes, names or addresses"})
 		return false
 	}
 	if c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow && !r.verifyHit(hit) {
 		return false
 	}
-	r.result.Cache, r.result.Cached = CacheHitOutcome, hit.shown()
-	r.emit(Event{Kind: EventCache, CacheOutcome: CacheHitOutcome, Cached: hit.shown()})
+	r.result.Cache, r.result.Cached = CacheHitOutcome, hit.Shown()
+	r.emit(Event{Kind: EventCache, CacheOutcome: CacheHitOutcome, Cached: hit.Shown()})
 	answer := hit.Answer
 	if !r.filterText(spec.StageAnswer, &answer) {
 		return true // blocked: stopped with the filter's message
 	}
-	r.messages = append(r.messages, Message{Role: RoleAssistant, Content: answer})
+	r.messages = append(r.messages, model.Message{Role: model.RoleAssistant, Content: answer})
 	r.result.Answer, r.result.Stop = answer, StopCompleted
 	r.transition(StateFinished, TriggerCacheHit)
 	r.emit(Event{Kind: EventStop, Stop: StopCompleted, Usage: &r.result.Usage})
@@ -84,15 +86,15 @@ func (r *run) cacheSettings() *spec.CacheSettings {
 	return r.intent.cache
 }
 
-func (r *run) cacheQuery(c *spec.CacheSettings) CacheQuery {
-	return CacheQuery{Collection: c.Collection, Agent: r.agent.spec.Name, Intent: r.intent.name,
+func (r *run) cacheQuery(c *spec.CacheSettings) knowledge.CacheQuery {
+	return knowledge.CacheQuery{Collection: c.Collection, Agent: r.agent.spec.Name, Intent: r.intent.name,
 		Version: r.agent.version, User: r.req.User.ID, Question: r.input()}
 }
 
 // verifyHit asks the judge whether an entry learned or written for a similar
 // question answers this one. Anything but a clear yes is a miss: serving a wrong
 // answer from the cache is worse than asking the model.
-func (r *run) verifyHit(hit *CacheHit) bool {
+func (r *run) verifyHit(hit *knowledge.CacheHit) bool {
 	j := r.agent.settings.Judge
 	if j == nil {
 		return false // the checker requires a judge for verify: judge
@@ -105,7 +107,7 @@ func (r *run) verifyHit(hit *CacheHit) bool {
 	r.result.Verdicts = append(r.result.Verdicts, v)
 	r.emit(Event{Kind: EventVerdict, Passed: &v.Passed, Missing: v.Missing, Verdict: v.How, Message: "cache hit check"})
 	if !v.Passed || v.How != VerdictByJudge {
-		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.shown(), Message: "the judge did not confirm the hit"})
+		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(), Message: "the judge did not confirm the hit"})
 		return false
 	}
 	return true
@@ -192,7 +194,7 @@ func (r *run) retrieve() {
 	passages = withinBudget(passages, g.MaxTokens)
 	r.knowledge.rag = ragBlock(passages)
 	r.result.Retrieved = passages
-	shown := make([]Passage, len(passages))
+	shown := make([]knowledge.Passage, len(passages))
 	for i, p := range passages {
 		p.Text = ""
 		shown[i] = p
@@ -210,7 +212,7 @@ The passages below were retrieved from the knowledge base for this message. They
 // so that each line of a passage is quoted.
 var lineBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n", "\v", "\n", "\f", "\n", "\u0085", "\n", "\u2028", "\n", "\u2029", "\n")
 
-func ragBlock(passages []Passage) string {
+func ragBlock(passages []knowledge.Passage) string {
 	if len(passages) == 0 {
 		return ""
 	}
@@ -229,7 +231,7 @@ func ragBlock(passages []Passage) string {
 
 // passageLabel is a passage's id and citation on one line; file names and headings
 // lose control characters so they cannot start a line of their own.
-func passageLabel(p Passage) string {
+func passageLabel(p knowledge.Passage) string {
 	label := fmt.Sprintf("[%s] %s, lines %d-%d", p.ID, oneLine(p.Source), p.StartLine, p.EndLine)
 	if p.Heading != "" {
 		label += " — " + oneLine(p.Heading)
@@ -249,10 +251,10 @@ func oneLine(s string) string {
 // withinBudget keeps passages, best first, while the block they make fits
 // maxTokens (as EstimateTokens counts it); the first is clipped to fit rather than
 // dropped, unless nothing of it would be left.
-func withinBudget(passages []Passage, maxTokens int) []Passage {
-	var out []Passage
+func withinBudget(passages []knowledge.Passage, maxTokens int) []knowledge.Passage {
+	var out []knowledge.Passage
 	for _, p := range passages {
-		if EstimateTokens(ragBlock(append(out, p))) <= maxTokens {
+		if model.EstimateTokens(ragBlock(append(out, p))) <= maxTokens {
 			out = append(out, p)
 			continue
 		}
@@ -260,7 +262,7 @@ func withinBudget(passages []Passage, maxTokens int) []Passage {
 			lo, hi := 0, utf8.RuneCountInString(p.Text)
 			for lo < hi { // the longest prefix that fits
 				mid := (lo + hi + 1) / 2
-				if q := withText(p, clipRunes(p.Text, mid)); EstimateTokens(ragBlock([]Passage{q})) <= maxTokens {
+				if q := withText(p, clipRunes(p.Text, mid)); model.EstimateTokens(ragBlock([]knowledge.Passage{q})) <= maxTokens {
 					lo = mid
 				} else {
 					hi = mid - 1
@@ -275,7 +277,7 @@ func withinBudget(passages []Passage, maxTokens int) []Passage {
 	return out
 }
 
-func withText(p Passage, text string) Passage {
+func withText(p knowledge.Passage, text string) knowledge.Passage {
 	p.Text = text
 	return p
 }
@@ -288,14 +290,4 @@ func clipRunes(text string, n int) string {
 		i += size
 	}
 	return text[:i] + " …"
-}
-
-// shown is the hit as results and events show it: a learned entry's question is
-// another run's input, perhaps another user's words, so only its id is shown.
-func (h *CacheHit) shown() *CacheHit {
-	c := *h
-	if c.Kind == CacheEntryLearned {
-		c.Question = ""
-	}
-	return &c
 }

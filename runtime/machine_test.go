@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -268,13 +270,13 @@ func machineCases() []machineCase {
 		{name: "duplicate_call", guards: "duplicate_calls: stop",
 			agent: []stubReply{lookup("1"), lookup("1"), stubSay("never")},
 			stop:  runtime.StopDuplicateCall, path: "TOOL_EXECUTING THINKING TOOL_EXECUTING STOPPED"},
-		{name: "model_error", agent: []stubReply{stubErr(&runtime.ModelError{Status: 503, Err: errors.New("unavailable")})},
+		{name: "model_error", agent: []stubReply{stubErr(&model.Error{Status: 503, Err: errors.New("unavailable")})},
 			stop: runtime.StopModelError, path: "STOPPED"},
 		{name: "model_error after tools", agent: []stubReply{lookup("1"), stubErr(errors.New("stream broke"))},
 			stop: runtime.StopModelError, path: "TOOL_EXECUTING THINKING STOPPED"},
-		{name: "truncated", agent: []stubReply{{text: "The answer is cut", finish: runtime.FinishLength}},
+		{name: "truncated", agent: []stubReply{{text: "The answer is cut", finish: model.FinishLength}},
 			stop: runtime.StopTruncated, path: "STOPPED"},
-		{name: "content_filter after tools", agent: []stubReply{lookup("1"), {finish: runtime.FinishContentFilter}},
+		{name: "content_filter after tools", agent: []stubReply{lookup("1"), {finish: model.FinishContentFilter}},
 			stop: runtime.StopContentFilter, path: "TOOL_EXECUTING THINKING STOPPED"},
 		{name: "canceled while a tool runs", context: "cancel", agent: []stubReply{wait, stubSay("never")},
 			stop: runtime.StopCanceled, path: "TOOL_EXECUTING STOPPED"},
@@ -335,7 +337,7 @@ func TestRunsFollowTheEdges(t *testing.T) {
 				cancel()
 			}
 			defer cancel()
-			waitTool := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+			waitTool := &funcTool{fn: func(ctx context.Context, _ tool.Input) (string, error) {
 				if tt.context == "cancel" {
 					cancel()
 				}

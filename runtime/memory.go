@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
 )
@@ -21,7 +23,7 @@ type memoryState struct {
 	profile string // the user's profile summary, which the classifier reads
 	block   string // the memory block of the intent's level, in the system prompt
 	// factChanges are what fact rules wrote, committed with the run.
-	factChanges []FactChange
+	factChanges []store.FactChange
 	// foreignConversation: the request names a conversation another user started.
 	foreignConversation bool
 }
@@ -32,12 +34,12 @@ type memoryState struct {
 // known to be the user's. A caller that passes History itself keeps it. A store that
 // fails to answer costs the run its memory, not the run — but a rule that needs the
 // store's entities then fails closed.
-func (r *run) loadMemory() []Fact {
+func (r *run) loadMemory() []store.Fact {
 	a := r.agent
 	if a.store == nil {
 		return nil
 	}
-	var facts []Fact
+	var facts []store.Fact
 	if r.req.User.ID != "" {
 		var err error
 		if facts, err = a.store.Facts(r.ctx, r.req.User.ID); err != nil {
@@ -63,10 +65,10 @@ func (r *run) loadMemory() []Fact {
 	return facts
 }
 
-func countTurns(msgs []Message) int {
+func countTurns(msgs []model.Message) int {
 	n := 0
 	for _, m := range msgs {
-		if m.Role == RoleUser {
+		if m.Role == model.RoleUser {
 			n++
 		}
 	}
@@ -95,7 +97,7 @@ func (r *run) commit() {
 	if r.memory.foreignConversation || r.result.Stop == StopAwaitingApproval {
 		return // refused before it began; or paused, and the pause wrote its own record
 	}
-	rec := Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.memory.factChanges,
+	rec := store.Record{UserID: r.req.User.ID, Conversation: r.req.Conversation, Facts: r.memory.factChanges,
 		Seen: r.seen.revealedByKind(), MaxSeen: a.settings.Memory.MaxSeen, Resumed: r.resume.id, ResumedVersion: r.resume.version}
 	if r.result.Completed() && rec.Conversation != "" {
 		rec.Messages = r.result.Messages
@@ -128,7 +130,7 @@ func (r *run) commit() {
 }
 
 // savedParts says what a commit wrote, leaving out what it did not.
-func savedParts(rec Record) string {
+func savedParts(rec store.Record) string {
 	var parts []string
 	for _, p := range []struct {
 		n         int
@@ -186,9 +188,9 @@ func (r *run) applyFactRules(c *call) {
 			}
 		}
 		for _, op := range []struct {
-			name  FactOp
+			name  store.FactOp
 			exprs map[string]*spec.Expr
-		}{{FactSet, rule.Set}, {FactAppend, rule.Append}} {
+		}{{store.FactSet, rule.Set}, {store.FactAppend, rule.Append}} {
 			for _, key := range slices.Sorted(maps.Keys(op.exprs)) {
 				e := op.exprs[key]
 				if e.Program == nil {
@@ -201,11 +203,11 @@ func (r *run) applyFactRules(c *call) {
 					}
 					continue
 				}
-				r.memory.factChanges = append(r.memory.factChanges, FactChange{Op: op.name, Key: key, Value: factString(v), Source: "tool", MaxChars: r.agent.settings.Memory.MaxFactChars})
+				r.memory.factChanges = append(r.memory.factChanges, store.FactChange{Op: op.name, Key: key, Value: factString(v), Source: "tool", MaxChars: r.agent.settings.Memory.MaxFactChars})
 			}
 		}
 		for _, key := range rule.Delete {
-			r.memory.factChanges = append(r.memory.factChanges, FactChange{Op: FactDelete, Key: key, Source: "tool"})
+			r.memory.factChanges = append(r.memory.factChanges, store.FactChange{Op: store.FactDelete, Key: key, Source: "tool"})
 		}
 	}
 }
@@ -231,7 +233,7 @@ func factString(v any) string {
 
 // profileSummary renders what the summary level injects: the configured summary
 // fact, or the configured keys in one line, or nothing.
-func (a *Agent) profileSummary(facts []Fact) string {
+func (a *Agent) profileSummary(facts []store.Fact) string {
 	sum := a.spec.Memory.Facts.Summary
 	if sum == nil {
 		return factValue(facts, "summary")
@@ -248,7 +250,7 @@ func (a *Agent) profileSummary(facts []Fact) string {
 	return strings.Join(parts, "; ")
 }
 
-func factValue(facts []Fact, key string) string {
+func factValue(facts []store.Fact, key string) string {
 	for _, f := range facts {
 		if f.Key == key {
 			return f.Value
@@ -260,7 +262,7 @@ func factValue(facts []Fact, key string) string {
 // memoryBlock renders the memory of a level as data, not instructions: labelled,
 // each value quoted, with a warning against following what they say, to blunt prompt
 // injection through stored facts.
-func (a *Agent) memoryBlock(level spec.MemoryLevel, facts []Fact) string {
+func (a *Agent) memoryBlock(level spec.MemoryLevel, facts []store.Fact) string {
 	if !level.Injects() || len(facts) == 0 {
 		return ""
 	}

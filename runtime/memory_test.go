@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -50,9 +53,9 @@ memory:
         delete: [pending]
 `
 
-func memoryAgent(t *testing.T, model runtime.Model, store runtime.Store, tools map[string]*funcTool) *runtime.Agent {
+func memoryAgent(t *testing.T, model model.Model, store store.Store, tools map[string]*funcTool) *runtime.Agent {
 	t.Helper()
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	reg := tool.Registry{"http": func(st *spec.Tool, dir string) (tool.Tool, error) { return tools[st.Name], nil }}
 	a, diags := runtime.Compile(loadSpec(t, memorySpec), runtime.Options{Tools: reg, Model: model, Store: store})
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -62,7 +65,7 @@ func memoryAgent(t *testing.T, model runtime.Model, store runtime.Store, tools m
 
 func runIn(t *testing.T, a *runtime.Agent, conversation, input string) *runtime.Result {
 	t.Helper()
-	res, err := a.Run(context.Background(), runtime.Request{Input: input, User: runtime.User{ID: "u-1"}, Conversation: conversation})
+	res, err := a.Run(context.Background(), runtime.Request{Input: input, User: tool.User{ID: "u-1"}, Conversation: conversation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func runIn(t *testing.T, a *runtime.Agent, conversation, input string) *runtime.
 }
 
 func memoryTools() map[string]*funcTool {
-	orders := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }}
+	orders := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }}
 	return map[string]*funcTool{"update_address": echo(), "list_orders": orders, "cancel": echo()}
 }
 
@@ -111,17 +114,17 @@ func TestHistoryAndSeenAcrossRuns(t *testing.T) {
 // Fact rules write facts from tool outcomes, no model involved; the next run of the
 // same user sees them at its intent's memory level.
 func TestFactRules(t *testing.T) {
-	store := memory.New()
+	st := memory.New()
 	ctx := context.Background()
-	store.Commit(ctx, runtime.Record{UserID: "u-1", Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "pending", Value: "x"}}})
+	st.Commit(ctx, store.Record{UserID: "u-1", Facts: []store.FactChange{{Op: store.FactSet, Key: "pending", Value: "x"}}})
 	model := script(
 		calls(tc("update_address", map[string]any{"address": "上海市浦东新区世纪大道100号"})), say("Address updated."),
 		calls(tc("list_orders", nil)), calls(tc("cancel", map[string]any{"number": "A1"})), say("Cancelled."),
 	)
-	a := memoryAgent(t, model, store, memoryTools())
+	a := memoryAgent(t, model, st, memoryTools())
 	runIn(t, a, "", "my new address is …")
 	runIn(t, a, "", "cancel my order")
-	facts, _ := store.Facts(ctx, "u-1")
+	facts, _ := st.Facts(ctx, "u-1")
 	got := map[string]string{}
 	for _, f := range facts {
 		got[f.Key] = f.Value
@@ -165,9 +168,9 @@ func TestStoppedRunKeepsFactsNotHistory(t *testing.T) {
 // exactly as before it. A run stopped by its deadline instead keeps today's rule: its
 // facts and entities are saved, its exchange is not.
 func TestCanceledRunStoresNothing(t *testing.T) {
-	stores := map[string]func(t *testing.T) runtime.Store{
-		"memory": func(*testing.T) runtime.Store { return memory.New() },
-		"sqlite": func(t *testing.T) runtime.Store {
+	stores := map[string]func(t *testing.T) store.Store{
+		"memory": func(*testing.T) store.Store { return memory.New() },
+		"sqlite": func(t *testing.T) store.Store {
 			s, err := sqlite.Open(filepath.Join(t.TempDir(), "a.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -179,28 +182,28 @@ func TestCanceledRunStoresNothing(t *testing.T) {
 	for name, open := range stores {
 		for _, how := range []string{"cancel", "deadline"} {
 			t.Run(name+"/"+how, func(t *testing.T) {
-				store := open(t)
+				st := open(t)
 				ctx := context.Background()
-				before := runtime.Record{UserID: "u-1", Conversation: "c1",
-					Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "hi"}, {Role: runtime.RoleAssistant, Content: "Hello."}},
+				before := store.Record{UserID: "u-1", Conversation: "c1",
+					Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}, {Role: model.RoleAssistant, Content: "Hello."}},
 					Seen:     map[string][]string{"orders": {"A1"}},
-					Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "pending", Value: "x", Source: "tool"}}}
-				if err := store.Commit(ctx, before); err != nil {
+					Facts:    []store.FactChange{{Op: store.FactSet, Key: "pending", Value: "x", Source: "tool"}}}
+				if err := st.Commit(ctx, before); err != nil {
 					t.Fatal(err)
 				}
 				type snapshot struct {
-					Facts []runtime.Fact
-					Conv  runtime.Conversation
+					Facts []store.Fact
+					Conv  store.Conversation
 					Seen  map[string][]string
 					Convs []string
 				}
 				snap := func() snapshot {
 					var s snapshot
 					var errs [4]error
-					s.Facts, errs[0] = store.Facts(ctx, "u-1")
-					s.Conv, errs[1] = store.Conversation(ctx, "c1", 10)
-					s.Seen, errs[2] = store.SeenEntities(ctx, "c1")
-					s.Convs, errs[3] = store.Conversations(ctx, "u-1")
+					s.Facts, errs[0] = st.Facts(ctx, "u-1")
+					s.Conv, errs[1] = st.Conversation(ctx, "c1", 10)
+					s.Seen, errs[2] = st.SeenEntities(ctx, "c1")
+					s.Convs, errs[3] = st.Conversations(ctx, "u-1")
 					for _, err := range errs {
 						if err != nil {
 							t.Fatal(err)
@@ -215,9 +218,9 @@ func TestCanceledRunStoresNothing(t *testing.T) {
 					runCtx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 				}
 				defer cancel()
-				orders := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"B2"}]}`, nil }}
+				orders := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return `{"orders":[{"number":"B2"}]}`, nil }}
 				// The address is updated, then the run ends before the model sees it.
-				update := &funcTool{fn: func(ctx context.Context, in runtime.ToolInput) (string, error) {
+				update := &funcTool{fn: func(ctx context.Context, in tool.Input) (string, error) {
 					if how == "cancel" {
 						cancel()
 					}
@@ -225,10 +228,10 @@ func TestCanceledRunStoresNothing(t *testing.T) {
 					return `{"ok":true}`, nil
 				}}
 				model := script(calls(tc("list_orders", nil), tc("update_address", map[string]any{"address": "Road 1"})), say("never"))
-				a := memoryAgent(t, model, store, map[string]*funcTool{"list_orders": orders, "update_address": update, "cancel": echo()})
+				a := memoryAgent(t, model, st, map[string]*funcTool{"list_orders": orders, "update_address": update, "cancel": echo()})
 				var mu sync.Mutex
 				var events []runtime.Event
-				res, err := a.Run(runCtx, runtime.Request{Input: "move me", User: runtime.User{ID: "u-1"}, Conversation: "c1",
+				res, err := a.Run(runCtx, runtime.Request{Input: "move me", User: tool.User{ID: "u-1"}, Conversation: "c1",
 					Observer: runtime.ObserverFunc(func(e runtime.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
 				if err != nil {
 					t.Fatal(err)
@@ -267,7 +270,7 @@ func TestCanceledRunStoresNothing(t *testing.T) {
 	}
 }
 
-func valueOf(facts []runtime.Fact, key string) string {
+func valueOf(facts []store.Fact, key string) string {
 	for _, f := range facts {
 		if f.Key == key {
 			return f.Value
@@ -278,31 +281,31 @@ func valueOf(facts []runtime.Fact, key string) string {
 
 // extractor answers the fact-extraction request and passes the rest on.
 type extractor struct {
-	runtime.Model
+	model.Model
 	answer string
 	asked  []string
 }
 
-func (e *extractor) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (e *extractor) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	if req.JSONSchema != nil && req.JSONSchema.Name == "facts" {
 		e.asked = append(e.asked, req.Messages[1].Content)
-		return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: e.answer}}, nil
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: e.answer}}, nil
 	}
 	return e.Model.Complete(ctx, req)
 }
 
 func TestExtractFacts(t *testing.T) {
-	store := memory.New()
+	st := memory.New()
 	ctx := context.Background()
-	store.Commit(ctx, runtime.Record{UserID: "u-1", Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "diet", Value: "vegan"}, {Op: runtime.FactSet, Key: "city", Value: "Beijing"}}})
+	st.Commit(ctx, store.Record{UserID: "u-1", Facts: []store.FactChange{{Op: store.FactSet, Key: "diet", Value: "vegan"}, {Op: store.FactSet, Key: "city", Value: "Beijing"}}})
 	model := &extractor{Model: offline.NewScript("t", []offline.ScriptTurn{say("Noted!")}), answer: `{"facts": {"diet": "vegetarian, no spicy food", "city": null, "pet": "a cat named 小白"}}`}
 	src := strings.Replace(memorySpec, "    max_chars: 12\n", "    max_chars: 100\n    extract: llm\n", 1)
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return echo(), nil }}
-	a, diags := runtime.Compile(loadSpec(t, src), runtime.Options{Tools: reg, Model: model, Store: store})
+	reg := tool.Registry{"http": func(st *spec.Tool, dir string) (tool.Tool, error) { return echo(), nil }}
+	a, diags := runtime.Compile(loadSpec(t, src), runtime.Options{Tools: reg, Model: model, Store: st})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	req := runtime.Request{Input: "I eat no meat and no spicy food; I moved away from Beijing; my cat 小白 says hi", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "I eat no meat and no spicy food; I moved away from Beijing; my cat 小白 says hi", User: tool.User{ID: "u-1"}}
 	res, _ := a.Run(ctx, req)
 	if err := a.ExtractFacts(ctx, req, res); err != nil {
 		t.Fatal(err)
@@ -310,7 +313,7 @@ func TestExtractFacts(t *testing.T) {
 	if len(model.asked) != 1 || !strings.Contains(model.asked[0], "my cat 小白") || strings.Contains(model.asked[0], "Noted!") || !strings.Contains(model.asked[0], `- diet: "vegan"`) {
 		t.Errorf("the extractor saw %q; it must see the user's messages and the known facts only", model.asked)
 	}
-	facts, _ := store.Facts(ctx, "u-1")
+	facts, _ := st.Facts(ctx, "u-1")
 	var got []string
 	for _, f := range facts {
 		got = append(got, f.Key+"="+f.Value+"/"+f.Source)
@@ -333,7 +336,7 @@ func TestConcurrentRunsOneConversation(t *testing.T) {
 		wg.Go(func() {
 			model := script(calls(tc("update_address", map[string]any{"address": fmt.Sprintf("road %d", i)})), say(fmt.Sprintf("moved to road %d", i)))
 			a := memoryAgent(t, model, store, memoryTools())
-			if _, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("move ", i), User: runtime.User{ID: "u-1"}, Conversation: "c1"}); err != nil {
+			if _, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("move ", i), User: tool.User{ID: "u-1"}, Conversation: "c1"}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -349,7 +352,7 @@ func TestConcurrentRunsOneConversation(t *testing.T) {
 	for i := 0; i < len(conv.Messages); i += 4 {
 		q, call, res, ans := conv.Messages[i], conv.Messages[i+1], conv.Messages[i+2], conv.Messages[i+3]
 		k := strings.TrimPrefix(q.Content, "move ")
-		if q.Role != runtime.RoleUser || res.ToolCallID != call.ToolCalls[0].ID || ans.Content != "moved to road "+k {
+		if q.Role != model.RoleUser || res.ToolCallID != call.ToolCalls[0].ID || ans.Content != "moved to road "+k {
 			t.Fatalf("turn %s interleaved: %+v", k, conv.Messages[i:i+4])
 		}
 	}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -49,7 +51,7 @@ tools:
 	}}
 	refund := echo()
 	tools := map[string]*funcTool{
-		"list_orders": {fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
+		"list_orders": {fn: func(context.Context, tool.Input) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
 		"refund":      refund,
 	}
 	a := compileWith(t, parent, withRefunds(sub), runtime.Options{Model: model, Store: memory.New()}, tools)
@@ -85,12 +87,12 @@ func TestParallelSubAgentsShareMaxTurns(t *testing.T) {
 	sub := loadSpec(t, specialistSpec)
 	sub.Guards.MaxCost = 5
 	model := &stubModel{agent: []stubReply{
-		{calls: []runtime.ToolCall{{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "refunds", Arguments: task("two")}}},
+		{calls: []model.ToolCall{{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "refunds", Arguments: task("two")}}},
 		stubSay("sub answer"), stubSay("sub answer"),
 		stubSay("parent answer"),
 	}}
 	a := compileWith(t, parentSpec+"guards: {max_turns: 2}\n", withRefunds(sub), runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo(), "refund": echo()})
-	res, err := a.Run(context.Background(), runtime.Request{Input: "x", User: runtime.User{ID: "u-1"}, Observer: obs})
+	res, err := a.Run(context.Background(), runtime.Request{Input: "x", User: tool.User{ID: "u-1"}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ guards: {max_turns: 3}
 `
 	sub := loadSpec(t, specialistSpec)
 	model := &stubModel{agent: []stubReply{
-		{calls: []runtime.ToolCall{{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "cancel", Arguments: `{"n":"1"}`}}},
+		{calls: []model.ToolCall{{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "cancel", Arguments: `{"n":"1"}`}}},
 		stubCall("s-1", "refund", `{"order":"A1"}`),
 		stubSay("sub answer"),
 		stubSay("parent answer after resume"),
@@ -162,7 +164,7 @@ func TestPlanUpdatesApplyInCallOrder(t *testing.T) {
 	counts := map[string]int{}
 	for i := 0; i < 30; i++ {
 		model := &stubModel{agent: []stubReply{
-			{calls: []runtime.ToolCall{
+			{calls: []model.ToolCall{
 				{ID: "p1", Name: "update_plan", Arguments: `{"steps":[{"step":"a","status":"pending"}]}`},
 				{ID: "p2", Name: "update_plan", Arguments: `{"steps":[{"step":"a","status":"done"}]}`},
 			}},
@@ -227,7 +229,7 @@ intents:
 		stubSay("alice's order 1234 arrives at noon"),
 		stubSay("Your order 1234 arrives at noon."),
 	}}
-	reg := runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) { return echo(), nil }}
+	reg := tool.Registry{"http": func(st *spec.Tool, dir string) (tool.Tool, error) { return echo(), nil }}
 	a, cd := runtime.Compile(s, runtime.Options{Tools: reg, Model: m, Store: memory.New(),
 		Knowledge: help, Version: "v1"})
 	if cd.HasErrors() {
@@ -268,7 +270,7 @@ memory:
 judge: {criteria: [ok]}
 guards: {max_tokens: 100000}
 `)
-	replies := []stubReply{{calls: []runtime.ToolCall{
+	replies := []stubReply{{calls: []model.ToolCall{
 		{ID: "c1", Name: "refunds", Arguments: task("one")},
 		{ID: "c2", Name: "refunds", Arguments: task("two")},
 		{ID: "c3", Name: "refunds", Arguments: task("three")},
@@ -287,7 +289,7 @@ guards: {max_tokens: 100000}
 	model := &stubModel{agent: replies, judge: []stubReply{stubVerdict(true, ""), stubVerdict(true, ""), stubVerdict(true, "")}}
 	tools := map[string]*funcTool{
 		"lookup":      echo(),
-		"list_orders": {fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
+		"list_orders": {fn: func(context.Context, tool.Input) (string, error) { return `{"orders":[{"number":"A1"}]}`, nil }},
 		"refund":      echo(),
 	}
 	a := compileWith(t, parentSpec+"plan: {}\nguards: {max_tokens: 200000}\n", withRefunds(sub), runtime.Options{Model: model, Store: memory.New()}, tools)
@@ -305,18 +307,18 @@ type concurrencyModel struct {
 	subCalls       int
 }
 
-func (m *concurrencyModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	usage := runtime.Usage{TotalTokens: 100}
-	if slices.ContainsFunc(req.Tools, func(d runtime.ToolDef) bool { return d.Name == "refunds" }) {
+func (m *concurrencyModel) Complete(_ context.Context, req *model.Request) (*model.Response, error) {
+	usage := model.Usage{TotalTokens: 100}
+	if slices.ContainsFunc(req.Tools, func(d model.ToolDef) bool { return d.Name == "refunds" }) {
 		m.mu.Lock()
 		m.deskCalls++
 		first := m.deskCalls == 1
 		m.mu.Unlock()
 		if first {
-			return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{ToolCalls: []runtime.ToolCall{
+			return &model.Response{Usage: usage, Message: model.Message{ToolCalls: []model.ToolCall{
 				{ID: "c1", Name: "refunds", Arguments: task("one")}, {ID: "c2", Name: "refunds", Arguments: task("two")}}}}, nil
 		}
-		return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{Content: "done"}}, nil
+		return &model.Response{Usage: usage, Message: model.Message{Content: "done"}}, nil
 	}
 	m.mu.Lock()
 	m.subCalls++
@@ -327,7 +329,7 @@ func (m *concurrencyModel) Complete(_ context.Context, req *runtime.ModelRequest
 	m.mu.Lock()
 	m.inFlight--
 	m.mu.Unlock()
-	return &runtime.ModelResponse{Usage: usage, Message: runtime.Message{Content: "refunded"}}, nil
+	return &model.Response{Usage: usage, Message: model.Message{Content: "refunded"}}, nil
 }
 
 // A caller's token budget holds the worst case of every model call in flight, its

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -39,8 +40,8 @@ type PlanStep struct {
 
 // planTool is the built-in tool a run in plan mode offers the model. It takes the
 // whole plan each time, so the model never has to address steps by number.
-func planTool() ToolDef {
-	return ToolDef{
+func planTool() model.ToolDef {
+	return model.ToolDef{
 		Name: spec.PlanToolName,
 		Description: "Write or update your plan for this request: the whole list of steps, each with its status. " +
 			"Call it first for a task of several steps, then again whenever a step starts, is done, or is dropped. " +
@@ -234,7 +235,7 @@ func usesPlan(st *spec.Settings) bool {
 // planBookkeeping reports whether a response of a run in plan mode only calls the
 // plan tool: keeping the plan is not a round of work, so it does not count toward
 // guards.max_tool_rounds (its model call still counts toward max_turns).
-func (r *run) planBookkeeping(calls []ToolCall) bool {
+func (r *run) planBookkeeping(calls []model.ToolCall) bool {
 	if r.planSettings() == nil {
 		return false
 	}

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -30,7 +32,7 @@ func planCall(id, steps string) stubReply {
 // is accepted once every step is done or dropped, and the plan is in the result,
 // the events and the stored history, never the refused answer or the feedback.
 func TestPlanGateRefusesAnswersWhileStepsAreOpen(t *testing.T) {
-	model := &stubModel{agent: []stubReply{
+	m := &stubModel{agent: []stubReply{
 		planCall("p1", `{"step":"Look up order 1","status":"in_progress"},{"step":"Check the policy","status":"pending"}`),
 		stubSay("Order 1 is fine."), // open steps: refused
 		stubCall("l1", "lookup", `{"id":"1"}`),
@@ -40,7 +42,7 @@ func TestPlanGateRefusesAnswersWhileStepsAreOpen(t *testing.T) {
 		stubSay("Order 1 is on its way."),
 	}}
 	store := memory.New()
-	a := compileWith(t, planSpec, func(s *spec.Spec) { s.Plan = &spec.Plan{} }, runtime.Options{Model: model, Store: store},
+	a := compileWith(t, planSpec, func(s *spec.Spec) { s.Plan = &spec.Plan{} }, runtime.Options{Model: m, Store: store},
 		map[string]*funcTool{"lookup": echo()})
 	res, events := runAgent(t, context.Background(), a, "Where is order 1?")
 	if res.Stop != runtime.StopCompleted || res.Answer != "Order 1 is on its way." {
@@ -51,9 +53,9 @@ func TestPlanGateRefusesAnswersWhileStepsAreOpen(t *testing.T) {
 		t.Fatalf("plan %+v, want %+v", res.Plan, want)
 	}
 	// The request after the early answer carries the gate's feedback, naming both steps.
-	third := model.agentReqs[2].Messages
+	third := m.agentReqs[2].Messages
 	feedback := third[len(third)-1]
-	if feedback.Role != runtime.RoleUser || !strings.HasPrefix(feedback.Content, runtime.PlanFeedbackPrefix) ||
+	if feedback.Role != model.RoleUser || !strings.HasPrefix(feedback.Content, runtime.PlanFeedbackPrefix) ||
 		!strings.Contains(feedback.Content, `"Look up order 1" (in progress)`) || !strings.Contains(feedback.Content, `"Check the policy" (pending)`) {
 		t.Fatalf("feedback %+v", feedback)
 	}
@@ -135,8 +137,8 @@ func TestPlanGate(t *testing.T) {
 			if tt.guards != "" {
 				src += "guards: {" + tt.guards + "}\n"
 			}
-			model := &stubModel{agent: tt.agent}
-			a := compileWith(t, src, func(s *spec.Spec) { p := tt.plan; s.Plan = &p }, runtime.Options{Model: model},
+			m := &stubModel{agent: tt.agent}
+			a := compileWith(t, src, func(s *spec.Spec) { p := tt.plan; s.Plan = &p }, runtime.Options{Model: m},
 				map[string]*funcTool{"lookup": echo()})
 			res, _ := runAgent(t, context.Background(), a, "go")
 			if res.Stop != tt.stop || !strings.Contains(res.Detail, tt.detail) {
@@ -146,8 +148,8 @@ func TestPlanGate(t *testing.T) {
 				t.Fatalf("a plan over max_steps was taken: %+v / %q", res.Plan, res.Steps[0].Result)
 			}
 			// The plan tool and its instructions are offered in plan mode.
-			req := model.agentReqs[0]
-			if !slices.ContainsFunc(req.Tools, func(d runtime.ToolDef) bool { return d.Name == spec.PlanToolName }) ||
+			req := m.agentReqs[0]
+			if !slices.ContainsFunc(req.Tools, func(d model.ToolDef) bool { return d.Name == spec.PlanToolName }) ||
 				!strings.Contains(req.Messages[0].Content, spec.PlanToolName) {
 				t.Fatalf("the first request lacks the plan tool or its instructions: %+v", req.Tools)
 			}
@@ -175,13 +177,13 @@ routing: {recognizer: rules}
 		{"chat turns the agent's plan mode off", "chat", []stubReply{stubSay("hello")}, false, runtime.StopCompleted},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			model := &stubModel{agent: tt.agent}
-			a := compileWith(t, src, func(s *spec.Spec) { s.Plan = &spec.Plan{} }, runtime.Options{Model: model}, map[string]*funcTool{"lookup": echo()})
-			res, err := a.Run(context.Background(), runtime.Request{Input: "x", User: runtime.User{ID: "u"}, Intent: tt.intent})
+			m := &stubModel{agent: tt.agent}
+			a := compileWith(t, src, func(s *spec.Spec) { s.Plan = &spec.Plan{} }, runtime.Options{Model: m}, map[string]*funcTool{"lookup": echo()})
+			res, err := a.Run(context.Background(), runtime.Request{Input: "x", User: tool.User{ID: "u"}, Intent: tt.intent})
 			if err != nil {
 				t.Fatal(err)
 			}
-			offered := slices.ContainsFunc(model.agentReqs[0].Tools, func(d runtime.ToolDef) bool { return d.Name == spec.PlanToolName })
+			offered := slices.ContainsFunc(m.agentReqs[0].Tools, func(d model.ToolDef) bool { return d.Name == spec.PlanToolName })
 			if offered != tt.offered || res.Stop != tt.stop {
 				t.Fatalf("plan tool offered: %v, stop %s (%s); want %v, %s", offered, res.Stop, res.Detail, tt.offered, tt.stop)
 			}

@@ -1,26 +1,22 @@
 package runtime
 
-import "time"
+import (
+	"time"
 
-// User is who a run acts for. Its values come from the caller (CLI flags, the HTTP
-// API's authenticated identity) and are never shown to or settable by the model.
-type User struct {
-	ID         string            `json:"id"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	// Credential is what authenticated the user's request (serve's bearer token),
-	// for tools that forward it; it is never serialized.
-	Credential Credential `json:"-"`
-}
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
+)
 
 // Request is one run of an agent.
 type Request struct {
 	Input        string
-	User         User
+	User         tool.User
 	Conversation string
 	// Intent, when set, is a pre-recognised intent: routing is skipped.
 	Intent string
 	// History holds earlier messages of the conversation, oldest first.
-	History []Message
+	History []model.Message
 	// Observer receives every event of the run; nil for none.
 	Observer Observer
 	// OnDelta receives answer text as the model streams it; nil for no streaming.
@@ -99,15 +95,15 @@ var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, S
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
 type Result struct {
-	Answer     string     `json:"answer"`
-	Stop       StopReason `json:"stop"`
-	Detail     string     `json:"detail,omitempty"` // what tripped, for a stopped run
-	Intent     string     `json:"intent,omitempty"`
-	IntentHow  RoutedBy   `json:"intent_how,omitempty"`
-	Turns      int        `json:"turns"`       // model calls
-	ToolRounds int        `json:"tool_rounds"` // responses whose tool calls ran
-	Steps      []Step     `json:"steps"`
-	Usage      Usage      `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
+	Answer     string      `json:"answer"`
+	Stop       StopReason  `json:"stop"`
+	Detail     string      `json:"detail,omitempty"` // what tripped, for a stopped run
+	Intent     string      `json:"intent,omitempty"`
+	IntentHow  RoutedBy    `json:"intent_how,omitempty"`
+	Turns      int         `json:"turns"`       // model calls
+	ToolRounds int         `json:"tool_rounds"` // responses whose tool calls ran
+	Steps      []Step      `json:"steps"`
+	Usage      model.Usage `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
 	// ModelConfigStatus is the HTTP status (401, 403, 404) of a model_error stop that
 	// is a configuration error (see ModelError.Misconfigured), 0 otherwise: the key,
 	// the model's name or its base URL is wrong, and the fallback message is no answer
@@ -122,7 +118,7 @@ type Result struct {
 	// Messages is the exchange to keep in the conversation's history: the user's
 	// input, every assistant message with its tool results, and the final answer.
 	// No system message, no rejected draft and no judge feedback is ever part of it.
-	Messages []Message `json:"messages"`
+	Messages []model.Message `json:"messages"`
 	// Seen is Request.Seen plus what this run's tool results revealed.
 	Seen map[string][]string `json:"seen,omitempty"`
 	// Verdicts are the judge's decisions on this run's drafts, in order.
@@ -136,15 +132,15 @@ type Result struct {
 	// --json and traces; it is never part of the answer.
 	Reasoning []string `json:"reasoning,omitempty"`
 	// FinishReasons are the finish reasons of the agent's model calls, in order.
-	FinishReasons []FinishReason `json:"finish_reasons,omitempty"`
+	FinishReasons []model.FinishReason `json:"finish_reasons,omitempty"`
 	// Cache is what the intent's FAQ cache did; "" when it has none. Cached is the
 	// entry that answered (a hit) or came closest (a miss).
-	Cache  CacheOutcome `json:"cache,omitempty"`
-	Cached *CacheHit    `json:"cached,omitempty"`
+	Cache  CacheOutcome        `json:"cache,omitempty"`
+	Cached *knowledge.CacheHit `json:"cached,omitempty"`
 	// Learned says the answer was stored in the FAQ cache (Scope: for whom).
 	Learned *Learned `json:"learned,omitempty"`
 	// Retrieved are the passages retrieval put into the model's context.
-	Retrieved []Passage `json:"retrieved,omitempty"`
+	Retrieved []knowledge.Passage `json:"retrieved,omitempty"`
 	// RunID names the run: Request.RunID, or the id the runtime gave a run that
 	// paused. Pending are the calls a paused run (awaiting_approval) waits on.
 	RunID   string     `json:"run_id,omitempty"`
@@ -166,9 +162,9 @@ type Result struct {
 // Prior is what a resumed run's earlier executions did: its first Steps steps,
 // their usage and cost.
 type Prior struct {
-	Steps int     `json:"steps"`
-	Usage Usage   `json:"usage"`
-	Cost  float64 `json:"cost,omitempty"`
+	Steps int         `json:"steps"`
+	Usage model.Usage `json:"usage"`
+	Cost  float64     `json:"cost,omitempty"`
 }
 
 // Learned describes an answer stored in the FAQ cache.
@@ -211,7 +207,7 @@ type Step struct {
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
 	// Finish is the finish reason of the model response that asked for the call.
-	Finish FinishReason `json:"finish_reason,omitempty"`
+	Finish model.FinishReason `json:"finish_reason,omitempty"`
 	// Decision is what a person (or approval.on_timeout) decided about a call that
 	// needed approval.
 	Decision *Decision `json:"decision,omitempty"`
@@ -224,11 +220,11 @@ type Step struct {
 // AgentRun is a sub-run as its caller's result shows it: whose it was, how it
 // ended, and what it did.
 type AgentRun struct {
-	Agent string     `json:"agent"`
-	RunID string     `json:"run_id"`
-	Stop  StopReason `json:"stop"`
-	Turns int        `json:"turns"`
-	Usage Usage      `json:"usage"`
+	Agent string      `json:"agent"`
+	RunID string      `json:"run_id"`
+	Stop  StopReason  `json:"stop"`
+	Turns int         `json:"turns"`
+	Usage model.Usage `json:"usage"`
 	// Steps are the sub-run's tool calls; a handoff's are the run's own Steps.
 	Steps []Step     `json:"steps,omitempty"`
 	Plan  []PlanStep `json:"plan,omitempty"`

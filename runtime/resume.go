@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -51,14 +52,14 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
-	store := a.PausedRuns()
+	db := a.PausedRuns()
 	now := a.now(req.Host)
-	var p PausedRun
+	var p store.PausedRun
 	var st *pausedState
 	abandoned := false
 	for attempt := 0; ; attempt++ {
 		var err error
-		if p, st, err = loadPaused(ctx, store, req.RunID, req.Decider); err != nil {
+		if p, st, err = loadPaused(ctx, db, req.RunID, req.Decider); err != nil {
 			return nil, err
 		}
 		if p.Agent != a.spec.Name {
@@ -69,8 +70,8 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		}
 		// An execution that claimed the run and neither finished nor paused it
 		// within its max_run_time is gone (its process died): the run is taken over.
-		abandoned = p.Status == PauseResuming && now.After(st.ClaimedUntil)
-		if p.Status != PauseWaiting && !abandoned {
+		abandoned = p.Status == store.PauseResuming && now.After(st.ClaimedUntil)
+		if p.Status != store.PauseWaiting && !abandoned {
 			return nil, ErrResuming
 		}
 		if undecided := st.undecided(); len(undecided) > 0 && now.Before(p.Expires) {
@@ -80,13 +81,13 @@ func (a *Agent) Resume(ctx context.Context, req ResumeRequest) (*Result, error) 
 		if p.State, err = json.Marshal(st); err != nil {
 			return nil, err
 		}
-		p.Status = PauseResuming
+		p.Status = store.PauseResuming
 		p.Version++
-		err = store.UpdatePaused(ctx, p)
+		err = db.UpdatePaused(ctx, p)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrPausedConflict) || attempt >= 8 {
+		if !errors.Is(err, store.ErrPausedConflict) || attempt >= 8 {
 			return nil, err
 		}
 	}

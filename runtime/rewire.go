@@ -6,6 +6,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -16,10 +20,10 @@ import (
 // agent, then the entries' names) and the real value; nil leaves that kind as it
 // is.
 type Wiring struct {
-	Model     func(agent []string, purpose Purpose, m Model) Model
-	Tool      func(agent []string, t *spec.Tool, impl Tool) Tool
-	Store     func(agent []string, s Store) Store
-	Knowledge func(agent []string, k Knowledge) Knowledge
+	Model     func(agent []string, purpose Purpose, m model.Model) model.Model
+	Tool      func(agent []string, t *spec.Tool, impl tool.Tool) tool.Tool
+	Store     func(agent []string, s store.Store) store.Store
+	Knowledge func(agent []string, k knowledge.Knowledge) knowledge.Knowledge
 }
 
 // Rewire returns a copy of the agent, and of its sub-agents, wired by w. The
@@ -30,7 +34,7 @@ func (a *Agent) rewire(path []string, w Wiring) *Agent {
 	b := *a
 	path = slices.Clip(path)
 	if w.Model != nil {
-		wire := func(p Purpose, m Model) Model {
+		wire := func(p Purpose, m model.Model) model.Model {
 			if m == nil {
 				return nil
 			}
@@ -86,7 +90,7 @@ func (a *Agent) Reach(path []string) (*Agent, error) {
 }
 
 // Model is the model answering the purpose's calls.
-func (a *Agent) Model(p Purpose) Model {
+func (a *Agent) Model(p Purpose) model.Model {
 	switch p {
 	case PurposeJudge:
 		return a.judgeModel
@@ -97,21 +101,21 @@ func (a *Agent) Model(p Purpose) Model {
 }
 
 // Store is where the agent's runs remember; nil for none.
-func (a *Agent) Store() Store { return a.store }
+func (a *Agent) Store() store.Store { return a.store }
 
 // Knowledge answers the agent's knowledge stages; nil for none.
-func (a *Agent) Knowledge() Knowledge { return a.knowledge }
+func (a *Agent) Knowledge() knowledge.Knowledge { return a.knowledge }
 
 // CallTool runs the named tool as a run of the agent would: the input's bound
 // arguments already in place, templates seeing the user as the spec declares
 // it, and a panic in the tool turned into an error.
-func (a *Agent) CallTool(ctx context.Context, in ToolInput) (string, error) {
+func (a *Agent) CallTool(ctx context.Context, in tool.Input) (string, error) {
 	t := a.byName[in.Name]
 	if t == nil || t.impl == nil {
 		return "", fmt.Errorf("agent %s has no tool %q", a.Name(), in.Name)
 	}
 	vars := runVars(a.spec, &Request{User: in.User, Conversation: in.Conversation})
-	in.vars = &vars
+	in.Values = &vars
 	return callTool(ctx, t.impl, in)
 }
 

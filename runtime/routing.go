@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -30,7 +31,7 @@ type intent struct {
 	kind              spec.IntentKind
 	memory            spec.MemoryLevel
 	examples          []string
-	tools             []ToolDef
+	tools             []model.ToolDef
 	allowed           map[string]bool
 	keywords          []string // lower case
 	patterns          []*regexp.Regexp
@@ -176,9 +177,9 @@ func (r *run) classify() (string, float64, error) {
 		"required":             []any{"intent", "confidence"},
 		"additionalProperties": false,
 	}
-	req := &ModelRequest{
-		Messages:   []Message{{Role: RoleSystem, Content: a.classifierPrompt(r.memory.profile)}, {Role: RoleUser, Content: r.classifierInput()}},
-		JSONSchema: &JSONSchemaFormat{Name: SchemaIntent, Schema: schema},
+	req := &model.Request{
+		Messages:   []model.Message{{Role: model.RoleSystem, Content: a.classifierPrompt(r.memory.profile)}, {Role: model.RoleUser, Content: r.classifierInput()}},
+		JSONSchema: &model.JSONSchemaFormat{Name: model.SchemaIntent, Schema: schema},
 	}
 	detail, release := r.overBudget(PurposeClassifier, req)
 	if detail != "" {
@@ -228,11 +229,11 @@ func (r *run) classifierInput() string {
 	turns := 0
 	for i := len(r.req.History) - 1; i >= 0 && turns < r.agent.settings.Routing.History; i-- {
 		m := r.req.History[i]
-		if (m.Role != RoleUser && m.Role != RoleAssistant) || m.Content == "" {
+		if (m.Role != model.RoleUser && m.Role != model.RoleAssistant) || m.Content == "" {
 			continue
 		}
 		lines = append([]string{string(m.Role) + ": " + clipText(m.Content, 500)}, lines...)
-		if m.Role == RoleUser {
+		if m.Role == model.RoleUser {
 			turns++
 		}
 	}

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -30,7 +33,7 @@ type run struct {
 	ctx      context.Context
 	state    State
 	result   *Result
-	messages []Message // this run's exchange: user input, assistant turns, tool results
+	messages []model.Message // this run's exchange: user input, assistant turns, tool results
 	// feedback are the indexes in messages of what the judge and the plan gate
 	// sent back with a refused draft: never stored (see sendBack).
 	feedback []int
@@ -39,10 +42,10 @@ type run struct {
 	signatures map[string]string
 	vars       spec.Values // user, conversation and intent, for every expression of the run
 	started    time.Time
-	seen       seenEntities // entities revealed to the user, by kind
-	intent     *intent      // the routed intent; nil without intents or a fallback
-	finish     FinishReason // of the response whose tool calls run
-	tools      []ToolDef    // what this run offers the model
+	seen       seenEntities       // entities revealed to the user, by kind
+	intent     *intent            // the routed intent; nil without intents or a fallback
+	finish     model.FinishReason // of the response whose tool calls run
+	tools      []model.ToolDef    // what this run offers the model
 	// id names the run in its events; parent and depth place a sub-run below the
 	// run that started it.
 	id     string
@@ -104,11 +107,11 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Message: clipText(req.Input, 200)})
 	}
 	r.vars = runVars(a.spec, req)
-	r.messages = append(r.messages, Message{Role: RoleUser, Content: req.Input})
+	r.messages = append(r.messages, model.Message{Role: model.RoleUser, Content: req.Input})
 	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
 		if r.memory.foreignConversation {
-			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, ErrForeignConversation)
+			return nil, fmt.Errorf("conversation %q: %w", req.Conversation, store.ErrForeignConversation)
 		}
 		// The classifier's call may have stopped the run (its budget).
 		switch {
@@ -179,16 +182,16 @@ func (r *run) input() string {
 // it.
 func (r *run) sendBack(content string) {
 	r.feedback = append(r.feedback, len(r.messages))
-	r.messages = append(r.messages, Message{Role: RoleUser, Content: content})
+	r.messages = append(r.messages, model.Message{Role: model.RoleUser, Content: content})
 }
 
 // storedMessages is the exchange without the judge's feedback, which only made
 // sense next to a draft that is not kept either.
-func (r *run) storedMessages() []Message {
+func (r *run) storedMessages() []model.Message {
 	if len(r.feedback) == 0 {
 		return r.messages
 	}
-	out := make([]Message, 0, len(r.messages)-len(r.feedback))
+	out := make([]model.Message, 0, len(r.messages)-len(r.feedback))
 	for i, m := range r.messages {
 		if !slices.Contains(r.feedback, i) {
 			out = append(out, m)
@@ -248,7 +251,7 @@ func (r *run) stopWith(reason StopReason, detail, answer string) {
 }
 
 func (r *run) loop() {
-	var draft *Message
+	var draft *model.Message
 	for {
 		switch r.state {
 		case StateThinking:
@@ -268,13 +271,13 @@ func (r *run) loop() {
 
 // think asks the model for the next step. It returns the draft answer when the
 // model answered without tool calls.
-func (r *run) think() *Message {
+func (r *run) think() *model.Message {
 	g := r.agent.settings.Guards
 	if err := r.ctx.Err(); err != nil {
 		r.stopForContext(err)
 		return nil
 	}
-	req := &ModelRequest{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
+	req := &model.Request{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
 	detail, release := r.overBudget(PurposeAgent, req)
 	if detail != "" {
 		r.stop(StopBudget, detail)
@@ -291,9 +294,9 @@ func (r *run) think() *Message {
 	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
-		me := (*ModelError)(nil)
+		me := (*model.Error)(nil)
 		isModelErr := errors.As(err, &me)
-		if isModelErr && me.Usage != (Usage{}) {
+		if isModelErr && me.Usage != (model.Usage{}) {
 			r.account(PurposeAgent, me.Usage) // a response refused after it arrived was still billed
 		}
 		if ctxErr := r.ctx.Err(); ctxErr != nil {
@@ -309,7 +312,7 @@ func (r *run) think() *Message {
 	cost := r.account(PurposeAgent, resp.Usage)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
 	msg := resp.Message
-	msg.Role = RoleAssistant
+	msg.Role = model.RoleAssistant
 	reasoning := ""
 	if msg.Reasoning != nil {
 		reasoning = msg.Reasoning.Text
@@ -334,13 +337,13 @@ func (r *run) think() *Message {
 
 // draft takes a text answer to validation, unless the model did not finish it: a
 // text cut off at the token limit or stopped by a content filter is no answer.
-func (r *run) draft(msg Message, finish FinishReason) *Message {
+func (r *run) draft(msg model.Message, finish model.FinishReason) *model.Message {
 	switch finish {
-	case FinishLength:
+	case model.FinishLength:
 		r.result.Partial = msg.Content
 		r.stop(StopTruncated, "the model's answer was cut off (finish_reason length): raise model.max_tokens or ask for less")
 		return nil
-	case FinishContentFilter:
+	case model.FinishContentFilter:
 		r.result.Partial = msg.Content
 		r.stop(StopContentFilter, "the provider's content filter stopped the answer")
 		return nil
@@ -367,10 +370,10 @@ func (r *run) stopForContext(err error) {
 
 // requestMessages is what the model sees: the system prompt (rebuilt every turn and
 // never stored), the conversation's history, then this run's exchange.
-func (r *run) requestMessages() []Message {
-	msgs := make([]Message, 0, 1+len(r.req.History)+len(r.messages))
+func (r *run) requestMessages() []model.Message {
+	msgs := make([]model.Message, 0, 1+len(r.req.History)+len(r.messages))
 	if sys := r.systemPrompt(); sys != "" {
-		msgs = append(msgs, Message{Role: RoleSystem, Content: sys})
+		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: sys})
 	}
 	msgs = append(msgs, r.req.History...)
 	return append(msgs, r.messages...)
@@ -406,7 +409,7 @@ func (r *run) systemPrompt() string {
 
 // call is one tool call of a response on its way to a tool message.
 type call struct {
-	tc        ToolCall
+	tc        model.ToolCall
 	key       string // names this call in the run (see callKey)
 	tool      *agentTool
 	args      map[string]any
@@ -517,7 +520,7 @@ func (r *run) absorb(calls []call, ran []int) {
 func (r *run) appendResults(calls []call) {
 	for i := range calls {
 		c := &calls[i]
-		r.messages = append(r.messages, Message{Role: RoleTool, ToolCallID: c.tc.ID, Content: c.result})
+		r.messages = append(r.messages, model.Message{Role: model.RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(),
 			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
 			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Decision: c.decision, Agent: c.agentRun()})
@@ -729,11 +732,11 @@ func (r *run) callTool(ctx context.Context, c *call) {
 	ctx, cancel := r.host().CallContext(ctx, t.timeout)
 	defer cancel()
 	start := r.now()
-	out, err := callTool(ctx, t.impl, ToolInput{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
-		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: c.key, Timeout: t.timeout, vars: &r.vars})
+	out, err := callTool(ctx, t.impl, tool.Input{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
+		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: c.key, Timeout: t.timeout, Values: &r.vars})
 	c.duration = r.since(start)
 	switch {
-	case err != nil && (ctx.Err() == context.DeadlineExceeded || errors.Is(err, ErrToolTimeout)) && r.ctx.Err() == nil:
+	case err != nil && (ctx.Err() == context.DeadlineExceeded || errors.Is(err, tool.ErrTimeout)) && r.ctx.Err() == nil:
 		c.outcome, c.result = OutcomeError, fmt.Sprintf("Error: %s timed out after %s.", c.tc.Name, t.timeout)
 		r.emit(Event{Kind: EventGuard, Guard: GuardToolTimeout, Tool: c.tc.Name, CallID: c.tc.ID, Message: t.timeout.String()})
 	case err != nil:
@@ -745,7 +748,7 @@ func (r *run) callTool(ctx context.Context, c *call) {
 
 // callTool runs a tool and turns a panic inside it into an error: one broken tool
 // must not take the run, or a server's other runs, down with it.
-func callTool(ctx context.Context, t Tool, in ToolInput) (out string, err error) {
+func callTool(ctx context.Context, t tool.Tool, in tool.Input) (out string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("the tool failed unexpectedly: %v", p)

@@ -12,21 +12,23 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // recorder wraps a model and keeps a copy of every request, to check the protocol.
 type recorder struct {
-	model    runtime.Model
+	model    model.Model
 	mu       sync.Mutex
-	requests []runtime.ModelRequest
+	requests []model.Request
 }
 
-func (r *recorder) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (r *recorder) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	r.mu.Lock()
 	cp := *req
-	cp.Messages = append([]runtime.Message(nil), req.Messages...)
+	cp.Messages = append([]model.Message(nil), req.Messages...)
 	r.requests = append(r.requests, cp)
 	r.mu.Unlock()
 	return r.model.Complete(ctx, req)
@@ -35,10 +37,10 @@ func (r *recorder) Complete(ctx context.Context, req *runtime.ModelRequest) (*ru
 // funcTool is a tool whose behaviour a test chooses; it counts its calls.
 type funcTool struct {
 	calls atomic.Int32
-	fn    func(ctx context.Context, in runtime.ToolInput) (string, error)
+	fn    func(ctx context.Context, in tool.Input) (string, error)
 }
 
-func (f *funcTool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (f *funcTool) Call(ctx context.Context, in tool.Input) (string, error) {
 	f.calls.Add(1)
 	return f.fn(ctx, in)
 }
@@ -58,7 +60,7 @@ func loadSpec(t testing.TB, src string) *spec.Spec {
 }
 
 // compile builds an agent whose http tools are the given funcTools, by name.
-func compile(t testing.TB, src string, model runtime.Model, tools map[string]*funcTool) *runtime.Agent {
+func compile(t testing.TB, src string, model model.Model, tools map[string]*funcTool) *runtime.Agent {
 	t.Helper()
 	return compileWith(t, src, nil, runtime.Options{Model: model}, tools)
 }
@@ -67,7 +69,7 @@ func compile(t testing.TB, src string, model runtime.Model, tools map[string]*fu
 // loaded spec first.
 func compileWith(t testing.TB, src string, edit func(*spec.Spec), opts runtime.Options, tools map[string]*funcTool) *runtime.Agent {
 	t.Helper()
-	opts.Tools = runtime.Registry{"http": func(st *spec.Tool, dir string) (runtime.Tool, error) {
+	opts.Tools = tool.Registry{"http": func(st *spec.Tool, dir string) (tool.Tool, error) {
 		ft, ok := tools[st.Name]
 		if !ok {
 			return nil, fmt.Errorf("test has no tool %s", st.Name)
@@ -96,7 +98,7 @@ func tc(name string, args any) offline.ScriptToolCall {
 }
 
 func echo() *funcTool {
-	return &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+	return &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 		b, _ := json.Marshal(in.Args)
 		return string(b), nil
 	}}
@@ -128,7 +130,7 @@ func run(t *testing.T, a *runtime.Agent, input string) (*runtime.Result, []runti
 	var mu sync.Mutex
 	var events []runtime.Event
 	res, err := a.Run(context.Background(), runtime.Request{
-		Input: input, User: runtime.User{ID: "u-42", Attributes: map[string]string{"tenant": "acme"}}, Conversation: "c-1",
+		Input: input, User: tool.User{ID: "u-42", Attributes: map[string]string{"tenant": "acme"}}, Conversation: "c-1",
 		Observer: runtime.ObserverFunc(func(e runtime.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }),
 	})
 	if err != nil {
@@ -139,19 +141,19 @@ func run(t *testing.T, a *runtime.Agent, input string) (*runtime.Result, []runti
 
 // checkProtocol asserts what every request must look like: the system prompt exactly
 // once and first, and no tool message without the assistant tool call it answers.
-func checkProtocol(t *testing.T, reqs []runtime.ModelRequest) {
+func checkProtocol(t *testing.T, reqs []model.Request) {
 	t.Helper()
 	for i, req := range reqs {
 		systems := 0
 		open := map[string]bool{}
 		for j, m := range req.Messages {
 			switch m.Role {
-			case runtime.RoleSystem:
+			case model.RoleSystem:
 				systems++
 				if j != 0 {
 					t.Errorf("request %d: system message at %d", i, j)
 				}
-			case runtime.RoleAssistant:
+			case model.RoleAssistant:
 				for id := range open {
 					t.Errorf("request %d: tool call %s has no result before message %d", i, id, j)
 				}
@@ -159,7 +161,7 @@ func checkProtocol(t *testing.T, reqs []runtime.ModelRequest) {
 				for _, c := range m.ToolCalls {
 					open[c.ID] = true
 				}
-			case runtime.RoleTool:
+			case model.RoleTool:
 				if !open[m.ToolCallID] {
 					t.Errorf("request %d: tool message %d answers %q, which no preceding assistant message called", i, j, m.ToolCallID)
 				}
@@ -174,21 +176,21 @@ func checkProtocol(t *testing.T, reqs []runtime.ModelRequest) {
 
 func TestToolRoundTrip(t *testing.T) {
 	lookup, other := echo(), echo()
-	model := script(
+	m := script(
 		calls(tc("lookup", map[string]any{"id": "A1"})),
 		say("done"),
 	)
-	a := compile(t, baseSpec, model, map[string]*funcTool{"lookup": lookup, "other": other})
+	a := compile(t, baseSpec, m, map[string]*funcTool{"lookup": lookup, "other": other})
 	res, _ := run(t, a, "find A1")
 	if res.Stop != runtime.StopCompleted || res.Answer != "done" {
 		t.Fatalf("stop %s, answer %q", res.Stop, res.Answer)
 	}
-	checkProtocol(t, model.requests)
-	if got := model.requests[0].Messages[0].Content; got != "You help u-42." {
+	checkProtocol(t, m.requests)
+	if got := m.requests[0].Messages[0].Content; got != "You help u-42." {
 		t.Errorf("system prompt %q", got)
 	}
-	second := model.requests[1].Messages
-	if len(second) != 4 || second[2].Role != runtime.RoleAssistant || second[3].Role != runtime.RoleTool || second[3].ToolCallID != second[2].ToolCalls[0].ID {
+	second := m.requests[1].Messages
+	if len(second) != 4 || second[2].Role != model.RoleAssistant || second[3].Role != model.RoleTool || second[3].ToolCallID != second[2].ToolCalls[0].ID {
 		t.Fatalf("second request: %+v", second)
 	}
 	var args map[string]any
@@ -212,11 +214,11 @@ func TestToolRoundTrip(t *testing.T) {
 }
 
 func TestParallelCallsKeepOrder(t *testing.T) {
-	slow := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+	slow := &funcTool{fn: func(ctx context.Context, _ tool.Input) (string, error) {
 		time.Sleep(20 * time.Millisecond)
 		return "slow", nil
 	}}
-	fast := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return "fast", nil }}
+	fast := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return "fast", nil }}
 	model := script(calls(tc("lookup", map[string]any{"id": "1"}), tc("other", nil)), say("ok"))
 	a := compile(t, baseSpec, model, map[string]*funcTool{"lookup": slow, "other": fast})
 	res, _ := run(t, a, "both")
@@ -291,10 +293,10 @@ func TestDuplicateCalls(t *testing.T) {
 	for _, mode := range []string{"stop", "hint", "allow"} {
 		t.Run(mode, func(t *testing.T) {
 			lookup := echo()
-			model := twice()
-			a := compile(t, baseSpec+"  duplicate_calls: "+mode+"\n", model, map[string]*funcTool{"lookup": lookup, "other": echo()})
+			m := twice()
+			a := compile(t, baseSpec+"  duplicate_calls: "+mode+"\n", m, map[string]*funcTool{"lookup": lookup, "other": echo()})
 			res, events := run(t, a, "go")
-			checkProtocol(t, model.requests)
+			checkProtocol(t, m.requests)
 			switch mode {
 			case "stop":
 				if res.Stop != runtime.StopDuplicateCall || res.Answer != "FALLBACK" || lookup.calls.Load() != 1 {
@@ -303,14 +305,14 @@ func TestDuplicateCalls(t *testing.T) {
 				if res.ToolRounds != 1 { // the response whose calls never ran is no round
 					t.Errorf("tool rounds %d, want 1", res.ToolRounds)
 				}
-				if last := res.Messages[len(res.Messages)-1]; last.Role == runtime.RoleAssistant && len(last.ToolCalls) > 0 {
+				if last := res.Messages[len(res.Messages)-1]; last.Role == model.RoleAssistant && len(last.ToolCalls) > 0 {
 					t.Error("a tool call without its result was kept")
 				}
 			case "hint":
 				if res.Stop != runtime.StopCompleted || lookup.calls.Load() != 1 {
 					t.Errorf("stop %s, calls %d", res.Stop, lookup.calls.Load())
 				}
-				hint := model.requests[2].Messages[5].Content
+				hint := m.requests[2].Messages[5].Content
 				if !strings.Contains(hint, "already called") || !strings.Contains(hint, `"id":"A1"`) {
 					t.Errorf("hint %q does not carry the earlier result", hint)
 				}
@@ -366,17 +368,17 @@ func TestLimits(t *testing.T) {
 
 type failing struct{}
 
-func (failing) Complete(context.Context, *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	return nil, &runtime.ModelError{Status: 500, Err: errors.New("upstream failed")}
+func (failing) Complete(context.Context, *model.Request) (*model.Response, error) {
+	return nil, &model.Error{Status: 500, Err: errors.New("upstream failed")}
 }
 
 func TestToolTimeoutAndOutputCap(t *testing.T) {
 	src := baseSpec + "  tool_timeout: 50ms\n  max_tool_output: 100\n"
-	hang := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+	hang := &funcTool{fn: func(ctx context.Context, _ tool.Input) (string, error) {
 		<-ctx.Done()
 		return "", ctx.Err()
 	}}
-	big := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return strings.Repeat("é", 500), nil }}
+	big := &funcTool{fn: func(context.Context, tool.Input) (string, error) { return strings.Repeat("é", 500), nil }}
 	model := script(calls(tc("lookup", map[string]any{"id": "1"}), tc("other", nil)), say("ok"))
 	a := compile(t, src, model, map[string]*funcTool{"lookup": hang, "other": big})
 	res, _ := run(t, a, "go")
@@ -393,7 +395,7 @@ func TestToolTimeoutAndOutputCap(t *testing.T) {
 }
 
 func TestToolPanicIsAnError(t *testing.T) {
-	boom := &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { panic("nil map") }}
+	boom := &funcTool{fn: func(context.Context, tool.Input) (string, error) { panic("nil map") }}
 	model := script(calls(tc("other", nil)), say("ok"))
 	a := compile(t, baseSpec, model, map[string]*funcTool{"lookup": echo(), "other": boom})
 	res, _ := run(t, a, "go")
@@ -404,7 +406,7 @@ func TestToolPanicIsAnError(t *testing.T) {
 
 func TestCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	block := &funcTool{fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+	block := &funcTool{fn: func(ctx context.Context, _ tool.Input) (string, error) {
 		cancel()
 		<-ctx.Done()
 		return "", ctx.Err()
@@ -461,7 +463,7 @@ func TestConcurrentRuns(t *testing.T) {
 	results := make([]*runtime.Result, 16)
 	for i := range results {
 		wg.Go(func() {
-			res, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("q", i), User: runtime.User{ID: fmt.Sprint("u", i)}})
+			res, err := a.Run(context.Background(), runtime.Request{Input: fmt.Sprint("q", i), User: tool.User{ID: fmt.Sprint("u", i)}})
 			if err != nil {
 				t.Error(err)
 			}

@@ -14,8 +14,11 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -37,25 +40,25 @@ memory:
 
 // commitRecorder is a store that keeps a copy of every record committed to it.
 type commitRecorder struct {
-	runtime.Store
+	store.Store
 	mu      sync.Mutex
-	records []runtime.Record
+	records []store.Record
 }
 
-func (s *commitRecorder) Commit(ctx context.Context, rec runtime.Record) error {
+func (s *commitRecorder) Commit(ctx context.Context, rec store.Record) error {
 	s.mu.Lock()
 	s.records = append(s.records, rec)
 	s.mu.Unlock()
 	return s.Store.Commit(ctx, rec)
 }
 
-func seenAgent(t *testing.T, maxSeen int, store runtime.Store, model runtime.Model, orders string) *runtime.Agent {
+func seenAgent(t *testing.T, maxSeen int, store store.Store, model model.Model, orders string) *runtime.Agent {
 	t.Helper()
-	tools := map[string]runtime.Tool{
-		"list_orders": &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return orders, nil }},
+	tools := map[string]tool.Tool{
+		"list_orders": &funcTool{fn: func(context.Context, tool.Input) (string, error) { return orders, nil }},
 		"cancel":      echo(),
 	}
-	reg := runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) { return tools[st.Name], nil }}
+	reg := tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) { return tools[st.Name], nil }}
 	a, diags := runtime.Compile(loadSpec(t, fmt.Sprintf(seenSpec, maxSeen)), runtime.Options{Tools: reg, Model: model, Store: store})
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -78,13 +81,13 @@ func outcomes(res *runtime.Result) []string {
 func TestSeenAtScale(t *testing.T) {
 	const n = 100_000
 	counted := &seenStore{Store: memory.New()}
-	store := &commitRecorder{Store: counted}
+	st := &commitRecorder{Store: counted}
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("A%06d", i)
 	}
 	ctx := context.Background()
-	if err := store.Store.Commit(ctx, runtime.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": ids}}); err != nil {
+	if err := st.Store.Commit(ctx, store.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": ids}}); err != nil {
 		t.Fatal(err)
 	}
 	model := script(
@@ -93,7 +96,7 @@ func TestSeenAtScale(t *testing.T) {
 		calls(tc("cancel", map[string]any{"number": "B1"}), tc("cancel", map[string]any{"number": "A100000"})),
 		say("Done."),
 	)
-	a := seenAgent(t, 200_000, store, model, `{"orders":[{"number":"B1"},{"number":"A000005"}]}`)
+	a := seenAgent(t, 200_000, st, model, `{"orders":[{"number":"B1"},{"number":"A000005"}]}`)
 	res := runIn(t, a, "c1", "cancel my orders")
 	want := []string{
 		`cancel {"number":"A000000"}: ok`, `cancel {"number":"A099999"}: ok`, `cancel {"number":"B1"}: refused`,
@@ -107,13 +110,13 @@ func TestSeenAtScale(t *testing.T) {
 		t.Errorf("%d lookups and %d lists, want 4 lookups (B1 only once) and no list", l, n)
 	}
 	revealed := map[string][]string{"orders": {"B1", "A000005"}}
-	if len(store.records) != 1 || !reflect.DeepEqual(store.records[0].Seen, revealed) || store.records[0].MaxSeen != 200_000 {
-		t.Fatalf("committed %+v, want only %v with MaxSeen 200000", store.records, revealed)
+	if len(st.records) != 1 || !reflect.DeepEqual(st.records[0].Seen, revealed) || st.records[0].MaxSeen != 200_000 {
+		t.Fatalf("committed %+v, want only %v with MaxSeen 200000", st.records, revealed)
 	}
 	if !reflect.DeepEqual(res.Seen, revealed) {
 		t.Errorf("Result.Seen %v, want only what the run revealed", res.Seen)
 	}
-	seen, _ := store.SeenEntities(ctx, "c1")
+	seen, _ := st.SeenEntities(ctx, "c1")
 	orders := seen["orders"]
 	if len(orders) != n+1 || orders[0] != "A000000" || !slices.Equal(orders[n-1:], []string{"B1", "A000005"}) {
 		t.Errorf("stored %d orders, first %q, last %q", len(orders), orders[0], orders[len(orders)-2:])
@@ -153,7 +156,7 @@ func TestSeenPassedIn(t *testing.T) {
 	)
 	a := seenAgent(t, 10, nil, model, `{"orders":[{"number":"P1"},{"number":"A2"}]}`)
 	passed := map[string][]string{"orders": {"P1"}, "cards": {"x"}}
-	res, err := a.Run(context.Background(), runtime.Request{Input: "cancel", User: runtime.User{ID: "u-1"}, Seen: passed})
+	res, err := a.Run(context.Background(), runtime.Request{Input: "cancel", User: tool.User{ID: "u-1"}, Seen: passed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +174,14 @@ func TestSeenPassedIn(t *testing.T) {
 // seenStore wraps a store: it counts the lookups and lists of seen entities a run
 // asks for, and fails them with fail, or fails Conversation with failConversation.
 type seenStore struct {
-	runtime.Store
+	store.Store
 	fail, failConversation error
 	lookups, lists         atomic.Int32
 }
 
-func (s *seenStore) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *seenStore) Conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	if s.failConversation != nil {
-		return runtime.Conversation{}, s.failConversation
+		return store.Conversation{}, s.failConversation
 	}
 	return s.Store.Conversation(ctx, id, turns)
 }
@@ -227,7 +230,7 @@ guards: {duplicate_calls: allow}
 // from the store, from the caller or from this run. A store that cannot answer fails
 // every rule the run cannot answer alone closed: the call is refused, with the error.
 func TestSeenRules(t *testing.T) {
-	model := func() runtime.Model {
+	model := func() model.Model {
 		n := func(number string) map[string]any { return map[string]any{"number": number} }
 		return script(
 			calls(tc("cancel", n("A1")), tc("cancel", n("X9")), tc("claim", n("A1")), tc("claim", n("X9")),
@@ -245,7 +248,7 @@ func TestSeenRules(t *testing.T) {
 	earlier := map[string][]string{"orders": {"A1", "A2"}}
 	stored := func() *seenStore {
 		s := &seenStore{Store: memory.New()}
-		if err := s.Store.Commit(context.Background(), runtime.Record{UserID: "u-1", Conversation: "c1", Seen: earlier}); err != nil {
+		if err := s.Store.Commit(context.Background(), store.Record{UserID: "u-1", Conversation: "c1", Seen: earlier}); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -267,9 +270,9 @@ func TestSeenRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			opts := runtime.Options{Model: model(), Tools: runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) {
+			opts := runtime.Options{Model: model(), Tools: tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) {
 				if st.Name == "list_orders" {
-					return &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+					return &funcTool{fn: func(context.Context, tool.Input) (string, error) {
 						return `{"orders":[{"number":"B1"}]}`, nil
 					}}, nil
 				}
@@ -282,7 +285,7 @@ func TestSeenRules(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatal(diags)
 			}
-			res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: runtime.User{ID: "u-1"}, Conversation: "c1", Seen: c.passed})
+			res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: tool.User{ID: "u-1"}, Conversation: "c1", Seen: c.passed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,12 +315,12 @@ func TestSeenRules(t *testing.T) {
 // A run asks the store only about what its rules check: one lookup per entity it
 // cannot answer alone, and a kind's list once, the first time a rule wants it.
 func TestSeenAsksTheStoreOnce(t *testing.T) {
-	store := &seenStore{Store: memory.New()}
+	st := &seenStore{Store: memory.New()}
 	ids := make([]string, 5000) // below the default memory.max_seen: the next run finds them all
 	for i := range ids {
 		ids[i] = fmt.Sprintf("A%05d", i)
 	}
-	if err := store.Store.Commit(context.Background(), runtime.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": ids}}); err != nil {
+	if err := st.Store.Commit(context.Background(), store.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": ids}}); err != nil {
 		t.Fatal(err)
 	}
 	n := func(number string) map[string]any { return map[string]any{"number": number} }
@@ -327,13 +330,13 @@ func TestSeenAsksTheStoreOnce(t *testing.T) {
 		calls(tc("cancel", n("B1")), tc("cancel", n("A00001"))),
 		say("Done."),
 	)
-	reg := runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) {
+	reg := tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) {
 		if st.Name == "list_orders" {
-			return &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) { return `{"orders":[{"number":"B1"}]}`, nil }}, nil
+			return &funcTool{fn: func(context.Context, tool.Input) (string, error) { return `{"orders":[{"number":"B1"}]}`, nil }}, nil
 		}
 		return echo(), nil
 	}}
-	a, diags := runtime.Compile(loadSpec(t, seenRulesSpec), runtime.Options{Model: model, Tools: reg, Store: store})
+	a, diags := runtime.Compile(loadSpec(t, seenRulesSpec), runtime.Options{Model: model, Tools: reg, Store: st})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -343,20 +346,20 @@ func TestSeenAsksTheStoreOnce(t *testing.T) {
 	if got := outcomes(res); !slices.Equal(got, want) {
 		t.Errorf("steps\n got %q\nwant %q", got, want)
 	}
-	if l, n := store.lookups.Load(), store.lists.Load(); l != 2 || n != 0 {
+	if l, n := st.lookups.Load(), st.lists.Load(); l != 2 || n != 0 {
 		t.Errorf("%d lookups and %d lists, want 2 lookups (A00001 and X1, once each) and no list", l, n)
 	}
 
 	// A rule over the list loads it once; later checks of the kind use it.
-	store.lookups.Store(0)
+	st.lookups.Store(0)
 	model = script(calls(tc("bulk", map[string]any{"count": 5001}), tc("bulk", map[string]any{"count": 5002}), tc("cancel", n("A04999")), tc("claim", n("Q"))), say("Done."))
-	a, _ = runtime.Compile(loadSpec(t, seenRulesSpec), runtime.Options{Model: model, Tools: reg, Store: store})
+	a, _ = runtime.Compile(loadSpec(t, seenRulesSpec), runtime.Options{Model: model, Tools: reg, Store: st})
 	res = runIn(t, a, "c1", "go")
 	want = []string{`bulk {"count":5001}: ok`, `bulk {"count":5002}: refused`, `cancel {"number":"A04999"}: ok`, `claim {"number":"Q"}: ok`}
 	if got := outcomes(res); !slices.Equal(got, want) {
 		t.Errorf("steps\n got %q\nwant %q", got, want)
 	}
-	if l, n := store.lookups.Load(), store.lists.Load(); l != 0 || n != 1 {
+	if l, n := st.lookups.Load(), st.lists.Load(); l != 0 || n != 1 {
 		t.Errorf("%d lookups and %d lists, want one list and no lookup", l, n)
 	}
 }
@@ -386,25 +389,25 @@ tools:
 		{"revealed first", []offline.ScriptTurn{calls(tc("list_orders", nil)), calls(check("A2,P1,A1,B1"))}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store := memory.New()
-			if err := store.Commit(context.Background(), runtime.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "A2"}}}); err != nil {
+			st := memory.New()
+			if err := st.Commit(context.Background(), store.Record{UserID: "u-1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "A2"}}}); err != nil {
 				t.Fatal(err)
 			}
-			reg := runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) {
+			reg := tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) {
 				if st.Name == "list_orders" {
-					return &funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+					return &funcTool{fn: func(context.Context, tool.Input) (string, error) {
 						return `{"orders":[{"number":"B1"},{"number":"A1"}]}`, nil
 					}}, nil
 				}
 				return echo(), nil
 			}}
 			model := script(append(c.turns, say("Done."))...)
-			a, diags := runtime.Compile(loadSpec(t, listSpec), runtime.Options{Model: model, Tools: reg, Store: store})
+			a, diags := runtime.Compile(loadSpec(t, listSpec), runtime.Options{Model: model, Tools: reg, Store: st})
 			if diags.HasErrors() {
 				t.Fatal(diags)
 			}
 			passed := map[string][]string{"orders": {"A2", "P1"}}
-			res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: runtime.User{ID: "u-1"}, Conversation: "c1", Seen: passed})
+			res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: tool.User{ID: "u-1"}, Conversation: "c1", Seen: passed})
 			if err != nil {
 				t.Fatal(err)
 			}

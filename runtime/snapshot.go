@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // pausedState is everything a paused run needs to go on in another process: the
@@ -18,15 +22,15 @@ type pausedState struct {
 	Format            int                 `json:"format"`
 	SpecVersion       string              `json:"spec_version,omitempty"`
 	SpecFile          string              `json:"spec_file,omitempty"` // absolute, so another process can load the agent
-	User              User                `json:"user"`
+	User              tool.User           `json:"user"`
 	Conversation      string              `json:"conversation,omitempty"`
 	TraceConversation string              `json:"trace_conversation,omitempty"`
 	Intent            string              `json:"intent,omitempty"`
-	History           []Message           `json:"history,omitempty"`
+	History           []model.Message     `json:"history,omitempty"`
 	StoredSeen        bool                `json:"stored_seen,omitempty"` // the store answers seen() for the conversation
 	Seen              map[string][]string `json:"seen,omitempty"`        // the caller's (Request.Seen)
 	Revealed          map[string][]string `json:"revealed,omitempty"`    // what the run revealed before it paused
-	Messages          []Message           `json:"messages"`
+	Messages          []model.Message     `json:"messages"`
 	Feedback          []int               `json:"feedback,omitempty"`
 	Profile           string              `json:"profile,omitempty"`
 	Memory            string              `json:"memory,omitempty"`
@@ -35,13 +39,13 @@ type pausedState struct {
 	Rejections        int                 `json:"rejections,omitempty"`
 	PlanRejections    int                 `json:"plan_rejections,omitempty"`
 	SpentTurns        int                 `json:"spent_turns,omitempty"` // model calls of the run and its sub-runs
-	FactChanges       []FactChange        `json:"fact_changes,omitempty"`
+	FactChanges       []store.FactChange  `json:"fact_changes,omitempty"`
 	Cost              float64             `json:"cost,omitempty"`
 	CostUnknown       bool                `json:"cost_unknown,omitempty"`
 	CostUnchecked     bool                `json:"cost_unchecked,omitempty"`
 	Result            Result              `json:"result"`
 	StepArgs          []string            `json:"step_args,omitempty"` // the steps' model-visible arguments
-	Finish            FinishReason        `json:"finish,omitempty"`
+	Finish            model.FinishReason  `json:"finish,omitempty"`
 	Calls             []pausedCall        `json:"calls"`
 	// ClaimedUntil is when the execution that claimed the run to resume it is
 	// given up for dead: its max_run_time (its own spec's) and claimGrace after
@@ -67,19 +71,19 @@ const pausedFormat = 1
 // pausedCall is one call of the response the run paused in: done (its result kept)
 // or waiting (Approval set, Outcome empty).
 type pausedCall struct {
-	ToolCall  ToolCall      `json:"tool_call"`
-	Outcome   Outcome       `json:"outcome,omitempty"`
-	Refusal   Refusal       `json:"refusal,omitempty"`
-	Result    string        `json:"result,omitempty"`
-	ModelArgs string        `json:"model_args,omitempty"`
-	Ran       string        `json:"ran,omitempty"`
-	Discarded []string      `json:"discarded,omitempty"`
-	Duration  time.Duration `json:"duration,omitempty"`
-	Approval  *Approval     `json:"approval,omitempty"`
+	ToolCall  model.ToolCall `json:"tool_call"`
+	Outcome   Outcome        `json:"outcome,omitempty"`
+	Refusal   Refusal        `json:"refusal,omitempty"`
+	Result    string         `json:"result,omitempty"`
+	ModelArgs string         `json:"model_args,omitempty"`
+	Ran       string         `json:"ran,omitempty"`
+	Discarded []string       `json:"discarded,omitempty"`
+	Duration  time.Duration  `json:"duration,omitempty"`
+	Approval  *Approval      `json:"approval,omitempty"`
 }
 
 // restore rebuilds a paused run's state for the execution that resumes it.
-func (a *Agent) restore(ctx context.Context, p *PausedRun, st *pausedState, req *ResumeRequest) *run {
+func (a *Agent) restore(ctx context.Context, p *store.PausedRun, st *pausedState, req *ResumeRequest) *run {
 	rq := &Request{User: st.User, Conversation: st.Conversation, TraceConversation: st.TraceConversation, Intent: st.Intent,
 		History: st.History, Seen: st.Seen, Observer: req.Observer, OnDelta: req.OnDelta, RunID: p.ID, Host: req.Host}
 	res := st.Result

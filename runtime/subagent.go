@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -40,7 +41,7 @@ func (r *run) delegate(ctx context.Context, name, task string, c *call, seen map
 		return nil, fmt.Errorf("%w: %s", errNoSubAgent, name)
 	}
 	req := &Request{Input: task, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: []Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse, Host: r.req.Host, RunID: c.key}
+		History: []model.Message{}, Seen: seen, Observer: r.req.Observer, Approvals: ApprovalsRefuse, Host: r.req.Host, RunID: c.key}
 	return sub.execute(ctx, req, &parentLink{run: r, agent: name, callID: c.tc.ID})
 }
 
@@ -54,7 +55,7 @@ func (r *run) handoff() {
 		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse,
 		Host: r.req.Host, RunID: r.id + "/" + it.agent}
 	if req.History == nil {
-		req.History = []Message{}
+		req.History = []model.Message{}
 	}
 	var sub *run
 	target := r.agent.subAgents[it.agent]

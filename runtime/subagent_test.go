@@ -11,7 +11,10 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -54,7 +57,7 @@ type subAgentFixture struct {
 func newSubAgentFixture(t *testing.T, parentExtra, subExtra string, edit func(*spec.Spec), replies ...stubReply) *subAgentFixture {
 	t.Helper()
 	f := &subAgentFixture{model: &stubModel{agent: replies}, lookup: echo()}
-	f.refund = &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+	f.refund = &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.refundedFor = append(f.refundedFor, fmt.Sprint(in.Args["user_id"]))
@@ -215,12 +218,12 @@ func TestSubAgentCountsTowardParentLimits(t *testing.T) {
 // An intent handed to an agent: the specialist answers the user's message with the
 // conversation's history, its exchange is the run's, stored whole.
 func TestIntentHandoff(t *testing.T) {
-	store := memory.New()
-	model := &stubModel{agent: []stubReply{
+	st := memory.New()
+	m := &stubModel{agent: []stubReply{
 		stubCall("s-1", "refund", `{"order":"A1"}`),
 		stubSay("Order A1 is refunded."),
 	}}
-	refunded := &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+	refunded := &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 		return fmt.Sprintf(`{"refunded":%q,"for":%q}`, in.Args["order"], in.Args["user_id"]), nil
 	}}
 	sub := loadSpec(t, specialistSpec)
@@ -232,16 +235,16 @@ routing: {recognizer: rules, fallback: other}
 `, func(s *spec.Spec) {
 		withRefunds(sub)(s)
 		s.Intents[0].Agent = "refunds"
-	}, runtime.Options{Model: model, Store: store}, map[string]*funcTool{"lookup": echo(), "refund": refunded})
-	if err := store.Commit(context.Background(), runtime.Record{UserID: "u-1", Conversation: "c-1", Messages: []runtime.Message{
-		{Role: runtime.RoleUser, Content: "I bought A1."}, {Role: runtime.RoleAssistant, Content: "Noted."}}}); err != nil {
+	}, runtime.Options{Model: m, Store: st}, map[string]*funcTool{"lookup": echo(), "refund": refunded})
+	if err := st.Commit(context.Background(), store.Record{UserID: "u-1", Conversation: "c-1", Messages: []model.Message{
+		{Role: model.RoleUser, Content: "I bought A1."}, {Role: model.RoleAssistant, Content: "Noted."}}}); err != nil {
 		t.Fatal(err)
 	}
 	res, events := runAgent(t, context.Background(), a, "I want a refund for A1")
 	if res.Stop != runtime.StopCompleted || res.Answer != "Order A1 is refunded." || res.Intent != "refund" {
 		t.Fatalf("stop %s %q intent %s (%s)", res.Stop, res.Answer, res.Intent, res.Detail)
 	}
-	first := model.agentReqs[0].Messages
+	first := m.agentReqs[0].Messages
 	if !strings.Contains(first[0].Content, "You handle refunds.") || first[1].Content != "I bought A1." {
 		t.Fatalf("the specialist did not get its instructions and the history: %+v", first)
 	}
@@ -251,7 +254,7 @@ routing: {recognizer: rules, fallback: other}
 	if res.Handoff == nil || res.Handoff.Agent != "refunds" || res.Handoff.Turns != 2 || res.Handoff.RunID == "" {
 		t.Fatalf("handoff %+v", res.Handoff)
 	}
-	conv, err := store.Conversation(context.Background(), "c-1", 10)
+	conv, err := st.Conversation(context.Background(), "c-1", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +310,7 @@ workflow:
 		t.Run(tt.name, func(t *testing.T) {
 			var users []string
 			var mu sync.Mutex
-			refund := &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+			refund := &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 				mu.Lock()
 				users = append(users, fmt.Sprint(in.Args["user_id"]))
 				mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -184,7 +185,7 @@ func (r *run) runWorkflow() {
 	if !r.filterText(spec.StageAnswer, &answer) {
 		return
 	}
-	r.messages = append(r.messages, Message{Role: RoleAssistant, Content: answer})
+	r.messages = append(r.messages, model.Message{Role: model.RoleAssistant, Content: answer})
 	r.result.Answer = answer
 	r.result.Stop = StopCompleted
 	r.transition(StateFinished, TriggerWorkflowDone)

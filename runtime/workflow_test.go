@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -76,15 +78,15 @@ workflow:
 func flowTools() map[string]*funcTool {
 	var polls atomic.Int32
 	return map[string]*funcTool{
-		"list": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+		"list": {fn: func(context.Context, tool.Input) (string, error) {
 			return `{"ids": ["o1", "o2", "o3"]}`, nil
 		}},
-		"detail": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+		"detail": {fn: func(_ context.Context, in tool.Input) (string, error) {
 			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 			b, _ := json.Marshal(map[string]any{"id": in.Args["id"]})
 			return string(b), nil
 		}},
-		"status": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+		"status": {fn: func(context.Context, tool.Input) (string, error) {
 			return fmt.Sprintf(`{"n": %d}`, polls.Add(1)), nil
 		}},
 	}
@@ -297,7 +299,7 @@ workflow:
   answer: "{{ map(steps.details.items, .ok) }}"
 `
 	tools := map[string]*funcTool{
-		"list": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+		"list": {fn: func(_ context.Context, in tool.Input) (string, error) {
 			if in.Args["user_id"] != "u-1" {
 				return "", fmt.Errorf("bound user %v", in.Args["user_id"])
 			}
@@ -328,7 +330,7 @@ workflow:
 // it in any order; it stays ordered (the promoted Ordered method).
 type jitter struct{ *offline.Script }
 
-func (j jitter) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (j jitter) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 	return j.Script.Complete(ctx, req)
 }
@@ -359,7 +361,7 @@ workflow:
 `
 	for i := range 20 {
 		model := jitter{offline.NewScript("s", []offline.ScriptTurn{say("X"), say("Y"), say("Z"), say("W"), say("ONE"), say("TWO")})}
-		tools := map[string]*funcTool{"detail": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+		tools := map[string]*funcTool{"detail": {fn: func(context.Context, tool.Input) (string, error) {
 			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 			return "{}", nil
 		}}}
@@ -416,7 +418,7 @@ workflow:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tools := map[string]*funcTool{
-				"list": {fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+				"list": {fn: func(_ context.Context, in tool.Input) (string, error) {
 					if in.Args["n"] == "first" {
 						time.Sleep(tt.first)
 						return `{"ids": ["o1"]}`, nil
@@ -424,7 +426,7 @@ workflow:
 					time.Sleep(tt.second)
 					return `{"ids": ["o2"]}`, nil
 				}},
-				"slow": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+				"slow": {fn: func(context.Context, tool.Input) (string, error) {
 					time.Sleep(tt.slow + 10*time.Millisecond)
 					return "{}", nil
 				}},
@@ -519,7 +521,7 @@ workflow:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tools := map[string]*funcTool{"detail": detailByID()}
-			var model runtime.Model = offline.Test{}
+			var model model.Model = offline.Test{}
 			if tt.model != nil {
 				model = offline.NewScript("s", tt.model)
 			}
@@ -564,7 +566,7 @@ workflow:
 				ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 			}
 			defer cancel()
-			tools := map[string]*funcTool{"wait": {fn: func(ctx context.Context, _ runtime.ToolInput) (string, error) {
+			tools := map[string]*funcTool{"wait": {fn: func(ctx context.Context, _ tool.Input) (string, error) {
 				if tt.cancel {
 					cancel()
 				}
@@ -588,11 +590,11 @@ workflow:
 // are in flight together.
 type slowModel struct{ calls atomic.Int32 }
 
-func (m *slowModel) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m *slowModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	m.calls.Add(1)
 	time.Sleep(20 * time.Millisecond)
-	return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "ok"}, FinishReason: runtime.FinishStop,
-		Usage: runtime.Usage{PromptTokens: 5, CompletionTokens: 100, TotalTokens: 105}}, nil
+	return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "ok"}, FinishReason: model.FinishStop,
+		Usage: model.Usage{PromptTokens: 5, CompletionTokens: 100, TotalTokens: 105}}, nil
 }
 
 // Concurrent model steps cannot overshoot max_tokens together: each reserves its
@@ -638,7 +640,7 @@ workflow:
           - {name: s2, tool: slow}
     - {name: last, tool: slow}
 `
-	tools := map[string]*funcTool{"slow": {fn: func(context.Context, runtime.ToolInput) (string, error) {
+	tools := map[string]*funcTool{"slow": {fn: func(context.Context, tool.Input) (string, error) {
 		time.Sleep(10 * time.Millisecond)
 		return "{}", nil
 	}}}
@@ -709,7 +711,7 @@ workflow:
 
 // detailByID echoes its arguments, and fails for an empty id.
 func detailByID() *funcTool {
-	return &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+	return &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 		if in.Args["id"] == "" {
 			return "", fmt.Errorf("no id")
 		}

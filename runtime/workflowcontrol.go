@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
@@ -197,16 +198,8 @@ func asList(v any) ([]any, bool) {
 	return out, true
 }
 
-// OrderedModel is a model that answers calls in the order they come, from a list
-// (offline.Script), or keeps them in that order (offline.Recorder's wrapper).
-type OrderedModel interface {
-	Model
-	// Ordered reports whether the order of calls decides the answers.
-	Ordered() bool
-}
-
-func isOrdered(m Model) bool {
-	o, ok := m.(OrderedModel)
+func isOrdered(m model.Model) bool {
+	o, ok := m.(model.OrderedModel)
 	return ok && o.Ordered()
 }
 

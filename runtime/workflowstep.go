@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -57,7 +58,7 @@ func (f *flow) tool(fr *frame, st *flowStep, env map[string]any, id string) (map
 	if err != nil {
 		return nil, nil, fmt.Errorf("args: %w", err)
 	}
-	c := &call{tc: ToolCall{ID: id, Name: st.spec.Tool, Arguments: string(raw)}, key: r.id + "/" + id} // a step's id is unique in the run
+	c := &call{tc: model.ToolCall{ID: id, Name: st.spec.Tool, Arguments: string(raw)}, key: r.id + "/" + id} // a step's id is unique in the run
 	f.mu.Lock()
 	// In a parallel branch, the accept rule also sees what the branch's own earlier
 	// steps revealed, which the run takes in only when the branches join.
@@ -151,15 +152,15 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	if err != nil {
 		return nil, fmt.Errorf("prompt: %w", err)
 	}
-	var msgs []Message
+	var msgs []model.Message
 	if sys := r.systemPrompt(); sys != "" {
-		msgs = append(msgs, Message{Role: RoleSystem, Content: sys})
+		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: sys})
 	}
-	req := &ModelRequest{Messages: append(msgs, Message{Role: RoleUser, Content: prompt})}
+	req := &model.Request{Messages: append(msgs, model.Message{Role: model.RoleUser, Content: prompt})}
 	if m.Schema != nil {
 		// Prefixed: a step named verdict or intent must not pass for the judge's or
 		// the classifier's request.
-		req.JSONSchema = &JSONSchemaFormat{Name: "step_" + st.spec.Name, Schema: m.Schema}
+		req.JSONSchema = &model.JSONSchemaFormat{Name: "step_" + st.spec.Name, Schema: m.Schema}
 	}
 	f.mu.Lock()
 	// The budget holds the call's worst case while it is in flight: model steps
@@ -183,7 +184,7 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {
 		f.mu.Lock()
-		if me := (*ModelError)(nil); errors.As(err, &me) && me.Usage != (Usage{}) {
+		if me := (*model.Error)(nil); errors.As(err, &me) && me.Usage != (model.Usage{}) {
 			r.account(PurposeWorkflow, me.Usage)
 		}
 		f.mu.Unlock()
@@ -200,9 +201,9 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Usage: &usage, Cost: cost,
 		Duration: f.r.since(start), Finish: resp.FinishReason})
 	switch resp.FinishReason {
-	case FinishLength:
+	case model.FinishLength:
 		return nil, errors.New("the model's answer was cut off (finish_reason length)")
-	case FinishContentFilter:
+	case model.FinishContentFilter:
 		return nil, errors.New("the provider's content filter stopped the answer")
 	}
 	out := zeroOutput(st.spec)
@@ -293,7 +294,7 @@ func (f *flow) agentStep(fr *frame, st *flowStep, env map[string]any, id string)
 	f.mu.Unlock()
 	args, _ := json.Marshal(map[string]string{spec.SubAgentTaskParam: task})
 	start := r.now()
-	sub, err := r.delegate(r.ctx, st.spec.Agent, task, &call{tc: ToolCall{ID: id}, key: r.id + "/" + id}, seen)
+	sub, err := r.delegate(r.ctx, st.spec.Agent, task, &call{tc: model.ToolCall{ID: id}, key: r.id + "/" + id}, seen)
 	step := Step{Turn: fr.turn, Tool: st.spec.Agent, CallID: id, Arguments: string(args), modelArgs: string(args), Duration: r.since(start)}
 	if err != nil {
 		step.Outcome, step.Result = OutcomeError, "Error: "+err.Error()

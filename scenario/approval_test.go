@@ -12,8 +12,10 @@ import (
 	"time"
 
 	agent "github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -46,9 +48,9 @@ type countingTools struct {
 	calls map[string]int
 }
 
-func (c *countingTools) registry() agent.Registry {
-	return agent.Registry{"http": func(t *spec.Tool, _ string) (agent.Tool, error) {
-		return toolFunc(func(_ context.Context, in agent.ToolInput) (string, error) {
+func (c *countingTools) registry() tool.Registry {
+	return tool.Registry{"http": func(t *spec.Tool, _ string) (tool.Tool, error) {
+		return toolFunc(func(_ context.Context, in tool.Input) (string, error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if c.calls == nil {
@@ -60,9 +62,9 @@ func (c *countingTools) registry() agent.Registry {
 	}}
 }
 
-type toolFunc func(context.Context, agent.ToolInput) (string, error)
+type toolFunc func(context.Context, tool.Input) (string, error)
 
-func (f toolFunc) Call(ctx context.Context, in agent.ToolInput) (string, error) { return f(ctx, in) }
+func (f toolFunc) Call(ctx context.Context, in tool.Input) (string, error) { return f(ctx, in) }
 
 // runApprovalCases writes the agent (with on_timeout) and the cases beside it and
 // runs them.
@@ -533,7 +535,7 @@ func TestSettleKeepsCallOrder(t *testing.T) {
 		t.Fatal(diags)
 	}
 	ctx := context.Background()
-	first, err := a.Run(ctx, agent.Request{Input: "go", User: agent.User{ID: "u"}, Conversation: "c"})
+	first, err := a.Run(ctx, agent.Request{Input: "go", User: tool.User{ID: "u"}, Conversation: "c"})
 	if err != nil || first.Stop != agent.StopAwaitingApproval || tools.calls["lookup"] != 1 {
 		t.Fatalf("first execution: %v, stop %s, calls %v", err, first.Stop, tools.calls)
 	}
@@ -546,7 +548,7 @@ func TestSettleKeepsCallOrder(t *testing.T) {
 	}
 	var order []string
 	for _, m := range final.Messages {
-		if m.Role == agent.RoleTool {
+		if m.Role == model.RoleTool {
 			order = append(order, m.ToolCallID)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	agent "github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -23,7 +24,7 @@ type observed struct {
 	approvals []string
 	// exhausted says the model script had no turn left for a model call.
 	exhausted  bool
-	store      agent.Store
+	store      store.Store
 	user, conv string
 }
 

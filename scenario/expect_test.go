@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	agent "github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -96,9 +97,9 @@ func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := memory.New()
-			err := store.Commit(ctx, agent.Record{UserID: "u", Facts: []agent.FactChange{
-				{Op: agent.FactSet, Key: "diet", Value: "none"}, {Op: agent.FactSet, Key: "tier", Value: "silver"},
+			st := memory.New()
+			err := st.Commit(ctx, store.Record{UserID: "u", Facts: []store.FactChange{
+				{Op: store.FactSet, Key: "diet", Value: "none"}, {Op: store.FactSet, Key: "tier", Value: "silver"},
 			}})
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +108,7 @@ func TestCheck(t *testing.T) {
 			for _, g := range tt.tripped {
 				tripped[g] = true
 			}
-			run := &observed{res: tt.res, steps: steps(tt.res), tripped: tripped, exhausted: tt.exhausted, store: store, user: "u", conv: "c"}
+			run := &observed{res: tt.res, steps: steps(tt.res), tripped: tripped, exhausted: tt.exhausted, store: st, user: "u", conv: "c"}
 			if got := check(ctx, tt.expect, run); !slices.Equal(got, tt.want) {
 				t.Errorf("check =\n%q\nwant\n%q", got, tt.want)
 			}

@@ -6,25 +6,25 @@ import (
 	"errors"
 	"reflect"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
 // mockTool answers the calls a case mocks and passes the others to the real tool.
 type mockTool struct {
 	mocks   []spec.Mock
-	real    runtime.Tool
+	real    tool.Tool
 	realErr error
 }
 
 var (
-	_ runtime.Tool      = (*mockTool)(nil)
-	_ runtime.Describer = (*mockTool)(nil)
+	_ tool.Tool      = (*mockTool)(nil)
+	_ tool.Describer = (*mockTool)(nil)
 )
 
 // withMocks wraps every factory of a registry so the case's mocks take over the
 // calls they match.
-func withMocks(reg runtime.Registry, mocks []spec.Mock) runtime.Registry {
+func withMocks(reg tool.Registry, mocks []spec.Mock) tool.Registry {
 	if len(mocks) == 0 {
 		return reg
 	}
@@ -32,9 +32,9 @@ func withMocks(reg runtime.Registry, mocks []spec.Mock) runtime.Registry {
 	for _, m := range mocks {
 		byTool[m.Tool] = append(byTool[m.Tool], m)
 	}
-	out := runtime.Registry{}
+	out := tool.Registry{}
 	for key, factory := range reg {
-		out[key] = func(t *spec.Tool, dir string) (runtime.Tool, error) {
+		out[key] = func(t *spec.Tool, dir string) (tool.Tool, error) {
 			real, err := factory(t, dir)
 			if len(byTool[t.Name]) == 0 {
 				return real, err
@@ -45,14 +45,14 @@ func withMocks(reg runtime.Registry, mocks []spec.Mock) runtime.Registry {
 	return out
 }
 
-func (m *mockTool) Describe() runtime.ToolInfo {
-	if d, ok := m.real.(runtime.Describer); ok {
+func (m *mockTool) Describe() tool.Info {
+	if d, ok := m.real.(tool.Describer); ok {
 		return d.Describe()
 	}
-	return runtime.ToolInfo{}
+	return tool.Info{}
 }
 
-func (m *mockTool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (m *mockTool) Call(ctx context.Context, in tool.Input) (string, error) {
 	for _, mock := range m.mocks {
 		if !containsArgs(in.Args, mock.Args) {
 			continue

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	agent "github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -22,14 +25,14 @@ import (
 type Options struct {
 	Loader *spec.Loader
 	// Registry builds a fresh tool registry; the runner wraps it with each case's mocks.
-	Registry func() agent.Registry
+	Registry func() tool.Registry
 	// Run selects cases by a regular expression over "file › case"; nil runs all.
 	Run *regexp.Regexp
 	// Knowledge opens the knowledge of an agent whose intents use the FAQ cache or
 	// retrieval, once per test file: a fresh index with the local embedder, so
 	// tests are offline and repeatable. close releases it. nil: such agents run
 	// without knowledge, and their cache and retrieval stages report errors.
-	Knowledge func(ctx context.Context, s *spec.Spec) (k agent.Knowledge, close func() error, err error)
+	Knowledge func(ctx context.Context, s *spec.Spec) (k knowledge.Knowledge, close func() error, err error)
 }
 
 // Result is one case's outcome.
@@ -84,7 +87,7 @@ func RunFile(ctx context.Context, path string, opts Options) File {
 			selected = append(selected, i)
 		}
 	}
-	var knowledge agent.Knowledge
+	var knowledge knowledge.Knowledge
 	if opts.Knowledge != nil && res.Spec.UsesKnowledge() {
 		k, closeKnowledge, err := opts.Knowledge(ctx, res.Spec)
 		if err != nil {
@@ -226,24 +229,24 @@ func (c *clock) set(t time.Time) {
 }
 
 // runCase plays a case's turns in one conversation with a fresh memory store.
-func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, index int, opts Options, knowledge agent.Knowledge) Result {
+func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, index int, opts Options, knowledge knowledge.Knowledge) Result {
 	start := time.Now()
 	r := Result{File: path, Case: c.Name, Pos: c.Pos, Passed: true}
 	fail := func(format string, args ...any) {
 		r.Passed = false
 		r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
 	}
-	store := memory.New()
-	user := agent.User{ID: "test-user"}
+	st := memory.New()
+	user := tool.User{ID: "test-user"}
 	if c.User != nil {
-		user = agent.User{ID: cmp.Or(c.User.ID, "test-user"), Attributes: c.User.Attributes}
+		user = tool.User{ID: cmp.Or(c.User.ID, "test-user"), Attributes: c.User.Attributes}
 	}
 	conv := cmp.Or(c.Conversation, fmt.Sprintf("case-%d", index+1))
-	seed := agent.Record{UserID: user.ID, Conversation: conv, Seen: c.Seen}
+	seed := store.Record{UserID: user.ID, Conversation: conv, Seen: c.Seen}
 	for _, k := range slices.Sorted(maps.Keys(c.Facts)) {
-		seed.Facts = append(seed.Facts, agent.FactChange{Op: agent.FactSet, Key: k, Value: c.Facts[k], Source: "user"})
+		seed.Facts = append(seed.Facts, store.FactChange{Op: store.FactSet, Key: k, Value: c.Facts[k], Source: "user"})
 	}
-	if err := store.Commit(ctx, seed); err != nil {
+	if err := st.Commit(ctx, seed); err != nil {
 		fail("preparing the store: %v", err)
 	}
 	clk := &clock{now: time.Now()}
@@ -257,7 +260,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		script := offline.NewScript(fmt.Sprintf("%s › %s", path, c.Name), turn.Model).WithVerdicts(turn.Judge...).WithClassifier(turn.Classifier...)
 		// The cache's learned entries are keyed by version: one per case keeps the
 		// cases of a file, which share an index, from answering each other.
-		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: store,
+		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: st,
 			Knowledge: knowledge, Version: fmt.Sprintf("test:%s:%d", path, index), Now: clk.Now})
 		if diags.HasErrors() {
 			fail("%scompiling the agent: %v", label, diags)
@@ -267,7 +270,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		var events []agent.Event
 		turnUser, turnConv := user, conv
 		if turn.User != nil { // another user asks, in a conversation of their own
-			turnUser = agent.User{ID: cmp.Or(turn.User.ID, "test-user"), Attributes: turn.User.Attributes}
+			turnUser = tool.User{ID: cmp.Or(turn.User.ID, "test-user"), Attributes: turn.User.Attributes}
 			turnConv = conv + "/" + turnUser.ID
 		}
 		observer := agent.ObserverFunc(func(e agent.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
@@ -283,7 +286,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		r.Trajectory = append(r.Trajectory, trajectory(res)...)
 		mu.Lock()
 		run := &observed{res: res, steps: steps(res), tripped: trippedGuards(events), approvals: approvalsAsked(events),
-			exhausted: script.Exhausted(), store: store, user: turnUser.ID, conv: turnConv}
+			exhausted: script.Exhausted(), store: st, user: turnUser.ID, conv: turnConv}
 		mu.Unlock()
 		for _, f := range check(ctx, turn.Expect, run) {
 			fail("%s%s", label, f)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // heartbeat is how often a stream with nothing to say sends a comment, so proxies
@@ -286,7 +287,7 @@ func (s *Server) writeRunResult(w http.ResponseWriter, rec *runRecord) {
 // error's text, which names the conversation's owner, stays in the server.
 func runFailure(v runView) (status int, code, msg string) {
 	switch {
-	case errors.Is(v.err, runtime.ErrForeignConversation):
+	case errors.Is(v.err, store.ErrForeignConversation):
 		return http.StatusNotFound, "conversation_not_found", "no such conversation"
 	case errors.Is(v.err, runtime.ErrResuming):
 		return http.StatusConflict, "run_resuming", "the run is being resumed by another process"
@@ -452,12 +453,12 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, p Princ
 
 func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
-	err := runtime.ErrConversationNotFound
+	err := store.ErrConversationNotFound
 	if validConversationID(id) {
 		err = s.store.DeleteConversation(r.Context(), p.User.ID, storeConversation(p.User.ID, id))
 	}
 	switch {
-	case errors.Is(err, runtime.ErrConversationNotFound):
+	case errors.Is(err, store.ErrConversationNotFound):
 		writeError(w, http.StatusNotFound, "conversation_not_found", "no such conversation")
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
@@ -473,7 +474,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	if facts == nil {
-		facts = []runtime.Fact{}
+		facts = []store.Fact{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"user": p.User.ID, "facts": facts})
 }

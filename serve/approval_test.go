@@ -25,6 +25,7 @@ import (
 	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/internal/pgtest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
 	"github.com/agentrun/agentrun/serve"
 )
@@ -552,7 +553,7 @@ func TestApprovalDecidedRunResumedAtStart(t *testing.T) {
 // max_run_time) is taken over by a server's sweeper, and its approved call is not
 // run again: the model is told its outcome is unknown.
 func TestApprovalAbandonedRunTakenOver(t *testing.T) {
-	store, first, p, st := approvedInStore(t)
+	db, first, p, st := approvedInStore(t)
 	// What a process that claimed the run and died leaves behind.
 	rec, err := st.PausedRun(t.Context(), p.ID)
 	if err != nil {
@@ -562,11 +563,11 @@ func TestApprovalAbandonedRunTakenOver(t *testing.T) {
 	json.Unmarshal(rec.State, &state)
 	state["claimed_until"] = time.Now().Add(-time.Second)
 	rec.State, _ = json.Marshal(state)
-	rec.Status, rec.Version = runtime.PauseResuming, rec.Version+1
+	rec.Status, rec.Version = store.PauseResuming, rec.Version+1
 	if err := st.UpdatePaused(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
-	second := newApprovalEnv(t, time.Hour, nil, store)
+	second := newApprovalEnv(t, time.Hour, nil, db)
 	second.waitFinished(aliceToken, p.ID, "completed")
 	if a, b := first.shop.count("POST /users/alice/orders/A2/cancel"), second.shop.count("POST /users/alice/orders/A2/cancel"); a+b != 0 {
 		t.Errorf("the approved call of a run taken over ran %d times", a+b)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // Runs paused for approval. A run whose tool call needs a person's approval stops
@@ -25,16 +27,16 @@ const maxListedPaused = 100
 // pausedView is a paused run as the approval endpoints show it: runtime.Paused
 // without its spec file, a path of the server's.
 type pausedView struct {
-	RunID        string              `json:"run_id"`
-	Agent        string              `json:"agent"`
-	User         string              `json:"user"`
-	Conversation string              `json:"conversation,omitempty"`
-	Intent       string              `json:"intent,omitempty"`
-	Input        string              `json:"input"`
-	Status       runtime.PauseStatus `json:"status"`
-	Created      time.Time           `json:"created"`
-	Expires      time.Time           `json:"expires"`
-	Approvals    []runtime.Approval  `json:"approvals"`
+	RunID        string             `json:"run_id"`
+	Agent        string             `json:"agent"`
+	User         string             `json:"user"`
+	Conversation string             `json:"conversation,omitempty"`
+	Intent       string             `json:"intent,omitempty"`
+	Input        string             `json:"input"`
+	Status       store.PauseStatus  `json:"status"`
+	Created      time.Time          `json:"created"`
+	Expires      time.Time          `json:"expires"`
+	Approvals    []runtime.Approval `json:"approvals"`
 }
 
 func viewPaused(p *runtime.Paused) pausedView {
@@ -67,15 +69,15 @@ func deciderOf(p Principal) runtime.Decider {
 }
 
 // pausedStore is the agents' store as a keeper of paused runs; nil if it is none.
-func (s *Server) pausedStore() runtime.PausedRuns {
-	p, _ := s.store.(runtime.PausedRuns)
+func (s *Server) pausedStore() store.PausedRuns {
+	p, _ := s.store.(store.PausedRuns)
 	return p
 }
 
 // approvalError answers an error of the runtime's approval API.
 func approvalError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, runtime.ErrRunNotFound), errors.Is(err, runtime.ErrNoPausedStore):
+	case errors.Is(err, store.ErrRunNotFound), errors.Is(err, runtime.ErrNoPausedStore):
 		writeError(w, http.StatusNotFound, "run_not_found", "no such run waiting for approval")
 	case errors.Is(err, runtime.ErrCallNotFound):
 		writeError(w, http.StatusNotFound, "call_not_found", "the run has no call waiting for approval with this id")
@@ -89,7 +91,7 @@ func approvalError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides")
 	case errors.Is(err, runtime.ErrResuming):
 		writeError(w, http.StatusConflict, "run_resuming", "the run is already being resumed")
-	case errors.Is(err, runtime.ErrPausedConflict):
+	case errors.Is(err, store.ErrPausedConflict):
 		writeError(w, http.StatusConflict, "run_busy", "the run kept changing while the decision was recorded: try again")
 	default:
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
@@ -110,9 +112,9 @@ func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request, p Principa
 // listApprovals answers GET /v1/approvals: the principal's paused runs, newest
 // first; for an approver every user's, soonest to expire first.
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, p Principal) {
-	q := runtime.PausedQuery{UserID: p.User.ID, Limit: maxListedPaused}
+	q := store.PausedQuery{UserID: p.User.ID, Limit: maxListedPaused}
 	if p.Approver() {
-		q = runtime.PausedQuery{ExpiresBefore: time.Now().AddDate(100, 0, 0), Limit: maxListedPaused}
+		q = store.PausedQuery{ExpiresBefore: time.Now().AddDate(100, 0, 0), Limit: maxListedPaused}
 	}
 	list, err := runtime.ListPaused(r.Context(), s.pausedStore(), q)
 	if errors.Is(err, runtime.ErrNoPausedStore) {
@@ -162,7 +164,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 	s.metrics.ApprovalDecided(s.agentLabel(paused.Agent), body.Decision, 1)
 	s.log.Info("approval decided", "run", paused.RunID, "agent", paused.Agent, "call", r.PathValue("call_id"),
 		"decision", body.Decision, "by", p.User.ID, "undecided", len(paused.Undecided()))
-	out := decisionView{pausedView: viewPaused(paused), Status: string(runtime.PauseWaiting)}
+	out := decisionView{pausedView: viewPaused(paused), Status: string(store.PauseWaiting)}
 	if len(paused.Undecided()) == 0 {
 		switch err := s.resume(r.Context(), paused, who); {
 		case err == nil, errors.Is(err, runtime.ErrResuming):
@@ -248,7 +250,7 @@ func (s *Server) resume(ctx context.Context, p *runtime.Paused, who runtime.Deci
 	slot := s.limiter.hold(p.User)
 	observer := s.runObserver(rec, p.Agent)
 	s.metrics.RunStarted(p.Agent)
-	req := runtime.Request{Input: p.Input, User: runtime.User{ID: p.User}, RunID: p.RunID}
+	req := runtime.Request{Input: p.Input, User: tool.User{ID: p.User}, RunID: p.RunID}
 	go s.execute(rec, p.Agent, req, func() { slot(); release() }, func() bool { return true }, cancel,
 		func() (*runtime.Result, error) {
 			// Forgotten before the record ends: a run that paused again can be resumed
@@ -327,7 +329,7 @@ const fullSweepEvery = 10
 // resumes already (ErrResuming) is left to it.
 func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 	s.mu.RLock()
-	var stores []runtime.PausedRuns
+	var stores []store.PausedRuns
 	for _, a := range s.agents {
 		if st := a.PausedRuns(); st != nil && !containsStore(stores, st) {
 			stores = append(stores, st)
@@ -335,7 +337,7 @@ func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 	}
 	s.mu.RUnlock()
 	for _, st := range stores {
-		q := runtime.PausedQuery{ExpiresBefore: now}
+		q := store.PausedQuery{ExpiresBefore: now}
 		if all {
 			q.ExpiresBefore = now.AddDate(100, 0, 0)
 		}
@@ -350,8 +352,8 @@ func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 			if p.Placement.ResumableFrom(s.placement()) != nil {
 				continue // its own engine resumes it (a workflow's timer), or a server there
 			}
-			abandoned := p.Status == runtime.PauseResuming && now.After(p.ClaimedUntil)
-			if p.Status != runtime.PauseWaiting && !abandoned || now.Before(p.Expires) && len(p.Undecided()) > 0 {
+			abandoned := p.Status == store.PauseResuming && now.After(p.ClaimedUntil)
+			if p.Status != store.PauseWaiting && !abandoned || now.Before(p.Expires) && len(p.Undecided()) > 0 {
 				continue
 			}
 			switch err := s.resume(ctx, p, sweeperDecider); {
@@ -372,7 +374,7 @@ func (s *Server) sweep(ctx context.Context, now time.Time, all bool) {
 
 // containsStore compares stores by identity; a store of a type that cannot be
 // compared is taken as another one.
-func containsStore(stores []runtime.PausedRuns, st runtime.PausedRuns) (found bool) {
+func containsStore(stores []store.PausedRuns, st store.PausedRuns) (found bool) {
 	defer func() {
 		if recover() != nil {
 			found = false

@@ -26,7 +26,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // An Authenticator finds the principal of a request from its credentials. An error
@@ -126,7 +126,7 @@ func (a *authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
-	p.User.Credential = runtime.NewCredential(token)
+	p.User.Credential = tool.NewCredential(token)
 	return p, nil
 }
 
@@ -236,7 +236,7 @@ func (a *authenticator) matchStatic(token string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return Principal{
-		User:  runtime.User{ID: t.user, Attributes: maps.Clone(t.attributes)},
+		User:  tool.User{ID: t.user, Attributes: maps.Clone(t.attributes)},
 		Via:   "token " + t.user,
 		Roles: slices.Clone(t.roles),
 	}, true
@@ -363,7 +363,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Principal, erro
 		}
 		attrs[name] = value
 	}
-	return Principal{User: runtime.User{ID: user, Attributes: attrs}, Via: "jwt", Roles: claimRoles(claims[v.rolesClaim])}, nil
+	return Principal{User: tool.User{ID: user, Attributes: attrs}, Via: "jwt", Roles: claimRoles(claims[v.rolesClaim])}, nil
 }
 
 // claimRoles reads a roles claim: an array of strings or one space-separated

@@ -28,7 +28,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 const (
@@ -223,12 +223,12 @@ func TestAuthStaticTokens(t *testing.T) {
 		{
 			name:          "right token",
 			authorization: []string{"Bearer alice-token"},
-			want:          Principal{User: runtime.User{ID: "alice", Attributes: map[string]string{"tier": "gold"}}, Via: "token alice"},
+			want:          Principal{User: tool.User{ID: "alice", Attributes: map[string]string{"tier": "gold"}}, Via: "token alice"},
 		},
 		{
 			name:          "scheme is case-insensitive, upper-case hash configured",
 			authorization: []string{"bearer bob-token"},
-			want:          Principal{User: runtime.User{ID: "bob"}, Via: "token bob"},
+			want:          Principal{User: tool.User{ID: "bob"}, Via: "token bob"},
 		},
 	}
 	for _, tt := range tests {
@@ -262,7 +262,7 @@ func checkAuth(t *testing.T, got Principal, err error, want Principal, wantErr s
 		if token := got.User.Credential.Token(); token == "" || !slices.Contains(secrets, token) {
 			t.Errorf("the user's credential is %q, want the request's token", token)
 		}
-		got.User.Credential = runtime.Credential{}
+		got.User.Credential = tool.Credential{}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("principal = %+v, want %+v", got, want)
 		}
@@ -423,7 +423,7 @@ func TestAuthJWT(t *testing.T) {
 	rsaPublicPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: must(x509.MarshalPKIXPublicKey(&keys.rsa.PublicKey))})
 	rsaPublicDER := x509.MarshalPKCS1PublicKey(&keys.rsa.PublicKey)
 	hsValid := sign(t, jwt.SigningMethodHS256, []byte(testSecret), "", claims(nil))
-	u42 := Principal{User: runtime.User{ID: "u-42"}, Via: "jwt"}
+	u42 := Principal{User: tool.User{ID: "u-42"}, Via: "jwt"}
 
 	tests := []struct {
 		name    string
@@ -664,14 +664,14 @@ func TestAuthJWTClaims(t *testing.T) {
 				c["is_admin"] = false
 				c["teams"] = []string{"a", "b"}
 			}),
-			want: Principal{User: runtime.User{ID: "ann@example.com", Attributes: map[string]string{
+			want: Principal{User: tool.User{ID: "ann@example.com", Attributes: map[string]string{
 				"tier": "gold", "org": "12345678901", "credits": "0", "ratio": "0.25", "admin": "false", "subject": "u-42",
 			}}, Via: "jwt"},
 		},
 		{
 			name:   "no attribute claims",
 			claims: claims(func(c jwt.MapClaims) { c["email"] = "ann@example.com"; delete(c, "sub") }),
-			want:   Principal{User: runtime.User{ID: "ann@example.com"}, Via: "jwt"},
+			want:   Principal{User: tool.User{ID: "ann@example.com"}, Via: "jwt"},
 		},
 		{
 			name:    "configured user claim missing",

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -94,7 +94,7 @@ type Limits struct {
 
 // Principal is who a request acts for: the run context's user.
 type Principal struct {
-	User runtime.User
+	User tool.User
 	// Via names the credential for logs, never the credential itself: "token
 	// alice", "jwt", "insecure".
 	Via string

@@ -12,9 +12,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	prommodel "github.com/prometheus/common/model"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // scrapeMetrics fetches m's handler the way Prometheus does and returns the raw
@@ -35,7 +36,7 @@ func scrapeMetrics(t *testing.T, m *Metrics) (string, map[string]*dto.MetricFami
 	if err != nil {
 		t.Fatal(err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatalf("parse exposition: %v\n%s", err, body)
@@ -104,7 +105,7 @@ func TestMetricsRuns(t *testing.T) {
 		{Kind: runtime.EventIntent, Intent: "order_status", RoutedBy: runtime.RoutedLLM},
 		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeClassifier, Duration: 80 * time.Millisecond},
 		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Calls: 2, Duration: 300 * time.Millisecond,
-			Usage: &runtime.Usage{PromptTokens: 999, CompletionTokens: 999}}, // tokens come from the Result only
+			Usage: &model.Usage{PromptTokens: 999, CompletionTokens: 999}}, // tokens come from the Result only
 		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Duration: 1200 * time.Millisecond},
 		{Kind: runtime.EventToolCall, Tool: "search_orders"},
 		{Kind: runtime.EventToolResult, Tool: "search_orders", Result: "[]"},
@@ -124,9 +125,9 @@ func TestMetricsRuns(t *testing.T) {
 		m.RunStarted("shop")
 	}
 	m.RunFinished("shop", &runtime.Result{Intent: "order_status", Stop: runtime.StopCompleted,
-		Usage: runtime.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120}}, 2*time.Second)
+		Usage: model.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120}}, 2*time.Second)
 	m.RunFinished("shop", &runtime.Result{Intent: "order_status", Stop: runtime.StopCompleted,
-		Usage: runtime.Usage{PromptTokens: 50, CompletionTokens: 5, TotalTokens: 55}}, 3*time.Second)
+		Usage: model.Usage{PromptTokens: 50, CompletionTokens: 5, TotalTokens: 55}}, 3*time.Second)
 	// A pre-recognised intent that routing never chose (the request's own text).
 	m.RunFinished("shop", &runtime.Result{Intent: "whatever the client sent", Stop: runtime.StopBlocked}, time.Millisecond)
 	m.RunFinished("shop", nil, time.Second)
@@ -281,7 +282,7 @@ func TestMetricsHoldNoPrivateData(t *testing.T) {
 	m.RunStarted("shop")
 	m.RunFinished("shop", &runtime.Result{
 		Answer: answer, Intent: input, Stop: runtime.StopCompleted, Detail: userID, Partial: input,
-		Messages: []runtime.Message{{Role: runtime.RoleUser, Content: input}},
+		Messages: []model.Message{{Role: model.RoleUser, Content: input}},
 		Seen:     map[string][]string{"orders": {"5551234"}},
 	}, time.Second)
 	m.RunStarted("shop")
@@ -317,7 +318,7 @@ func TestMetricsConcurrent(t *testing.T) {
 				obs.Observe(runtime.Event{Kind: runtime.EventToolResult, Tool: "lookup"})
 				obs.Observe(runtime.Event{Kind: runtime.EventCache, CacheOutcome: runtime.CacheMissOutcome})
 				m.RunFinished(agent, &runtime.Result{Intent: "faq", Stop: runtime.StopCompleted,
-					Usage: runtime.Usage{PromptTokens: 3, CompletionTokens: 1}}, time.Duration(i)*time.Millisecond)
+					Usage: model.Usage{PromptTokens: 3, CompletionTokens: 1}}, time.Duration(i)*time.Millisecond)
 				m.Request("POST /v1/agents/{agent}/runs", http.MethodPost, 200, time.Millisecond)
 				if i%10 == 0 {
 					m.RateLimited("concurrency")
@@ -374,9 +375,9 @@ func TestMetricsGenAIAndCost(t *testing.T) {
 	m := NewMetrics()
 	obs := m.Observer("shop")
 	obs.Observe(runtime.Event{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Duration: 300 * time.Millisecond,
-		Usage: &runtime.Usage{PromptTokens: 100, CompletionTokens: 7}})
+		Usage: &model.Usage{PromptTokens: 100, CompletionTokens: 7}})
 	obs.Observe(runtime.Event{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeJudge, Duration: 100 * time.Millisecond,
-		Usage: &runtime.Usage{PromptTokens: 40, CompletionTokens: 3}})
+		Usage: &model.Usage{PromptTokens: 40, CompletionTokens: 3}})
 	cost := 0.0125
 	m.RunStarted("shop")
 	m.RunFinished("shop", &runtime.Result{Stop: runtime.StopCompleted, Cost: &cost}, time.Second)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // ConversationHeader names the conversation of a chat completion: with it the
@@ -110,7 +111,7 @@ func (m chatMessage) text() (string, error) {
 
 // chatInput is a chat request's run: the input (its last message, a user's) and
 // the client's history; else the code and message of a 400.
-func chatInput(body chatRequest) (input string, history []runtime.Message, code, msg string) {
+func chatInput(body chatRequest) (input string, history []model.Message, code, msg string) {
 	if body.Model == "" {
 		return "", nil, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)"
 	}
@@ -127,10 +128,10 @@ func chatInput(body chatRequest) (input string, history []runtime.Message, code,
 			if i == len(body.Messages)-1 {
 				input = text
 			} else {
-				history = append(history, runtime.Message{Role: runtime.RoleUser, Content: text})
+				history = append(history, model.Message{Role: model.RoleUser, Content: text})
 			}
 		case "assistant":
-			history = append(history, runtime.Message{Role: runtime.RoleAssistant, Content: text})
+			history = append(history, model.Message{Role: model.RoleAssistant, Content: text})
 		case "system", "developer", "tool":
 			// The agent's instructions are its system prompt, and its tools run in the
 			// server: a client's system messages and tool results are not used.
@@ -207,11 +208,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 // fit within budget characters, each turn whole. Messages before the first user message are no turn's, empty
 // ones say nothing, and consecutive ones of one role are joined into one, so a
 // turn is at most two messages however a client splits it.
-func clientHistory(msgs []runtime.Message, window, budget int) []runtime.Message {
-	var joined []runtime.Message
+func clientHistory(msgs []model.Message, window, budget int) []model.Message {
+	var joined []model.Message
 	for _, m := range msgs {
 		switch n := len(joined); {
-		case m.Content == "", n == 0 && m.Role != runtime.RoleUser:
+		case m.Content == "", n == 0 && m.Role != model.RoleUser:
 		case n > 0 && joined[n-1].Role == m.Role:
 			joined[n-1].Content += "\n\n" + m.Content
 		default:
@@ -224,7 +225,7 @@ func clientHistory(msgs []runtime.Message, window, budget int) []runtime.Message
 		if chars > budget {
 			break
 		}
-		if joined[i].Role == runtime.RoleUser {
+		if joined[i].Role == model.RoleUser {
 			start, turns = i, turns+1
 		}
 	}
@@ -260,7 +261,7 @@ func faultOf(stop runtime.StopReason) (status int, code, msg string, failed bool
 	return 0, "", "", false
 }
 
-func usage(u runtime.Usage) map[string]any {
+func usage(u model.Usage) map[string]any {
 	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
 }
 

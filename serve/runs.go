@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Runs are kept in memory by the process that runs them: their events (for
@@ -186,7 +187,7 @@ func (r *runRecord) snapshot() runView {
 	}
 	if r.err != nil {
 		v.Error = "the run could not start"
-		if errors.Is(r.err, runtime.ErrForeignConversation) {
+		if errors.Is(r.err, store.ErrForeignConversation) {
 			v.Error = "no such conversation"
 		}
 	}

@@ -17,7 +17,9 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -80,7 +82,7 @@ type Server struct {
 	opts    Options
 	limits  Limits
 	auth    Authenticator
-	store   runtime.Store
+	store   store.Store
 	metrics *Metrics
 	limiter *limiter
 	runs    *runRegistry
@@ -250,7 +252,7 @@ func firstMemory(specs []*spec.Spec) spec.Memory {
 }
 
 // Store is the store every agent of the server uses.
-func (s *Server) Store() runtime.Store { return s.store }
+func (s *Server) Store() store.Store { return s.store }
 
 // Reload loads the specs again. On any problem it keeps serving what it served
 // and returns the problem; else new runs use the new agents, and each old agent
@@ -346,7 +348,7 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 type insecureAuth struct{}
 
 func (insecureAuth) Authenticate(*http.Request) (Principal, error) {
-	return Principal{User: runtime.User{ID: "local", Attributes: map[string]string{}}, Via: "insecure"}, nil
+	return Principal{User: tool.User{ID: "local", Attributes: map[string]string{}}, Via: "insecure"}, nil
 }
 
 // newID is a random id for runs and conversations.

@@ -10,7 +10,8 @@ import (
 
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -116,7 +117,7 @@ func compileShell(t *testing.T, commands string) spec.Diagnostics {
 	if diags.HasErrors() {
 		t.Fatalf("load: %v", diags)
 	}
-	reg := runtime.Registry{}
+	reg := tool.Registry{}
 	builtin.Register(reg)
 	_, diags = runtime.Compile(s, runtime.Options{Tools: reg})
 	return diags

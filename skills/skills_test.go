@@ -11,8 +11,10 @@ import (
 
 	"github.com/agentrun/agentrun/builtin"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/kinds"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/tool"
+	"github.com/agentrun/agentrun/runtime/tool/kinds"
 	"github.com/agentrun/agentrun/skills"
 	"github.com/agentrun/agentrun/spec"
 )
@@ -32,7 +34,7 @@ func agent(t *testing.T, dir, src string, turns ...offline.ScriptTurn) *runtime.
 	if diags.HasErrors() {
 		t.Fatalf("spec: %v", diags)
 	}
-	reg := runtime.Registry{}
+	reg := tool.Registry{}
 	builtin.Register(reg)
 	kinds.Register(reg)
 	a, diags := runtime.Compile(s, runtime.Options{Tools: reg, Model: offline.NewScript("t", turns)})
@@ -50,7 +52,7 @@ func done() offline.ScriptTurn { return offline.ScriptTurn{Text: "done"} }
 
 func run(t *testing.T, a *runtime.Agent) *runtime.Result {
 	t.Helper()
-	res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: runtime.User{ID: "u"}})
+	res, err := a.Run(context.Background(), runtime.Request{Input: "go", User: tool.User{ID: "u"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func TestShellSkill(t *testing.T) {
 	l.Bundled = skills.Bundled()
 	for _, shell := range []string{"bash", "/bin/sh", "env", "/usr/bin/xargs"} {
 		s, _ := l.Load(filepath.Join(t.TempDir(), "a.yaml"), []byte("version: 1\nname: a\nskills:\n  - use: shell\n    with: {commands: ["+shell+"]}\n"))
-		reg := runtime.Registry{}
+		reg := tool.Registry{}
 		builtin.Register(reg)
 		if _, diags := runtime.Compile(s, runtime.Options{Tools: reg}); !diags.HasErrors() || !strings.Contains(diags.Error(), shell+" would run any command") {
 			t.Errorf("%s: diags %v", shell, diags)
@@ -203,7 +205,7 @@ tools:
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	reg := runtime.Registry{}
+	reg := tool.Registry{}
 	builtin.Register(reg)
 	a, _ := runtime.Compile(s, runtime.Options{Tools: reg, Model: model})
 	res := run(t, a)
@@ -221,11 +223,11 @@ tools:
 }
 
 type recorder struct {
-	runtime.Model
+	model.Model
 	first string
 }
 
-func (r *recorder) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (r *recorder) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	if r.first == "" && len(req.Messages) > 0 {
 		r.first = req.Messages[0].Content
 	}

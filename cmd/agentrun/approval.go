@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -273,7 +274,7 @@ func shellQuote(s string) string {
 // decideError says why a decision was refused, in the terms of the command line.
 func decideError(err error, p *runtime.Paused, callID, argsHash string) error {
 	switch {
-	case errors.Is(err, runtime.ErrRunNotFound):
+	case errors.Is(err, store.ErrRunNotFound):
 		return fmt.Errorf("no paused run %s (it finished, or never paused)", p.RunID)
 	case errors.Is(err, runtime.ErrAlreadyDecided):
 		return fmt.Errorf("%s was already decided", callID)
@@ -294,7 +295,7 @@ func decideError(err error, p *runtime.Paused, callID, argsHash string) error {
 // resumeError says why a run could not be resumed.
 func resumeError(err error, runID string) error {
 	switch {
-	case errors.Is(err, runtime.ErrRunNotFound):
+	case errors.Is(err, store.ErrRunNotFound):
 		return fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
 	case errors.Is(err, runtime.ErrResuming):
 		return fmt.Errorf("%s is already being resumed", runID)

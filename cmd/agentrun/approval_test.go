@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/openaitest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store/sqlite"
 )
 
@@ -176,7 +177,7 @@ func (w *approvalWorld) runInProcess(stdin io.Reader, args ...string) (code int,
 }
 
 // conversation reads a conversation from the world's store.
-func (w *approvalWorld) conversation(id string) []runtime.Message {
+func (w *approvalWorld) conversation(id string) []model.Message {
 	w.t.Helper()
 	st, err := sqlite.Open(strings.TrimPrefix(w.store, "sqlite:"))
 	if err != nil {

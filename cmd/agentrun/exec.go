@@ -18,8 +18,9 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/mcp"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool/mcp"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -682,9 +683,9 @@ func (p *progress) cache(w io.Writer, e runtime.Event) {
 
 // cacheEntry names a cache entry: `faq help-center/faq.yaml:12 "怎么退货"`, or
 // `learned #17 (per user)`.
-func cacheEntry(h *runtime.CacheHit) string {
+func cacheEntry(h *knowledge.CacheHit) string {
 	entry := h.Entry
-	if h.Kind == runtime.CacheEntryLearned {
+	if h.Kind == knowledge.CacheEntryLearned {
 		entry = "#" + entry
 	}
 	s := fmt.Sprintf("%s %s", h.Kind, entry)
@@ -698,7 +699,7 @@ func cacheEntry(h *runtime.CacheHit) string {
 }
 
 // passageRef is a passage's source and lines, e.g. help-center/returns.md:3-20.
-func passageRef(p runtime.Passage) string {
+func passageRef(p knowledge.Passage) string {
 	switch {
 	case p.StartLine == 0:
 		return p.Source

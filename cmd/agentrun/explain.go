@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -99,10 +100,10 @@ func loadAgent(cmd *cobra.Command, path, modelFlag string, needModel bool) (*age
 	return buildAgent(cmd, s, agentrun.Options{Model: modelFlag, Inspect: true, NoModel: !needModel})
 }
 
-func toolsTokens(defs []runtime.ToolDef) int {
+func toolsTokens(defs []model.ToolDef) int {
 	n := 0
 	for _, d := range defs {
-		n += runtime.ToolTokens(d)
+		n += model.ToolTokens(d)
 	}
 	return n
 }
@@ -131,7 +132,7 @@ func writeIntentTable(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 			kind = "→ " + plan.Agent // the agent's own prompt and tools apply, not these
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t~%d\t~%d\t~%d (%d%%)\t%s\n", plan.Intent, kind, plan.Memory,
-			len(plan.Tools), len(plan.AllTools), runtime.EstimateTokens(plan.SystemPrompt), these, all-these, pct, knowledgeCell(plan))
+			len(plan.Tools), len(plan.AllTools), model.EstimateTokens(plan.SystemPrompt), these, all-these, pct, knowledgeCell(plan))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nTokens are estimates (about 4 characters a token, one a token for CJK); offering every tool costs ~%d.\n", toolsTokens(agent.Tools()))
@@ -183,7 +184,7 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 		fmt.Fprintf(w, "  agentrun explain %s\n", filepath.Join(filepath.Dir(s.Pos.File), entry.Spec))
 		return
 	}
-	prompt := runtime.EstimateTokens(plan.SystemPrompt)
+	prompt := model.EstimateTokens(plan.SystemPrompt)
 	fmt.Fprintf(w, "system prompt (~%d tokens):\n", prompt)
 	for _, line := range strings.Split(strings.TrimRight(plan.SystemPrompt, "\n"), "\n") {
 		fmt.Fprintf(w, "  │ %s\n", line)
@@ -191,7 +192,7 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 	tools := toolsTokens(plan.Tools)
 	fmt.Fprintf(w, "\ntools offered: %d of %d (~%d tokens)\n", len(plan.Tools), len(plan.AllTools), tools)
 	for _, d := range plan.Tools {
-		fmt.Fprintf(w, "  %-22s ~%d tokens  %s\n", d.Name, runtime.ToolTokens(d), clip(d.Description, 70))
+		fmt.Fprintf(w, "  %-22s ~%d tokens  %s\n", d.Name, model.ToolTokens(d), clip(d.Description, 70))
 	}
 	fmt.Fprintf(w, "  %s\n", saving(plan))
 	st := agent.Settings()

@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/runtime"
 	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -28,7 +29,7 @@ func newMemoryCommand() *cobra.Command {
 			"--store URL, else AGENTRUN_STORE, else " + agentrun.DefaultStoreURL + "\n" +
 			"(URLs: sqlite:path.db, sqlite:///abs/path.db, redis://host:6379/0, postgres://host:5432/db, memory:).",
 	}
-	open := func() (runtime.Store, error) {
+	open := func() (store.Store, error) {
 		if user == "" {
 			return nil, errors.New("--user is required")
 		}
@@ -139,7 +140,7 @@ func count(n int, noun string) string {
 }
 
 // userMemory is what a store keeps of a user: facts and conversation ids.
-func userMemory(ctx context.Context, st runtime.Store, user string) ([]runtime.Fact, []string, error) {
+func userMemory(ctx context.Context, st store.Store, user string) ([]store.Fact, []string, error) {
 	facts, err := st.Facts(ctx, user)
 	if err != nil {
 		return nil, nil, err
@@ -148,7 +149,7 @@ func userMemory(ctx context.Context, st runtime.Store, user string) ([]runtime.F
 	return facts, ids, err
 }
 
-func writeMessage(w interface{ Write([]byte) (int, error) }, m runtime.Message) {
+func writeMessage(w interface{ Write([]byte) (int, error) }, m model.Message) {
 	switch {
 	case len(m.ToolCalls) > 0:
 		for _, c := range m.ToolCalls {
@@ -157,7 +158,7 @@ func writeMessage(w interface{ Write([]byte) (int, error) }, m runtime.Message) 
 		if m.Content != "" {
 			fmt.Fprintf(w, "  %-9s %s\n", m.Role, clip(m.Content, 160))
 		}
-	case m.Role == runtime.RoleTool:
+	case m.Role == model.RoleTool:
 		fmt.Fprintf(w, "  %-9s ← %s\n", m.Role, clip(m.Content, 160))
 	default:
 		fmt.Fprintf(w, "  %-9s %s\n", m.Role, clip(m.Content, 160))

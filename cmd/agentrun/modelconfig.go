@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/spec"
 )
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // A cheap call's cost once printed as $8.1e-05.
@@ -57,7 +58,7 @@ func TestExecProgressColours(t *testing.T) {
 		{Kind: runtime.EventToolResult, Turn: 1, Tool: "lookup", Duration: 12 * time.Millisecond, Result: "✓ fine · 3s"},
 		{Kind: runtime.EventToolResult, Turn: 1, Tool: "lookup", Duration: 2 * time.Second, Error: "boom", Result: "boom"},
 		{Kind: runtime.EventGuard, Turn: 2, Guard: runtime.GuardMaxTurns, Message: "too many"},
-		{Kind: runtime.EventModelResponse, Turn: 2, Usage: &runtime.Usage{TotalTokens: 25}, Duration: 1500 * time.Millisecond, Depth: 1},
+		{Kind: runtime.EventModelResponse, Turn: 2, Usage: &model.Usage{TotalTokens: 25}, Duration: 1500 * time.Millisecond, Depth: 1},
 	}
 	want := []string{
 		"[1]   " + ansiGreen + "✓" + ansiReset + " lookup · " + ansiDim + "12ms" + ansiReset + " · ✓ fine · " + ansiDim + "3s" + ansiReset + "\n",

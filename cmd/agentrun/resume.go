@@ -10,6 +10,8 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -98,7 +100,7 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	defer func() { st.Close() }()
-	store, ok := st.(runtime.PausedRuns)
+	store, ok := st.(store.PausedRuns)
 	if !ok {
 		fmt.Fprintf(errOut, "agentrun: the store %s cannot keep paused runs\n", url)
 		return exitError{1}
@@ -135,11 +137,11 @@ func runResume(cmd *cobra.Command, runID string, o resumeOptions) error {
 // loadResumable reads the paused run and checks it waits where this command would
 // resume it, before any decision is stored: the command to use instead must still
 // work.
-func loadResumable(cmd *cobra.Command, store runtime.PausedRuns, runID string, decider runtime.Decider, o resumeOptions, flags []string) (*runtime.Paused, error) {
+func loadResumable(cmd *cobra.Command, st store.PausedRuns, runID string, decider runtime.Decider, o resumeOptions, flags []string) (*runtime.Paused, error) {
 	errOut := cmd.ErrOrStderr()
-	p, err := runtime.LoadPaused(cmd.Context(), store, runID, decider)
+	p, err := runtime.LoadPaused(cmd.Context(), st, runID, decider)
 	if err != nil {
-		if errors.Is(err, runtime.ErrRunNotFound) {
+		if errors.Is(err, store.ErrRunNotFound) {
 			err = fmt.Errorf("no paused run %s (it finished, or never paused)", runID)
 		}
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
@@ -155,7 +157,7 @@ func loadResumable(cmd *cobra.Command, store runtime.PausedRuns, runID string, d
 
 // decideCalls stores the decisions the flags make, approvals first, and returns
 // the run as the last of them left it.
-func decideCalls(cmd *cobra.Command, store runtime.PausedRuns, p *runtime.Paused, decider runtime.Decider, o resumeOptions) (*runtime.Paused, error) {
+func decideCalls(cmd *cobra.Command, store store.PausedRuns, p *runtime.Paused, decider runtime.Decider, o resumeOptions) (*runtime.Paused, error) {
 	errOut := cmd.ErrOrStderr()
 	decide := func(callID string, approve bool, reason string) error {
 		decided, err := runtime.Decide(cmd.Context(), store, p.RunID, decider,
@@ -190,7 +192,7 @@ func decideCalls(cmd *cobra.Command, store runtime.PausedRuns, p *runtime.Paused
 // pausedSpec loads the spec the paused run names. The store was opened before the
 // spec was known: with the spec's memory.ttl, which the run's writes keep, it is
 // opened again, and the store returned is the one to use (and close).
-func pausedSpec(cmd *cobra.Command, p *runtime.Paused, url string, st runtime.Store) (*spec.Spec, runtime.Store, error) {
+func pausedSpec(cmd *cobra.Command, p *runtime.Paused, url string, st store.Store) (*spec.Spec, store.Store, error) {
 	if p.Spec == "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: the paused run %s does not say which spec file it ran: give --spec\n", p.RunID)
 		return nil, st, exitError{1}
@@ -211,7 +213,7 @@ func pausedSpec(cmd *cobra.Command, p *runtime.Paused, url string, st runtime.St
 }
 
 // resumeHere goes on with the run in this process.
-func resumeHere(cmd *cobra.Command, s *spec.Spec, st runtime.Store, p *runtime.Paused, decider runtime.Decider, o resumeOptions, flags []string) error {
+func resumeHere(cmd *cobra.Command, s *spec.Spec, st store.Store, p *runtime.Paused, decider runtime.Decider, o resumeOptions, flags []string) error {
 	errOut, ctx := cmd.ErrOrStderr(), cmd.Context()
 	opts := agentrun.Options{Model: o.model, SharedStore: st}
 	tel, err := setupTelemetry(ctx, &opts, telemetryLogger(errOut, o.quiet))
@@ -243,7 +245,7 @@ func resumeHere(cmd *cobra.Command, s *spec.Spec, st runtime.Store, p *runtime.P
 		return exitError{1}
 	}
 	// The request the run was started with, as far as fact extraction reads it.
-	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
+	started := runtime.Request{User: tool.User{ID: p.User}, Conversation: p.Conversation}
 	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
 }
 
@@ -283,7 +285,7 @@ func resumeTemporal(cmd *cobra.Command, store, runID string, p *runtime.Paused, 
 		fmt.Fprintf(errOut, "agentrun: %v\n", err)
 		return exitError{1}
 	}
-	started := runtime.Request{User: runtime.User{ID: p.User}, Conversation: p.Conversation}
+	started := runtime.Request{User: tool.User{ID: p.User}, Conversation: p.Conversation}
 	return finishResult(cmd, nil, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet,
 		resume: append(flags, o.temporal.resumeFlags()...)})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
@@ -57,16 +58,16 @@ func newRunsCommand() *cobra.Command {
 				return fmt.Errorf("store: %w", err)
 			}
 			defer st.Close()
-			store, ok := st.(runtime.PausedRuns)
+			db, ok := st.(store.PausedRuns)
 			if !ok {
 				fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: the store %s cannot keep paused runs\n", url)
 				return exitError{1}
 			}
-			q := runtime.PausedQuery{UserID: user}
+			q := store.PausedQuery{UserID: user}
 			if all {
-				q = runtime.PausedQuery{ExpiresBefore: time.Now().AddDate(1000, 0, 0)}
+				q = store.PausedQuery{ExpiresBefore: time.Now().AddDate(1000, 0, 0)}
 			}
-			runs, err := runtime.ListPaused(cmd.Context(), store, q)
+			runs, err := runtime.ListPaused(cmd.Context(), db, q)
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
 				return exitError{1}

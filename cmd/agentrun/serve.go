@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/serve"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
 )
 
 func newServeCommand() *cobra.Command {
-	var addr, config, store, model, index string
+	var addr, config, st, model, index string
 	var engine temporalFlags
 	var insecure bool
 	cmd := &cobra.Command{
@@ -63,13 +63,13 @@ func newServeCommand() *cobra.Command {
 			if err := engine.check(); err != nil {
 				return err
 			}
-			opts := serve.Options{Config: cfg, Specs: args, Store: store, Model: model, Index: index,
+			opts := serve.Options{Config: cfg, Specs: args, Store: st, Model: model, Index: index,
 				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent}
 			var srv *serve.Server
 			if engine.onTemporal() {
 				// Payloads travel through the server's own store: the one it shares with
 				// the workers. The server closes it.
-				blobs := &lazyBlobs{open: func() (runtime.Store, error) { return srv.Store(), nil }}
+				blobs := &lazyBlobs{open: func() (store.Store, error) { return srv.Store(), nil }}
 				c, closeClient, err := engine.dialWith(cmd.Context(), errOut, blobs)
 				if err != nil {
 					return err
@@ -104,7 +104,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&addr, "addr", "", "the address to listen on (default "+serve.DefaultAddr+", or addr in the config)")
 	f.StringVar(&config, "config", "", "the server's config: authentication and limits (`serve.yaml`)")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "no authentication, every request is the user \"local\" (loopback addresses only)")
-	f.StringVar(&store, "store", "", "the memory store's URL for every agent (default: AGENTRUN_STORE, else the first spec's memory.url, else .agentrun/state.db)")
+	f.StringVar(&st, "store", "", "the memory store's URL for every agent (default: AGENTRUN_STORE, else the first spec's memory.url, else .agentrun/state.db)")
 	f.StringVar(&model, "model", "", "override every spec's model: test, script:FILE or openai[:NAME]")
 	f.StringVar(&index, "index", "", "the knowledge index file (default: AGENTRUN_INDEX, else knowledge.index, else .agentrun/knowledge.db)")
 	engine.add(f, true)

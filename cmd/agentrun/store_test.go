@@ -11,10 +11,11 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/pgdb"
 	"github.com/agentrun/agentrun/internal/pgtest"
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	kindex "github.com/agentrun/agentrun/runtime/knowledge/index"
 	kpostgres "github.com/agentrun/agentrun/runtime/knowledge/index/postgres"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/postgres"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/jackc/pgx/v5"
@@ -49,10 +50,10 @@ func TestStoreMigrateAndMemoryOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := runtime.Record{UserID: "u-42", Conversation: "c-7",
-		Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "cancel A1001"}, {Role: runtime.RoleAssistant, Content: "cancelled"}},
+	rec := store.Record{UserID: "u-42", Conversation: "c-7",
+		Messages: []model.Message{{Role: model.RoleUser, Content: "cancel A1001"}, {Role: model.RoleAssistant, Content: "cancelled"}},
 		Seen:     map[string][]string{"orders": {"A1001"}},
-		Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "tier", Value: "gold", Source: "tool"}}}
+		Facts:    []store.FactChange{{Op: store.FactSet, Key: "tier", Value: "gold", Source: "tool"}}}
 	if err := st.Commit(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentrun/agentrun"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/scenario"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -57,7 +57,7 @@ func newTestCommand() *cobra.Command {
 			}
 			defer os.RemoveAll(tmp)
 			var indexes atomic.Int64
-			openKnowledge := func(ctx context.Context, s *spec.Spec) (runtime.Knowledge, func() error, error) {
+			openKnowledge := func(ctx context.Context, s *spec.Spec) (knowledge.Knowledge, func() error, error) {
 				path := filepath.Join(tmp, fmt.Sprintf("%d.db", indexes.Add(1)))
 				return agentrun.OpenKnowledge(ctx, s, agentrun.KnowledgeOptions{Index: path, Offline: true})
 			}

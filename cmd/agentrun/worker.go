@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/temporal"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
@@ -148,19 +149,19 @@ func dialHint(o client.Options, err error) string {
 // An open that failed is tried again at the next payload.
 type lazyBlobs struct {
 	// open opens the store; close, when set, closes what open opened.
-	open  func() (runtime.Store, error)
-	close func(runtime.Store)
+	open  func() (store.Store, error)
+	close func(store.Store)
 
 	mu    sync.Mutex
-	store runtime.Store
+	store store.Store
 }
 
 // blobsAt opens the store at url when a payload needs it, and closes it with close.
 func blobsAt(url string) *lazyBlobs {
-	return &lazyBlobs{open: func() (runtime.Store, error) { return agentrun.OpenStore(url, 0) }, close: func(s runtime.Store) { s.Close() }}
+	return &lazyBlobs{open: func() (store.Store, error) { return agentrun.OpenStore(url, 0) }, close: func(s store.Store) { s.Close() }}
 }
 
-func (l *lazyBlobs) blobs() (runtime.Blobs, error) {
+func (l *lazyBlobs) blobs() (store.Blobs, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.store == nil {
@@ -170,7 +171,7 @@ func (l *lazyBlobs) blobs() (runtime.Blobs, error) {
 		}
 		l.store = st
 	}
-	b, ok := l.store.(runtime.Blobs)
+	b, ok := l.store.(store.Blobs)
 	if !ok {
 		return nil, errors.New("the store keeps no blobs: large payloads cannot travel by reference")
 	}

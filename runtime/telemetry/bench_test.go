@@ -13,7 +13,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // benchSpec is the shop agent without a judge: three model calls per run (two with
@@ -42,7 +44,7 @@ func BenchmarkTracing(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			var model runtime.Model = roundModel{}
+			var model model.Model = roundModel{}
 			reg := registry(shopTools())
 			if c.tp != nil {
 				model = telemetry.WrapModel(model, telemetry.ModelInfo{Provider: "openai", Model: "gpt-test"}, c.tp, c.mp)
@@ -52,7 +54,7 @@ func BenchmarkTracing(b *testing.B) {
 			if diags.HasErrors() {
 				b.Fatal(diags)
 			}
-			req := runtime.Request{Input: "Where is A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
+			req := runtime.Request{Input: "Where is A1?", User: tool.User{ID: "u-1"}, Conversation: "c-1"}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -14,8 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -71,10 +73,10 @@ func loadSpec(t testing.TB, src string) *spec.Spec {
 // funcTool is a tool whose behaviour a test chooses; it counts its calls.
 type funcTool struct {
 	calls atomic.Int32
-	fn    func(ctx context.Context, in runtime.ToolInput) (string, error)
+	fn    func(ctx context.Context, in tool.Input) (string, error)
 }
 
-func (f *funcTool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (f *funcTool) Call(ctx context.Context, in tool.Input) (string, error) {
 	f.calls.Add(1)
 	return f.fn(ctx, in)
 }
@@ -82,24 +84,24 @@ func (f *funcTool) Call(ctx context.Context, in runtime.ToolInput) (string, erro
 // describedTool also describes itself, as builtins and MCP tools do.
 type describedTool struct{ funcTool }
 
-func (d *describedTool) Describe() runtime.ToolInfo {
-	return runtime.ToolInfo{Description: "described"}
+func (d *describedTool) Describe() tool.Info {
+	return tool.Info{Description: "described"}
 }
 
-func shopTools() map[string]runtime.Tool {
-	return map[string]runtime.Tool{
-		"lookup": &funcTool{fn: func(_ context.Context, in runtime.ToolInput) (string, error) {
+func shopTools() map[string]tool.Tool {
+	return map[string]tool.Tool{
+		"lookup": &funcTool{fn: func(_ context.Context, in tool.Input) (string, error) {
 			b, _ := json.Marshal(map[string]any{"order": in.Args["id"], "note": "result " + canary})
 			return string(b), nil
 		}},
-		"status": &describedTool{funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+		"status": &describedTool{funcTool{fn: func(context.Context, tool.Input) (string, error) {
 			return `{"status":"delivering","secret":"` + canary + `"}`, nil
 		}}},
 	}
 }
 
-func registry(tools map[string]runtime.Tool) runtime.Registry {
-	return runtime.Registry{"http": func(st *spec.Tool, _ string) (runtime.Tool, error) {
+func registry(tools map[string]tool.Tool) tool.Registry {
+	return tool.Registry{"http": func(st *spec.Tool, _ string) (tool.Tool, error) {
 		t, ok := tools[st.Name]
 		if !ok {
 			return nil, fmt.Errorf("test has no tool %s", st.Name)
@@ -119,7 +121,7 @@ func shopScript() *offline.Script {
 
 // shopAgent compiles the shop agent with model and the registry wrapped, as the
 // assembly does.
-func shopAgent(t testing.TB, model runtime.Model, tp trace.TracerProvider, opts ...telemetry.Options) *runtime.Agent {
+func shopAgent(t testing.TB, model model.Model, tp trace.TracerProvider, opts ...telemetry.Options) *runtime.Agent {
 	t.Helper()
 	reg := telemetry.WrapRegistry(registry(shopTools()), tp, opts...)
 	a, diags := runtime.Compile(loadSpec(t, shopSpec), runtime.Options{Tools: reg, Model: model})
@@ -133,7 +135,7 @@ func shopAgent(t testing.TB, model runtime.Model, tp trace.TracerProvider, opts 
 func runShop(t testing.TB, a *runtime.Agent, tp trace.TracerProvider, mp metric.MeterProvider, opts ...telemetry.Options) *runtime.Result {
 	t.Helper()
 	ctx, rs := telemetry.StartRun(context.Background(), tp, mp, telemetry.RunInfo{Agent: "shop", Conversation: "c-1", Input: question}, opts...)
-	res, err := a.Run(ctx, runtime.Request{Input: question, User: runtime.User{ID: "u-1"}, Conversation: "c-1", Observer: rs})
+	res, err := a.Run(ctx, runtime.Request{Input: question, User: tool.User{ID: "u-1"}, Conversation: "c-1", Observer: rs})
 	rs.End(res, err)
 	if err != nil {
 		t.Fatal(err)
@@ -156,29 +158,29 @@ func tracedRun(t testing.TB, tp trace.TracerProvider, mp metric.MeterProvider, o
 type roundModel struct{}
 
 var (
-	lookupCall = &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-		ToolCalls: []runtime.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"id":"A1"}`}}}, FinishReason: runtime.FinishToolCalls,
-		Usage: runtime.Usage{PromptTokens: 100, CompletionTokens: 10, TotalTokens: 110}, Model: "test"}
-	statusCall = &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-		ToolCalls: []runtime.ToolCall{{ID: "call_2", Name: "status", Arguments: `{"ref":"A1"}`}}}, FinishReason: runtime.FinishToolCalls,
-		Usage: runtime.Usage{PromptTokens: 120, CompletionTokens: 10, TotalTokens: 130}, Model: "test"}
-	answer = &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Order A1 is on its way."},
-		FinishReason: runtime.FinishStop, Usage: runtime.Usage{PromptTokens: 140, CompletionTokens: 8, TotalTokens: 148}, Model: "test"}
-	passed = &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: `{"passed":true}`},
-		FinishReason: runtime.FinishStop, Usage: runtime.Usage{PromptTokens: 50, CompletionTokens: 4, TotalTokens: 54}, Model: "test"}
+	lookupCall = &model.Response{Message: model.Message{Role: model.RoleAssistant,
+		ToolCalls: []model.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"id":"A1"}`}}}, FinishReason: model.FinishToolCalls,
+		Usage: model.Usage{PromptTokens: 100, CompletionTokens: 10, TotalTokens: 110}, Model: "test"}
+	statusCall = &model.Response{Message: model.Message{Role: model.RoleAssistant,
+		ToolCalls: []model.ToolCall{{ID: "call_2", Name: "status", Arguments: `{"ref":"A1"}`}}}, FinishReason: model.FinishToolCalls,
+		Usage: model.Usage{PromptTokens: 120, CompletionTokens: 10, TotalTokens: 130}, Model: "test"}
+	answer = &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "Order A1 is on its way."},
+		FinishReason: model.FinishStop, Usage: model.Usage{PromptTokens: 140, CompletionTokens: 8, TotalTokens: 148}, Model: "test"}
+	passed = &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: `{"passed":true}`},
+		FinishReason: model.FinishStop, Usage: model.Usage{PromptTokens: 50, CompletionTokens: 4, TotalTokens: 54}, Model: "test"}
 )
 
-func (roundModel) Complete(_ context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (roundModel) Complete(_ context.Context, req *model.Request) (*model.Response, error) {
 	if req.JSONSchema != nil {
 		return passed, nil
 	}
 	round := 0
-	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != runtime.RoleUser; i-- {
-		if req.Messages[i].Role == runtime.RoleAssistant {
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != model.RoleUser; i-- {
+		if req.Messages[i].Role == model.RoleAssistant {
 			round++
 		}
 	}
-	return []*runtime.ModelResponse{lookupCall, statusCall, answer}[min(round, 2)], nil
+	return []*model.Response{lookupCall, statusCall, answer}[min(round, 2)], nil
 }
 
 // texts lists every string a span shows: its name, attribute keys and values,

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
@@ -24,7 +23,7 @@ const (
 // {collection}` and `cache_learn {intent}` around the FAQ cache. Questions, answers
 // and passages are content: recorded only with Options.RecordContent (the query,
 // redacted). A nil tp means the global provider.
-func WrapKnowledge(k runtime.Knowledge, tp trace.TracerProvider, opts ...Options) runtime.Knowledge {
+func WrapKnowledge(k knowledge.Knowledge, tp trace.TracerProvider, opts ...Options) knowledge.Knowledge {
 	if k == nil {
 		return nil
 	}
@@ -32,7 +31,7 @@ func WrapKnowledge(k runtime.Knowledge, tp trace.TracerProvider, opts ...Options
 }
 
 type knowledgeT struct {
-	next   runtime.Knowledge
+	next   knowledge.Knowledge
 	tracer trace.Tracer
 	opts   Options
 }
@@ -44,7 +43,7 @@ func spanName(op, what string) string {
 	return op + " " + what
 }
 
-func cacheAttrs(q runtime.CacheQuery) []attribute.KeyValue {
+func cacheAttrs(q knowledge.CacheQuery) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{AttrAgentName.String(q.Agent)}
 	if q.Collection != "" {
 		attrs = append(attrs, AttrCollection.String(q.Collection), AttrDataSourceID.String(q.Collection))
@@ -55,7 +54,7 @@ func cacheAttrs(q runtime.CacheQuery) []attribute.KeyValue {
 	return attrs
 }
 
-func (k *knowledgeT) CacheLookup(ctx context.Context, q runtime.CacheQuery) (*runtime.CacheHit, error) {
+func (k *knowledgeT) CacheLookup(ctx context.Context, q knowledge.CacheQuery) (*knowledge.CacheHit, error) {
 	ctx, span := k.tracer.Start(ctx, spanName(SpanCacheLookup, q.Collection), trace.WithAttributes(cacheAttrs(q)...))
 	hit, err := k.next.CacheLookup(ctx, q)
 	if span.IsRecording() {
@@ -71,7 +70,7 @@ func (k *knowledgeT) CacheLookup(ctx context.Context, q runtime.CacheQuery) (*ru
 	return hit, err
 }
 
-func (k *knowledgeT) CacheLearn(ctx context.Context, q runtime.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
+func (k *knowledgeT) CacheLearn(ctx context.Context, q knowledge.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
 	ctx, span := k.tracer.Start(ctx, spanName(SpanCacheLearn, q.Intent), trace.WithAttributes(cacheAttrs(q)...))
 	err := k.next.CacheLearn(ctx, q, answer, perUser, ttl)
 	if span.IsRecording() {
@@ -81,7 +80,7 @@ func (k *knowledgeT) CacheLearn(ctx context.Context, q runtime.CacheQuery, answe
 	return err
 }
 
-func (k *knowledgeT) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]runtime.Passage, error) {
+func (k *knowledgeT) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]knowledge.Passage, error) {
 	ctx, span := k.tracer.Start(ctx, spanName(OpRetrieval, collection), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(AttrOperationName.String(OpRetrieval), AttrDataSourceID.String(collection), AttrCollection.String(collection)))
 	ps, err := k.next.Retrieve(ctx, collection, query, n, minScore)

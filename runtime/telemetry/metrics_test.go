@@ -11,6 +11,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 )
 
@@ -85,9 +86,9 @@ func TestResumedRunCountsOnlyItsOwnPart(t *testing.T) {
 	tp := tracenoop.NewTracerProvider()
 	total, before := 0.75, 0.5
 	res := &runtime.Result{Stop: runtime.StopCompleted, Cost: &total,
-		Usage: runtime.Usage{PromptTokens: 300, CompletionTokens: 30},
+		Usage: model.Usage{PromptTokens: 300, CompletionTokens: 30},
 		Steps: []runtime.Step{{Tool: "lookup", Outcome: runtime.OutcomeOK}, {Tool: "lookup", Outcome: runtime.OutcomeOK}, {Tool: "cancel", Outcome: runtime.OutcomeOK}},
-		Prior: &runtime.Prior{Steps: 2, Usage: runtime.Usage{PromptTokens: 200, CompletionTokens: 20}, Cost: before}}
+		Prior: &runtime.Prior{Steps: 2, Usage: model.Usage{PromptTokens: 200, CompletionTokens: 20}, Cost: before}}
 	_, span := telemetry.StartRun(context.Background(), tp, mp, telemetry.RunInfo{Agent: "shop"})
 	span.End(res, nil)
 

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // ModelInfo describes a wrapped model for its spans and metrics.
@@ -29,14 +29,14 @@ type ModelInfo struct {
 // PurposeOf is what a request is for, by the structured answer it asks for: the
 // judge's verdict, the classifier's intent, the extractor's facts, else the agent's
 // own turn.
-func PurposeOf(req *runtime.ModelRequest) string {
+func PurposeOf(req *model.Request) string {
 	if req.JSONSchema != nil {
 		switch req.JSONSchema.Name {
-		case runtime.SchemaVerdict:
+		case model.SchemaVerdict:
 			return PurposeJudge
-		case runtime.SchemaIntent:
+		case model.SchemaIntent:
 			return PurposeClassifier
-		case runtime.SchemaFacts:
+		case model.SchemaFacts:
 			return PurposeExtractor
 		}
 	}
@@ -48,7 +48,7 @@ func PurposeOf(req *runtime.ModelRequest) string {
 // Requests and responses pass through untouched (OnDelta streams as before). A nil
 // tp or mp means the global provider. opts is at most one Options; without one no
 // content is recorded.
-func WrapModel(m runtime.Model, info ModelInfo, tp trace.TracerProvider, mp metric.MeterProvider, opts ...Options) runtime.Model {
+func WrapModel(m model.Model, info ModelInfo, tp trace.TracerProvider, mp metric.MeterProvider, opts ...Options) model.Model {
 	meter := meterOf(mp)
 	tokens, err := meter.Int64Histogram(MetricTokenUsage, metric.WithUnit(UnitTokens),
 		metric.WithDescription("Number of input and output tokens used."),
@@ -66,7 +66,7 @@ func WrapModel(m runtime.Model, info ModelInfo, tp trace.TracerProvider, mp metr
 	if info.Model != "" {
 		name += " " + info.Model
 	}
-	w := &model{next: m, info: info, tracer: tracerOf(tp), tokens: tokens, duration: duration, opts: option(opts), name: name,
+	w := &tracedModel{next: m, info: info, tracer: tracerOf(tp), tokens: tokens, duration: duration, opts: option(opts), name: name,
 		measure: mp == nil || measuring(mp)}
 	w.base = []attribute.KeyValue{AttrOperationName.String(OpChat)}
 	if info.Provider != "" {
@@ -78,8 +78,8 @@ func WrapModel(m runtime.Model, info ModelInfo, tp trace.TracerProvider, mp metr
 	return w
 }
 
-type model struct {
-	next     runtime.Model
+type tracedModel struct {
+	next     model.Model
 	info     ModelInfo
 	tracer   trace.Tracer
 	tokens   metric.Int64Histogram
@@ -91,7 +91,7 @@ type model struct {
 	cache    optCache // by purpose, response model, token type
 }
 
-func (m *model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	start := time.Now()
 	purpose := m.info.Purpose
 	if purpose == "" {
@@ -155,7 +155,7 @@ func (m *model) Complete(ctx context.Context, req *runtime.ModelRequest) (*runti
 
 // attrs are the attributes of a measurement: the model's, the purpose, and the
 // response model, error type and token type when set.
-func (m *model) attrs(purpose, respModel, errType, tokenType string) metric.MeasurementOption {
+func (m *tracedModel) attrs(purpose, respModel, errType, tokenType string) metric.MeasurementOption {
 	return m.cache.get(optKey{purpose, respModel, errType, tokenType}, func() []attribute.KeyValue {
 		attrs := append(append([]attribute.KeyValue(nil), m.base...), AttrPurpose.String(purpose))
 		if respModel != "" {
@@ -171,7 +171,7 @@ func (m *model) attrs(purpose, respModel, errType, tokenType string) metric.Meas
 	})
 }
 
-func (m *model) record(span trace.Span, resp *runtime.ModelResponse) {
+func (m *tracedModel) record(span trace.Span, resp *model.Response) {
 	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs,
 		AttrInputTokens.Int64(resp.Usage.PromptTokens),
@@ -195,7 +195,7 @@ func (m *model) record(span trace.Span, resp *runtime.ModelResponse) {
 // errorType is error.type for err: the HTTP status of a model error, timeout or
 // canceled for a context that ended, else the error's Go type.
 func errorType(err error) string {
-	var me *runtime.ModelError
+	var me *model.Error
 	switch {
 	case errors.As(err, &me) && me.Status != 0:
 		return strconv.Itoa(me.Status)

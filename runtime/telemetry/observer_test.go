@@ -26,8 +26,8 @@ func TestRunEvents(t *testing.T) {
 	no := false
 	for _, e := range []runtime.Event{
 		{Kind: runtime.EventIntent, Intent: "faq", RoutedBy: "llm"},
-		{Kind: runtime.EventCache, CacheOutcome: runtime.CacheMissOutcome, Cached: &runtime.CacheHit{Kind: runtime.CacheEntryFAQ, Question: canary, Answer: canary, Score: 0.5}},
-		{Kind: runtime.EventRetrieve, Passages: []runtime.Passage{{ID: "S1", Text: canary}}},
+		{Kind: runtime.EventCache, CacheOutcome: runtime.CacheMissOutcome, Cached: &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: canary, Answer: canary, Score: 0.5}},
+		{Kind: runtime.EventRetrieve, Passages: []knowledge.Passage{{ID: "S1", Text: canary}}},
 		{Kind: runtime.EventGuard, Guard: runtime.GuardDuplicateCall, Tool: "lookup", CallID: "c1", Args: canary, Message: canary},
 		{Kind: runtime.EventToolRefused, Tool: "lookup", CallID: "c2", Refusal: runtime.RefusedAccept, Args: canary, Error: canary},
 		{Kind: runtime.EventFilter, Filter: "cards", Stage: spec.StageAnswer, Action: spec.ActionRedact, Message: canary},
@@ -74,18 +74,18 @@ func TestRunEvents(t *testing.T) {
 // fakeKnowledge answers every question with the canary.
 type fakeKnowledge struct{ emb knowledge.Embedder }
 
-func (f fakeKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) (*runtime.CacheHit, error) {
+func (f fakeKnowledge) CacheLookup(ctx context.Context, q knowledge.CacheQuery) (*knowledge.CacheHit, error) {
 	f.emb.Embed(ctx, []string{q.Question})
-	return &runtime.CacheHit{Kind: runtime.CacheEntryFAQ, Question: canary, Answer: canary, Score: 0.9}, nil
+	return &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: canary, Answer: canary, Score: 0.9}, nil
 }
 
-func (f fakeKnowledge) CacheLearn(context.Context, runtime.CacheQuery, string, bool, time.Duration) error {
+func (f fakeKnowledge) CacheLearn(context.Context, knowledge.CacheQuery, string, bool, time.Duration) error {
 	return errors.New("read-only " + canary)
 }
 
-func (f fakeKnowledge) Retrieve(ctx context.Context, collection, query string, k int, minScore float64) ([]runtime.Passage, error) {
+func (f fakeKnowledge) Retrieve(ctx context.Context, collection, query string, k int, minScore float64) ([]knowledge.Passage, error) {
 	f.emb.Embed(ctx, []string{query})
-	return []runtime.Passage{{ID: "S1", Source: "faq.md", Text: canary}}, nil
+	return []knowledge.Passage{{ID: "S1", Source: "faq.md", Text: canary}}, nil
 }
 
 func TestKnowledgeSpans(t *testing.T) {
@@ -101,9 +101,9 @@ func TestKnowledgeSpans(t *testing.T) {
 	}
 	k := telemetry.WrapKnowledge(fakeKnowledge{emb: emb}, tp)
 	ctx, rs := telemetry.StartRun(context.Background(), tp, nil, telemetry.RunInfo{Agent: "a"})
-	k.CacheLookup(ctx, runtime.CacheQuery{Collection: "faq", Agent: "a", Intent: "ask", Question: canary})
+	k.CacheLookup(ctx, knowledge.CacheQuery{Collection: "faq", Agent: "a", Intent: "ask", Question: canary})
 	k.Retrieve(ctx, "docs", canary, 4, 0.3)
-	if err := k.CacheLearn(ctx, runtime.CacheQuery{Agent: "a", Intent: "ask", Question: canary}, canary, false, time.Hour); err == nil {
+	if err := k.CacheLearn(ctx, knowledge.CacheQuery{Agent: "a", Intent: "ask", Question: canary}, canary, false, time.Hour); err == nil {
 		t.Error("the error was lost")
 	}
 	rs.End(nil, nil)

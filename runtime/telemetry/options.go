@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // scope is the instrumentation scope of every span and metric of this package.
@@ -77,11 +77,11 @@ type message struct {
 
 // messagesJSON renders messages as the conventions' JSON, content redacted; system
 // messages go to system (gen_ai.system_instructions), the rest to the returned list.
-func (o Options) messagesJSON(msgs []runtime.Message) (system, rest string) {
+func (o Options) messagesJSON(msgs []model.Message) (system, rest string) {
 	var sys []part
 	var out []message
 	for _, m := range msgs {
-		if m.Role == runtime.RoleSystem {
+		if m.Role == model.RoleSystem {
 			sys = append(sys, part{Type: "text", Content: o.text(m.Content)})
 			continue
 		}
@@ -93,13 +93,13 @@ func (o Options) messagesJSON(msgs []runtime.Message) (system, rest string) {
 	return system, marshal(out)
 }
 
-func (o Options) message(m runtime.Message, finish runtime.FinishReason) message {
+func (o Options) message(m model.Message, finish model.FinishReason) message {
 	msg := message{Role: string(m.Role), Parts: []part{}, FinishReason: string(finish)}
 	if m.Reasoning != nil && m.Reasoning.Text != "" {
 		msg.Parts = append(msg.Parts, part{Type: "reasoning", Content: o.text(m.Reasoning.Text)})
 	}
 	switch {
-	case m.Role == runtime.RoleTool:
+	case m.Role == model.RoleTool:
 		msg.Parts = append(msg.Parts, part{Type: "tool_call_response", ID: m.ToolCallID, Response: o.text(m.Content)})
 	case m.Content != "":
 		msg.Parts = append(msg.Parts, part{Type: "text", Content: o.text(m.Content)})

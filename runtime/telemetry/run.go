@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 )
 
 // RunInfo describes a run for its span.
@@ -73,7 +74,7 @@ func StartRun(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvi
 	}
 	o := option(opts)
 	if o.RecordContent && info.Input != "" {
-		attrs = append(attrs, AttrInputMessages.String(marshal([]message{o.message(runtime.Message{Role: runtime.RoleUser, Content: info.Input}, "")})))
+		attrs = append(attrs, AttrInputMessages.String(marshal([]message{o.message(model.Message{Role: model.RoleUser, Content: info.Input}, "")})))
 	}
 	ctx, span := tracerOf(tp).Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return ctx, &RunSpan{span: span, ctx: ctx, start: time.Now(), info: info, opts: o, ins: instrumentsOf(mp)}
@@ -168,7 +169,7 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 	}
 	// A resumed run's result includes what its earlier executions did, which
 	// their own spans counted: this one records what it added.
-	var usage runtime.Usage
+	var usage model.Usage
 	var steps []runtime.Step
 	if res != nil {
 		usage, steps = res.Usage, res.Steps
@@ -213,7 +214,7 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 				attrs = append(attrs, AttrFinishReasons.StringSlice(fr))
 			}
 			if r.opts.RecordContent {
-				attrs = append(attrs, AttrOutputMessages.String(marshal([]message{r.opts.message(runtime.Message{Role: runtime.RoleAssistant, Content: res.Answer}, "")})))
+				attrs = append(attrs, AttrOutputMessages.String(marshal([]message{r.opts.message(model.Message{Role: model.RoleAssistant, Content: res.Answer}, "")})))
 			}
 			r.span.SetAttributes(attrs...)
 		}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentrun/agentrun/internal/tracecontext"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 )
 
@@ -119,7 +120,7 @@ func TestPropagation(t *testing.T) {
 
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	in := http.Header{"Traceparent": {parent}}
-	ctx := telemetry.ExtractHTTP(context.Background(), in)
+	ctx := tracecontext.ExtractHTTP(context.Background(), in)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	ctx, rs := telemetry.StartRun(ctx, tp, nil, telemetry.RunInfo{Agent: "a"})
@@ -129,7 +130,7 @@ func TestPropagation(t *testing.T) {
 	}
 
 	var got http.Header
-	rt := telemetry.Transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	rt := tracecontext.Transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		got = r.Header.Clone()
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
 	}))

@@ -15,7 +15,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/telemetry"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 func record(t *testing.T, opts ...telemetry.Options) ([]sdktrace.ReadOnlySpan, *runtime.Result) {
@@ -163,18 +165,18 @@ func TestContentOptIn(t *testing.T) {
 // errModel fails every call as a provider would.
 type errModel struct{}
 
-func (errModel) Complete(context.Context, *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-	return nil, &runtime.ModelError{Status: 429, Err: errors.New("rate limited")}
+func (errModel) Complete(context.Context, *model.Request) (*model.Response, error) {
+	return nil, &model.Error{Status: 429, Err: errors.New("rate limited")}
 }
 
 func TestModelErrorAndPurpose(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	m := telemetry.WrapModel(errModel{}, telemetry.ModelInfo{Provider: "openai", Model: "m"}, tp, nil)
-	for _, schema := range []string{"", runtime.SchemaVerdict, runtime.SchemaIntent, runtime.SchemaFacts} {
-		req := &runtime.ModelRequest{}
+	for _, schema := range []string{"", model.SchemaVerdict, model.SchemaIntent, model.SchemaFacts} {
+		req := &model.Request{}
 		if schema != "" {
-			req.JSONSchema = &runtime.JSONSchemaFormat{Name: schema}
+			req.JSONSchema = &model.JSONSchemaFormat{Name: schema}
 		}
 		if _, err := m.Complete(context.Background(), req); err == nil {
 			t.Fatal("no error")
@@ -199,17 +201,17 @@ func TestModelErrorAndPurpose(t *testing.T) {
 func TestToolWrapping(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	plain := telemetry.WrapTool(&funcTool{fn: func(context.Context, runtime.ToolInput) (string, error) {
+	plain := telemetry.WrapTool(&funcTool{fn: func(context.Context, tool.Input) (string, error) {
 		return "", errors.New("order " + canary + " not found")
 	}}, tp)
-	if _, ok := plain.(runtime.Describer); ok {
+	if _, ok := plain.(tool.Describer); ok {
 		t.Error("a tool that does not describe itself became a Describer")
 	}
 	described := telemetry.WrapTool(&describedTool{}, tp)
-	if d, ok := described.(runtime.Describer); !ok || d.Describe().Description != "described" {
+	if d, ok := described.(tool.Describer); !ok || d.Describe().Description != "described" {
 		t.Error("the wrapper lost Describe")
 	}
-	if _, err := plain.Call(context.Background(), runtime.ToolInput{Name: "find", CallID: "call_9", Args: map[string]any{"id": canary}}); err == nil {
+	if _, err := plain.Call(context.Background(), tool.Input{Name: "find", CallID: "call_9", Args: map[string]any{"id": canary}}); err == nil {
 		t.Fatal("no error")
 	}
 	s := rec.Ended()[0]
@@ -221,7 +223,7 @@ func TestToolWrapping(t *testing.T) {
 			t.Errorf("the tool's error shows content: %q", x)
 		}
 	}
-	reg := telemetry.WrapRegistry(runtime.Registry{"builtin:x": nil}, tp)
+	reg := telemetry.WrapRegistry(tool.Registry{"builtin:x": nil}, tp)
 	if f, ok := reg["builtin:x"]; !ok || f != nil {
 		t.Error("a nil factory should stay nil")
 	}

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -15,36 +15,36 @@ import (
 // (gen_ai.tool.name and gen_ai.tool.call.id from the ToolInput). The result keeps
 // t's runtime.Describer, the one interface the runtime asks tools for. A nil tp
 // means the global provider; opts is at most one Options.
-func WrapTool(t runtime.Tool, tp trace.TracerProvider, opts ...Options) runtime.Tool {
+func WrapTool(t tool.Tool, tp trace.TracerProvider, opts ...Options) tool.Tool {
 	return wrapTool(t, "", tracerOf(tp), option(opts))
 }
 
-func wrapTool(t runtime.Tool, kind string, tracer trace.Tracer, o Options) runtime.Tool {
+func wrapTool(t tool.Tool, kind string, tracer trace.Tracer, o Options) tool.Tool {
 	if t == nil {
 		return nil
 	}
-	w := &tool{next: t, kind: kind, tracer: tracer, opts: o}
-	if d, ok := t.(runtime.Describer); ok {
-		return &describedTool{tool: w, d: d}
+	w := &tracedTool{next: t, kind: kind, tracer: tracer, opts: o}
+	if d, ok := t.(tool.Describer); ok {
+		return &describedTool{tracedTool: w, d: d}
 	}
 	return w
 }
 
-type tool struct {
-	next   runtime.Tool
+type tracedTool struct {
+	next   tool.Tool
 	kind   string // the registry key, when known
 	tracer trace.Tracer
 	opts   Options
 }
 
 type describedTool struct {
-	*tool
-	d runtime.Describer
+	*tracedTool
+	d tool.Describer
 }
 
-func (t *describedTool) Describe() runtime.ToolInfo { return t.d.Describe() }
+func (t *describedTool) Describe() tool.Info { return t.d.Describe() }
 
-func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (t *tracedTool) Call(ctx context.Context, in tool.Input) (string, error) {
 	name := OpExecuteTool
 	if in.Name != "" {
 		name += " " + in.Name
@@ -92,15 +92,15 @@ func (t *tool) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
 // WrapRegistry returns a registry whose factories build reg's tools wrapped with
 // WrapTool (their spans also carry agentrun.tool.kind, the registry key). reg is not
 // changed.
-func WrapRegistry(reg runtime.Registry, tp trace.TracerProvider, opts ...Options) runtime.Registry {
+func WrapRegistry(reg tool.Registry, tp trace.TracerProvider, opts ...Options) tool.Registry {
 	tracer, o := tracerOf(tp), option(opts)
-	out := make(runtime.Registry, len(reg))
+	out := make(tool.Registry, len(reg))
 	for kind, factory := range reg {
 		if factory == nil {
 			out[kind] = nil
 			continue
 		}
-		out[kind] = func(st *spec.Tool, dir string) (runtime.Tool, error) {
+		out[kind] = func(st *spec.Tool, dir string) (tool.Tool, error) {
 			t, err := factory(st, dir)
 			if err != nil || t == nil {
 				return t, err

@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -43,20 +47,20 @@ func (t Target) String() string { return strings.Join(append([]string{t.Agent}, 
 // ModelCall is one model request of a run.
 type ModelCall struct {
 	Target
-	Purpose    runtime.Purpose           `json:"purpose"`
-	Messages   []runtime.Message         `json:"messages"`
-	Tools      []runtime.ToolDef         `json:"tools,omitempty"`
-	JSONSchema *runtime.JSONSchemaFormat `json:"json_schema,omitempty"`
-	JSONObject bool                      `json:"json_object,omitempty"`
-	MaxTokens  int                       `json:"max_tokens,omitempty"`
+	Purpose    runtime.Purpose         `json:"purpose"`
+	Messages   []model.Message         `json:"messages"`
+	Tools      []model.ToolDef         `json:"tools,omitempty"`
+	JSONSchema *model.JSONSchemaFormat `json:"json_schema,omitempty"`
+	JSONObject bool                    `json:"json_object,omitempty"`
+	MaxTokens  int                     `json:"max_tokens,omitempty"`
 }
 
 // modelFailure is a model's error as it crosses the history.
 type modelFailure struct {
-	Plain   bool          `json:"plain,omitempty"` // not a runtime.ModelError: its text as it was
-	Status  int           `json:"status"`
-	Message string        `json:"message"`
-	Usage   runtime.Usage `json:"usage"`
+	Plain   bool        `json:"plain,omitempty"` // not a runtime.ModelError: its text as it was
+	Status  int         `json:"status"`
+	Message string      `json:"message"`
+	Usage   model.Usage `json:"usage"`
 }
 
 // ToolCall is one tool call of a run: what runtime.ToolInput holds.
@@ -65,7 +69,7 @@ type ToolCall struct {
 	Name           string         `json:"name"`
 	CallID         string         `json:"call_id"`
 	Args           map[string]any `json:"args"`
-	User           runtime.User   `json:"user"`
+	User           tool.User      `json:"user"`
 	Conversation   string         `json:"conversation,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key"`
 	Timeout        time.Duration  `json:"timeout_ns"`
@@ -82,36 +86,36 @@ type ToolOutcome struct {
 // StoreCall is one store operation of a run.
 type StoreCall struct {
 	Target
-	UserID       string               `json:"user_id,omitempty"`
-	Conversation string               `json:"conversation,omitempty"`
-	Turns        int                  `json:"turns,omitempty"`
-	Kind         string               `json:"kind,omitempty"`
-	ID           string               `json:"id,omitempty"`
-	Kinds        []string             `json:"kinds,omitempty"`
-	Record       *runtime.Record      `json:"record,omitempty"`
-	Paused       *runtime.PausedRun   `json:"paused,omitempty"`
-	Query        *runtime.PausedQuery `json:"query,omitempty"`
+	UserID       string             `json:"user_id,omitempty"`
+	Conversation string             `json:"conversation,omitempty"`
+	Turns        int                `json:"turns,omitempty"`
+	Kind         string             `json:"kind,omitempty"`
+	ID           string             `json:"id,omitempty"`
+	Kinds        []string           `json:"kinds,omitempty"`
+	Record       *store.Record      `json:"record,omitempty"`
+	Paused       *store.PausedRun   `json:"paused,omitempty"`
+	Query        *store.PausedQuery `json:"query,omitempty"`
 }
 
 // KnowledgeCall is one lookup or write of a run's knowledge stages.
 type KnowledgeCall struct {
 	Target
-	Query      runtime.CacheQuery `json:"query"`
-	Answer     string             `json:"answer,omitempty"`
-	PerUser    bool               `json:"per_user,omitempty"`
-	TTL        time.Duration      `json:"ttl_ns,omitempty"`
-	Collection string             `json:"collection,omitempty"`
-	Text       string             `json:"text,omitempty"`
-	K          int                `json:"k,omitempty"`
-	MinScore   float64            `json:"min_score,omitempty"`
+	Query      knowledge.CacheQuery `json:"query"`
+	Answer     string               `json:"answer,omitempty"`
+	PerUser    bool                 `json:"per_user,omitempty"`
+	TTL        time.Duration        `json:"ttl_ns,omitempty"`
+	Collection string               `json:"collection,omitempty"`
+	Text       string               `json:"text,omitempty"`
+	K          int                  `json:"k,omitempty"`
+	MinScore   float64              `json:"min_score,omitempty"`
 }
 
 // cacheLookup is a lookup's answer: the hit with its answer (which the
 // runtime's JSON leaves out) and the error that may come with one.
 type cacheLookup struct {
-	Hit    *runtime.CacheHit `json:"hit,omitempty"`
-	Answer string            `json:"answer,omitempty"`
-	Error  string            `json:"error,omitempty"`
+	Hit    *knowledge.CacheHit `json:"hit,omitempty"`
+	Answer string              `json:"answer,omitempty"`
+	Error  string              `json:"error,omitempty"`
 }
 
 // activities run the calls of the workflows on the real agents.
@@ -157,7 +161,7 @@ func heartbeat(ctx context.Context) (stop func()) {
 	return func() { close(done) }
 }
 
-func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelResponse, error) {
+func (a *activities) Model(ctx context.Context, in ModelCall) (*model.Response, error) {
 	ag, err := a.reach(in.Target)
 	if err != nil {
 		return nil, err
@@ -167,7 +171,7 @@ func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelRes
 		return nil, temporal.NewNonRetryableApplicationError("the agent has no model", errTypeModel, nil, modelFailure{Message: "the agent has no model"})
 	}
 	defer heartbeat(ctx)()
-	resp, err := complete(ctx, m, &runtime.ModelRequest{Messages: in.Messages, Tools: in.Tools, JSONSchema: in.JSONSchema,
+	resp, err := complete(ctx, m, &model.Request{Messages: in.Messages, Tools: in.Tools, JSONSchema: in.JSONSchema,
 		JSONObject: in.JSONObject, MaxTokens: in.MaxTokens})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -175,7 +179,7 @@ func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelRes
 		}
 		// The model client retried what it could: its error is the run's to act on.
 		f := modelFailure{Plain: true, Message: err.Error()}
-		if me := (*runtime.ModelError)(nil); errors.As(err, &me) {
+		if me := (*model.Error)(nil); errors.As(err, &me) {
 			f = modelFailure{Status: me.Status, Message: me.Err.Error(), Usage: me.Usage}
 		}
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), errTypeModel, nil, f)
@@ -185,7 +189,7 @@ func (a *activities) Model(ctx context.Context, in ModelCall) (*runtime.ModelRes
 
 // complete calls the model, a panic in it being its error: retried, it would
 // only panic again.
-func complete(ctx context.Context, m runtime.Model, req *runtime.ModelRequest) (resp *runtime.ModelResponse, err error) {
+func complete(ctx context.Context, m model.Model, req *model.Request) (resp *model.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("the model failed unexpectedly: %v", p)
@@ -202,7 +206,7 @@ func (a *activities) Tool(ctx context.Context, in ToolCall) (ToolOutcome, error)
 	defer heartbeat(ctx)()
 	callCtx, cancel := context.WithTimeout(ctx, in.Timeout)
 	defer cancel()
-	out, err := ag.CallTool(callCtx, runtime.ToolInput{Args: in.Args, User: in.User, Conversation: in.Conversation,
+	out, err := ag.CallTool(callCtx, tool.Input{Args: in.Args, User: in.User, Conversation: in.Conversation,
 		Name: in.Name, CallID: in.CallID, IdempotencyKey: in.IdempotencyKey, Timeout: in.Timeout})
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -218,10 +222,10 @@ func (a *activities) Tool(ctx context.Context, in ToolCall) (ToolOutcome, error)
 // storeErrors are the store's errors the runtime tells apart; they cross the
 // history by name and are not retried.
 var storeErrors = map[string]error{
-	"ForeignConversation":  runtime.ErrForeignConversation,
-	"ConversationNotFound": runtime.ErrConversationNotFound,
-	"RunNotFound":          runtime.ErrRunNotFound,
-	"PausedConflict":       runtime.ErrPausedConflict,
+	"ForeignConversation":  store.ErrForeignConversation,
+	"ConversationNotFound": store.ErrConversationNotFound,
+	"RunNotFound":          store.ErrRunNotFound,
+	"PausedConflict":       store.ErrPausedConflict,
 }
 
 func storeError(err error) error {
@@ -233,7 +237,7 @@ func storeError(err error) error {
 	return err
 }
 
-func (a *activities) store(t Target) (runtime.Store, error) {
+func (a *activities) store(t Target) (store.Store, error) {
 	ag, err := a.reach(t)
 	if err != nil {
 		return nil, err
@@ -244,18 +248,18 @@ func (a *activities) store(t Target) (runtime.Store, error) {
 	return nil, temporal.NewNonRetryableApplicationError("the agent has no store", "NoStore", nil)
 }
 
-func (a *activities) paused(t Target) (runtime.PausedRuns, error) {
+func (a *activities) paused(t Target) (store.PausedRuns, error) {
 	s, err := a.store(t)
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := s.(runtime.PausedRuns); ok {
+	if p, ok := s.(store.PausedRuns); ok {
 		return p, nil
 	}
 	return nil, temporal.NewNonRetryableApplicationError("the agent's store keeps no paused runs", "NoStore", nil)
 }
 
-func (a *activities) Facts(ctx context.Context, in StoreCall) ([]runtime.Fact, error) {
+func (a *activities) Facts(ctx context.Context, in StoreCall) ([]store.Fact, error) {
 	s, err := a.store(in.Target)
 	if err != nil {
 		return nil, err
@@ -264,10 +268,10 @@ func (a *activities) Facts(ctx context.Context, in StoreCall) ([]runtime.Fact, e
 	return f, storeError(err)
 }
 
-func (a *activities) Conversation(ctx context.Context, in StoreCall) (runtime.Conversation, error) {
+func (a *activities) Conversation(ctx context.Context, in StoreCall) (store.Conversation, error) {
 	s, err := a.store(in.Target)
 	if err != nil {
-		return runtime.Conversation{}, err
+		return store.Conversation{}, err
 	}
 	c, err := s.Conversation(ctx, in.Conversation, in.Turns)
 	return c, storeError(err)
@@ -299,10 +303,10 @@ func (a *activities) Commit(ctx context.Context, in StoreCall) error {
 	return storeError(s.Commit(ctx, *in.Record))
 }
 
-func (a *activities) PausedRun(ctx context.Context, in StoreCall) (runtime.PausedRun, error) {
+func (a *activities) PausedRun(ctx context.Context, in StoreCall) (store.PausedRun, error) {
 	p, err := a.paused(in.Target)
 	if err != nil {
-		return runtime.PausedRun{}, err
+		return store.PausedRun{}, err
 	}
 	r, err := p.PausedRun(ctx, in.ID)
 	return r, storeError(err)
@@ -316,7 +320,7 @@ func (a *activities) UpdatePaused(ctx context.Context, in StoreCall) error {
 	return storeError(p.UpdatePaused(ctx, *in.Paused))
 }
 
-func (a *activities) PausedRuns(ctx context.Context, in StoreCall) ([]runtime.PausedRun, error) {
+func (a *activities) PausedRuns(ctx context.Context, in StoreCall) ([]store.PausedRun, error) {
 	p, err := a.paused(in.Target)
 	if err != nil {
 		return nil, err
@@ -325,7 +329,7 @@ func (a *activities) PausedRuns(ctx context.Context, in StoreCall) ([]runtime.Pa
 	return r, storeError(err)
 }
 
-func (a *activities) knowledge(t Target) (runtime.Knowledge, error) {
+func (a *activities) knowledge(t Target) (knowledge.Knowledge, error) {
 	ag, err := a.reach(t)
 	if err != nil {
 		return nil, err
@@ -360,7 +364,7 @@ func (a *activities) CacheLearn(ctx context.Context, in KnowledgeCall) error {
 	return k.CacheLearn(ctx, in.Query, in.Answer, in.PerUser, in.TTL)
 }
 
-func (a *activities) Retrieve(ctx context.Context, in KnowledgeCall) ([]runtime.Passage, error) {
+func (a *activities) Retrieve(ctx context.Context, in KnowledgeCall) ([]knowledge.Passage, error) {
 	k, err := a.knowledge(in.Target)
 	if err != nil {
 		return nil, err

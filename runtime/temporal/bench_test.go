@@ -6,13 +6,15 @@ import (
 
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/server/temporaltest"
 )
 
 // deskScript is four model calls: three tool rounds and the answer.
-func deskScript() runtime.Model {
+func deskScript() model.Model {
 	return offline.NewScript("desk", []offline.ScriptTurn{
 		{ToolCalls: []offline.ScriptToolCall{{ID: "c1", Name: "lookup", Arguments: map[string]any{"order": "A1"}}}},
 		{ToolCalls: []offline.ScriptToolCall{{ID: "c2", Name: "create_ticket", Arguments: map[string]any{"order": "A1", "text": "broken"}}}},
@@ -26,7 +28,7 @@ func deskScript() runtime.Model {
 // the difference is what durability costs a run.
 func BenchmarkRun(b *testing.B) {
 	desktest.NewBackend(b)
-	req := runtime.Request{Input: "file it", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "file it", User: tool.User{ID: "u-1"}}
 	b.Run("in_process", func(b *testing.B) {
 		for b.Loop() {
 			a := compileWith(b, deskSpec, deskScript())
@@ -39,14 +41,14 @@ func BenchmarkRun(b *testing.B) {
 		ts := temporaltest.NewServer() // WithT takes only a *testing.T
 		defer ts.Stop()
 		c := ts.GetDefaultClient()
-		var model runtime.Model
-		w := newWorker(b, c, "bench", compileWith(b, deskSpec, modelFunc(func(ctx context.Context, r *runtime.ModelRequest) (*runtime.ModelResponse, error) {
-			return model.Complete(ctx, r)
+		var m model.Model
+		w := newWorker(b, c, "bench", compileWith(b, deskSpec, modelFunc(func(ctx context.Context, r *model.Request) (*model.Response, error) {
+			return m.Complete(ctx, r)
 		})))
 		defer w.Stop()
 		starter := compileWith(b, deskSpec, nil)
 		for b.Loop() {
-			model = deskScript()
+			m = deskScript()
 			run, err := temporal.Start(context.Background(), c, "bench", starter, req, temporal.StartOptions{})
 			if err != nil {
 				b.Fatal(err)

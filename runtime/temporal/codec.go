@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
@@ -24,7 +24,7 @@ const blobEncoding = "agentrun/blob"
 // model request) is stored once. Every worker and client of a task queue must
 // use the same store.
 type Codec struct {
-	Blobs runtime.Blobs
+	Blobs store.Blobs
 	// Limit is the largest payload kept inline, in bytes (DefaultInlineLimit).
 	Limit int
 	// TTL is how long a blob is kept (DefaultBlobTTL): longer than a run, its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 )
 
 // The user's credential never enters a workflow's history: the workflow's request
@@ -16,7 +17,7 @@ import (
 // with a token from the history.
 func TestCredentialNotInHistory(t *testing.T) {
 	const token = "alice-token-0123456789"
-	user := runtime.User{ID: "alice", Credential: runtime.NewCredential(token)}
+	user := tool.User{ID: "alice", Credential: tool.NewCredential(token)}
 	for name, v := range map[string]any{
 		"workflow request": temporal.NewRequest(runtime.Request{Input: "hi", User: user}),
 		"tool call":        temporal.ToolCall{Name: "whoami", User: user},

@@ -10,7 +10,9 @@ import (
 
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
@@ -20,13 +22,13 @@ import (
 // deskTurns is the desk's four model calls — three tool rounds and the answer
 // — chosen by how many tool results the request holds, so any number of runs
 // can share it; each call takes delay, as a model's would.
-func deskTurns(delay time.Duration) runtime.Model {
-	calls := []runtime.ToolCall{
+func deskTurns(delay time.Duration) model.Model {
+	calls := []model.ToolCall{
 		{ID: "c1", Name: "lookup", Arguments: `{"order":"A1"}`},
 		{ID: "c2", Name: "create_ticket", Arguments: `{"order":"A1","text":"broken"}`},
 		{ID: "c3", Name: "lookup", Arguments: `{"order":"A2"}`},
 	}
-	return modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	return modelFunc(func(ctx context.Context, req *model.Request) (*model.Response, error) {
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -34,16 +36,16 @@ func deskTurns(delay time.Duration) runtime.Model {
 		}
 		results := 0
 		for _, m := range req.Messages {
-			if m.Role == runtime.RoleTool {
+			if m.Role == model.RoleTool {
 				results++
 			}
 		}
-		usage := runtime.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}
+		usage := model.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}
 		if results < len(calls) {
-			return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, ToolCalls: calls[results : results+1]},
-				FinishReason: runtime.FinishToolCalls, Usage: usage}, nil
+			return &model.Response{Message: model.Message{Role: model.RoleAssistant, ToolCalls: calls[results : results+1]},
+				FinishReason: model.FinishToolCalls, Usage: usage}, nil
 		}
-		return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "Done."}, FinishReason: runtime.FinishStop, Usage: usage}, nil
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "Done."}, FinishReason: model.FinishStop, Usage: usage}, nil
 	})
 }
 
@@ -145,7 +147,7 @@ func BenchmarkFollow(b *testing.B) {
 				var lat latencies
 				var calls, queries, history int
 				for b.Loop() {
-					run, err := temporal.Start(context.Background(), follower, "follow", starter, runtime.Request{Input: "file it", User: runtime.User{ID: "u-1"}}, temporal.StartOptions{})
+					run, err := temporal.Start(context.Background(), follower, "follow", starter, runtime.Request{Input: "file it", User: tool.User{ID: "u-1"}}, temporal.StartOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -189,7 +191,7 @@ func BenchmarkFollow(b *testing.B) {
 func BenchmarkConcurrentRuns(b *testing.B) {
 	const runs = 200
 	desktest.NewBackend(b)
-	req := runtime.Request{Input: "file it", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "file it", User: tool.User{ID: "u-1"}}
 	all := func(b *testing.B, one func() error) {
 		var failed atomic.Value
 		var wg sync.WaitGroup

@@ -8,7 +8,9 @@ import (
 
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 	"google.golang.org/grpc"
@@ -25,7 +27,7 @@ func TestFollowAsksOnlyWhenTheRunMoves(t *testing.T) {
 	desktest.NewBackend(t)
 	release := make(chan struct{})
 	turns := deskTurns(0)
-	model := modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	model := modelFunc(func(ctx context.Context, req *model.Request) (*model.Response, error) {
 		if len(req.Messages) > 2 { // after the first tool result
 			select {
 			case <-release:
@@ -41,7 +43,7 @@ func TestFollowAsksOnlyWhenTheRunMoves(t *testing.T) {
 	c := ts.NewClientWithOptions(client.Options{ConnectionOptions: client.ConnectionOptions{
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.intercept)}}})
 
-	run, err := temporal.Start(context.Background(), c, "follow", compileWith(t, deskSpec, nil), runtime.Request{Input: "file it", User: runtime.User{ID: "u-1"}}, temporal.StartOptions{})
+	run, err := temporal.Start(context.Background(), c, "follow", compileWith(t, deskSpec, nil), runtime.Request{Input: "file it", User: tool.User{ID: "u-1"}}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -24,20 +28,20 @@ const toolGrace = time.Minute
 func rewire(name string, a *runtime.Agent, o Options) *runtime.Agent {
 	target := func(path []string) Target { return Target{Agent: name, Path: path} }
 	return a.Rewire(runtime.Wiring{
-		Model: func(path []string, p runtime.Purpose, _ runtime.Model) runtime.Model {
+		Model: func(path []string, p runtime.Purpose, _ model.Model) model.Model {
 			return modelProxy{target: target(path), purpose: p, o: o}
 		},
-		Tool: func(path []string, t *spec.Tool, _ runtime.Tool) runtime.Tool {
+		Tool: func(path []string, t *spec.Tool, _ tool.Tool) tool.Tool {
 			return toolProxy{target: target(path), retry: t.Retryable(), o: o}
 		},
-		Store: func(path []string, s runtime.Store) runtime.Store {
+		Store: func(path []string, s store.Store) store.Store {
 			p := storeProxy{target: target(path), o: o}
-			if _, ok := s.(runtime.PausedRuns); ok {
+			if _, ok := s.(store.PausedRuns); ok {
 				return pausedStoreProxy{p}
 			}
 			return p
 		},
-		Knowledge: func(path []string, _ runtime.Knowledge) runtime.Knowledge {
+		Knowledge: func(path []string, _ knowledge.Knowledge) knowledge.Knowledge {
 			return knowledgeProxy{target: target(path), o: o}
 		},
 	})
@@ -73,13 +77,13 @@ type modelProxy struct {
 	o       Options
 }
 
-func (m modelProxy) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (m modelProxy) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	ao := workflow.ActivityOptions{StartToCloseTimeout: m.o.ModelTimeout, HeartbeatTimeout: m.o.Heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 			MaximumAttempts: int32(m.o.ModelAttempts), NonRetryableErrorTypes: []string{errTypeModel, "UnknownAgent"}}}
 	in := ModelCall{Target: m.target, Purpose: m.purpose, Messages: req.Messages, Tools: req.Tools, JSONSchema: req.JSONSchema,
 		JSONObject: req.JSONObject, MaxTokens: req.MaxTokens}
-	var resp runtime.ModelResponse
+	var resp model.Response
 	if err := execute(ctx, ao, ActivityModel, in, &resp); err != nil {
 		return nil, modelError(ctx, err)
 	}
@@ -95,13 +99,13 @@ func modelError(ctx context.Context, err error) error {
 			if f.Plain {
 				return errors.New(f.Message)
 			}
-			return &runtime.ModelError{Status: f.Status, Err: errors.New(f.Message), Usage: f.Usage}
+			return &model.Error{Status: f.Status, Err: errors.New(f.Message), Usage: f.Usage}
 		}
 	}
 	if w := workflowOf(ctx); w != nil && w.Err() != nil {
 		return err // the run ended: it says why
 	}
-	return &runtime.ModelError{Err: fmt.Errorf("the model call failed on every attempt: %w", err)}
+	return &model.Error{Err: fmt.Errorf("the model call failed on every attempt: %w", err)}
 }
 
 type toolProxy struct {
@@ -110,7 +114,7 @@ type toolProxy struct {
 	o      Options
 }
 
-func (t toolProxy) Call(ctx context.Context, in runtime.ToolInput) (string, error) {
+func (t toolProxy) Call(ctx context.Context, in tool.Input) (string, error) {
 	attempts := int32(1)
 	if t.retry {
 		attempts = int32(t.o.ToolAttempts)
@@ -130,7 +134,7 @@ func (t toolProxy) Call(ctx context.Context, in runtime.ToolInput) (string, erro
 	case err != nil:
 		return "", fmt.Errorf("%s could not be run (%d attempts): %v", in.Name, attempts, rootCause(err))
 	case out.TimedOut:
-		return "", fmt.Errorf("%w: %s", runtime.ErrToolTimeout, out.Error)
+		return "", fmt.Errorf("%w: %s", tool.ErrTimeout, out.Error)
 	case out.Error != "":
 		return "", errors.New(out.Error)
 	}
@@ -202,14 +206,14 @@ func (s storeProxy) write(ctx context.Context, name string, in StoreCall) error 
 	return fromStore(execute(detached(ctx), ao, name, in, nil))
 }
 
-func (s storeProxy) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
-	var out []runtime.Fact
+func (s storeProxy) Facts(ctx context.Context, userID string) ([]store.Fact, error) {
+	var out []store.Fact
 	err := s.call(ctx, ActivityFacts, StoreCall{UserID: userID}, &out)
 	return out, err
 }
 
-func (s storeProxy) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
-	var out runtime.Conversation
+func (s storeProxy) Conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
+	var out store.Conversation
 	err := s.call(ctx, ActivityConversation, StoreCall{Conversation: id, Turns: turns}, &out)
 	return out, err
 }
@@ -228,7 +232,7 @@ func (s storeProxy) SeenEntities(ctx context.Context, conversation string, kinds
 
 // Commit is retried like a read: its key makes the store apply it once, so a
 // commit whose reply was lost is not made twice.
-func (s storeProxy) Commit(ctx context.Context, rec runtime.Record) error {
+func (s storeProxy) Commit(ctx context.Context, rec store.Record) error {
 	if rec.Key == "" {
 		rec.Key = commitKey(ctx)
 	}
@@ -265,18 +269,18 @@ func (storeProxy) Close() error                                             { re
 
 type pausedStoreProxy struct{ storeProxy }
 
-func (s pausedStoreProxy) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
-	var out runtime.PausedRun
+func (s pausedStoreProxy) PausedRun(ctx context.Context, id string) (store.PausedRun, error) {
+	var out store.PausedRun
 	err := s.call(ctx, ActivityPausedRun, StoreCall{ID: id}, &out)
 	return out, err
 }
 
-func (s pausedStoreProxy) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+func (s pausedStoreProxy) UpdatePaused(ctx context.Context, p store.PausedRun) error {
 	return s.write(ctx, ActivityUpdatePaused, StoreCall{Paused: &p})
 }
 
-func (s pausedStoreProxy) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
-	var out []runtime.PausedRun
+func (s pausedStoreProxy) PausedRuns(ctx context.Context, q store.PausedQuery) ([]store.PausedRun, error) {
+	var out []store.PausedRun
 	err := s.call(ctx, ActivityPausedRuns, StoreCall{Query: &q}, &out)
 	return out, err
 }
@@ -305,7 +309,7 @@ func (k knowledgeProxy) call(ctx context.Context, name string, in KnowledgeCall,
 	return rootCause(err)
 }
 
-func (k knowledgeProxy) CacheLookup(ctx context.Context, q runtime.CacheQuery) (*runtime.CacheHit, error) {
+func (k knowledgeProxy) CacheLookup(ctx context.Context, q knowledge.CacheQuery) (*knowledge.CacheHit, error) {
 	var out cacheLookup
 	if err := k.call(ctx, ActivityCacheLookup, KnowledgeCall{Query: q}, &out); err != nil {
 		return nil, err
@@ -320,12 +324,12 @@ func (k knowledgeProxy) CacheLookup(ctx context.Context, q runtime.CacheQuery) (
 	return out.Hit, err
 }
 
-func (k knowledgeProxy) CacheLearn(ctx context.Context, q runtime.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
+func (k knowledgeProxy) CacheLearn(ctx context.Context, q knowledge.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
 	return k.call(ctx, ActivityCacheLearn, KnowledgeCall{Query: q, Answer: answer, PerUser: perUser, TTL: ttl}, nil)
 }
 
-func (k knowledgeProxy) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]runtime.Passage, error) {
-	var out []runtime.Passage
+func (k knowledgeProxy) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]knowledge.Passage, error) {
+	var out []knowledge.Passage
 	err := k.call(ctx, ActivityRetrieve, KnowledgeCall{Collection: collection, Text: query, K: n, MinScore: minScore}, &out)
 	return out, err
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/server/temporaltest"
 )
 
@@ -29,7 +32,7 @@ type flakyStore struct {
 	read       chan struct{} // …after saying it read
 }
 
-func (s *flakyStore) Commit(ctx context.Context, rec runtime.Record) error {
+func (s *flakyStore) Commit(ctx context.Context, rec store.Record) error {
 	err := s.Store.Commit(ctx, rec)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -40,7 +43,7 @@ func (s *flakyStore) Commit(ctx context.Context, rec runtime.Record) error {
 	return err
 }
 
-func (s *flakyStore) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+func (s *flakyStore) PausedRun(ctx context.Context, id string) (store.PausedRun, error) {
 	p, err := s.Store.PausedRun(ctx, id)
 	s.mu.Lock()
 	hold, read := s.hold, s.read
@@ -64,7 +67,7 @@ func TestCommitIsMadeOnce(t *testing.T) {
 	agent := build(t, deskSpec, "", store)
 	w := newWorker(t, c, "commits", agent.Agent)
 	defer w.Stop()
-	res, _ := runOnTemporal(t, c, "commits", agent.Agent, runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
+	res, _ := runOnTemporal(t, c, "commits", agent.Agent, runtime.Request{Input: "A1?", User: tool.User{ID: "u-1"}, Conversation: "c-1"})
 	store.mu.Lock()
 	lost := !store.loseCommit
 	store.mu.Unlock()
@@ -90,7 +93,7 @@ func TestDecisionDuringAResumeIsNotLost(t *testing.T) {
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := temporal.Start(ctx, c, "signals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}}, temporal.StartOptions{})
+	run, err := temporal.Start(ctx, c, "signals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: tool.User{ID: "u-1"}}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,17 +129,17 @@ func TestDecisionDuringAResumeIsNotLost(t *testing.T) {
 // as timeout, on Temporal as in process.
 func TestSubRunTimesOutWithItsCaller(t *testing.T) {
 	desktest.NewBackend(t)
-	model := func() runtime.Model {
-		return modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	model := func() model.Model {
+		return modelFunc(func(ctx context.Context, req *model.Request) (*model.Response, error) {
 			if strings.Contains(req.Messages[0].Content, "pass questions on") {
-				return &runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant,
-					ToolCalls: []runtime.ToolCall{{ID: "d1", Name: "desk", Arguments: `{"task":"look A1 up"}`}}}, FinishReason: runtime.FinishToolCalls}, nil
+				return &model.Response{Message: model.Message{Role: model.RoleAssistant,
+					ToolCalls: []model.ToolCall{{ID: "d1", Name: "desk", Arguments: `{"task":"look A1 up"}`}}}, FinishReason: model.FinishToolCalls}, nil
 			}
 			<-ctx.Done() // the desk's model never answers in time
 			return nil, ctx.Err()
 		})
 	}
-	req := runtime.Request{Input: "A1?", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "A1?", User: tool.User{ID: "u-1"}}
 	want, err := compileWith(t, "testdata/desk-delegate.yaml", model()).Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +164,7 @@ func TestSubRunTimesOutWithItsCaller(t *testing.T) {
 // the same run does in one process, each model call and ticket made once.
 func TestLongRunContinuesAsNew(t *testing.T) {
 	model, back := desktest.Start(t)
-	req := runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}
+	req := runtime.Request{Input: "A1 arrived broken; and A2?", User: tool.User{ID: "u-1"}, Conversation: "c-1"}
 	want, err := build(t, deskSpec, "", memory.New()).Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +244,7 @@ func TestKnowledgeOnTemporal(t *testing.T) {
 		input string
 		cache runtime.CacheOutcome
 	}{{"配送费多少钱？", runtime.CacheHitOutcome}, {"Can I get a new coupon if mine expired?", runtime.CacheMissOutcome}} {
-		req := runtime.Request{Input: q.input, User: runtime.User{ID: "u-1"}}
+		req := runtime.Request{Input: q.input, User: tool.User{ID: "u-1"}}
 		want, err := local.Run(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -270,10 +273,10 @@ func sources(r *runtime.Result) string {
 func TestSpecWorkflowOnTemporal(t *testing.T) {
 	desktest.NewBackend(t)
 	const digest = "testdata/desk-digest.yaml"
-	summary := func() runtime.Model {
+	summary := func() model.Model {
 		return offline.NewScript("digest", []offline.ScriptTurn{{Text: "Five orders, all delivered."}})
 	}
-	req := runtime.Request{Input: "my orders?", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "my orders?", User: tool.User{ID: "u-1"}}
 	want, err := compileWith(t, digest, summary()).Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,12 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
-	"github.com/agentrun/agentrun/runtime/offline"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/offline"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
@@ -32,7 +35,7 @@ var update = flag.Bool("update", false, "record the histories under testdata/his
 const deskSpec = "testdata/desk.yaml"
 
 // build assembles the desk agent against the fake model, with store.
-func build(t *testing.T, path string, model string, store runtime.Store) *agentrun.Agent {
+func build(t *testing.T, path string, model string, store store.Store) *agentrun.Agent {
 	t.Helper()
 	s, err := agentrun.Load(path)
 	if err != nil {
@@ -93,7 +96,7 @@ func TestWorkerLostMidRun(t *testing.T) {
 	})
 
 	agent := build(t, path, "", store)
-	run, err := temporal.Start(context.Background(), c, queue, agent.Agent, runtime.Request{Input: "A1 arrived broken; and A2?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"}, temporal.StartOptions{})
+	run, err := temporal.Start(context.Background(), c, queue, agent.Agent, runtime.Request{Input: "A1 arrived broken; and A2?", User: tool.User{ID: "u-1"}, Conversation: "c-1"}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +213,12 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.GetDefaultClient()
 	model, back := desktest.Start(t)
-	store := memory.New()
-	agent := build(t, "testdata/desk-approval.yaml", "", store)
+	st := memory.New()
+	agent := build(t, "testdata/desk-approval.yaml", "", st)
 	w := newWorker(t, c, "approvals", agent.Agent, temporal.Options{Heartbeat: time.Second, ContinueAfter: continueAfter})
 	defer w.Stop()
 	ctx := context.Background()
-	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}, Conversation: "c-9"}, temporal.StartOptions{})
+	run, err := temporal.Start(ctx, c, "approvals", agent.Agent, runtime.Request{Input: "A1 arrived broken", User: tool.User{ID: "u-1"}, Conversation: "c-9"}, temporal.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +230,7 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 	if paused.Stop != runtime.StopAwaitingApproval || len(paused.Pending) != 1 || paused.Pending[0].CallID != "call_2" {
 		t.Fatalf("not paused on call_2: %s %+v", paused.Stop, paused.Pending)
 	}
-	if _, err := runtime.Decide(ctx, store, run.GetID(), runtime.Decider{ID: "boss", Approver: true},
+	if _, err := runtime.Decide(ctx, st, run.GetID(), runtime.Decider{ID: "boss", Approver: true},
 		runtime.DecideRequest{CallID: "call_2", Approve: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +258,7 @@ func approvalOnTemporal(t *testing.T, continueAfter int) {
 	if len(seen.all) == 0 || seen.all[0].Kind == runtime.EventModelRequest && seen.all[0].Turn == 1 {
 		t.Errorf("following from %d showed the run from its start again", from)
 	}
-	if _, err := store.PausedRun(ctx, run.GetID()); !errors.Is(err, runtime.ErrRunNotFound) {
+	if _, err := st.PausedRun(ctx, run.GetID()); !errors.Is(err, store.ErrRunNotFound) {
 		t.Errorf("the paused record outlived the run: %v", err)
 	}
 	if continueAfter > 0 {
@@ -294,7 +297,7 @@ func replayHistory(t *testing.T, c client.Client, id string, a *runtime.Agent) {
 func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	back := desktest.NewBackend(t)
 	path := deskSpec
-	script := func() runtime.Model {
+	script := func() model.Model {
 		return offline.NewScript("desk", []offline.ScriptTurn{
 			{ToolCalls: []offline.ScriptToolCall{{ID: "c1", Name: "lookup", Arguments: map[string]any{"order": "A1"}},
 				{ID: "c2", Name: "lookup", Arguments: map[string]any{"order": "A2"}}}},
@@ -304,7 +307,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 			{Text: "Done: T-1."},
 		})
 	}
-	req := runtime.Request{Input: "file it", User: runtime.User{ID: "u-1"}}
+	req := runtime.Request{Input: "file it", User: tool.User{ID: "u-1"}}
 	local := compileWith(t, path, script())
 	want, err := local.Run(context.Background(), req)
 	if err != nil {
@@ -343,7 +346,7 @@ func TestSameRunInProcessAndOnTemporal(t *testing.T) {
 	}
 }
 
-func compileWith(t testing.TB, path string, m runtime.Model) *runtime.Agent {
+func compileWith(t testing.TB, path string, m model.Model) *runtime.Agent {
 	t.Helper()
 	s, err := agentrun.Load(path)
 	if err != nil {
@@ -374,17 +377,17 @@ func TestLargePayloadsTravelByReference(t *testing.T) {
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	c := ts.NewClientWithOptions(client.Options{DataConverter: codec.DataConverter()})
 	var got atomic.Int64
-	model := offline.NewScript("desk", []offline.ScriptTurn{
+	m := offline.NewScript("desk", []offline.ScriptTurn{
 		{ToolCalls: []offline.ScriptToolCall{{ID: "m1", Name: "manual", Arguments: map[string]any{}}}},
 		{Text: "Within a day."},
 	})
-	sized := modelFunc(func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+	sized := modelFunc(func(ctx context.Context, req *model.Request) (*model.Response, error) {
 		for _, m := range req.Messages {
-			if m.Role == runtime.RoleTool {
+			if m.Role == model.RoleTool {
 				got.Store(int64(len(m.Content)))
 			}
 		}
-		return model.Complete(ctx, req)
+		return m.Complete(ctx, req)
 	})
 	w := newWorker(t, c, "large", compileWith(t, deskSpec, sized))
 	defer w.Stop()
@@ -413,9 +416,9 @@ func TestLargePayloadsTravelByReference(t *testing.T) {
 	}
 }
 
-type modelFunc func(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error)
+type modelFunc func(ctx context.Context, req *model.Request) (*model.Response, error)
 
-func (f modelFunc) Complete(ctx context.Context, req *runtime.ModelRequest) (*runtime.ModelResponse, error) {
+func (f modelFunc) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	return f(ctx, req)
 }
 

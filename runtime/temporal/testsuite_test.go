@@ -6,8 +6,10 @@ import (
 
 	"github.com/agentrun/agentrun/internal/desktest"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store/memory"
 	"github.com/agentrun/agentrun/runtime/temporal"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 )
@@ -25,7 +27,7 @@ func TestApprovalsExpireInTheWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := env.Now()
-	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1 arrived broken", User: runtime.User{ID: "u-1"}})
+	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1 arrived broken", User: tool.User{ID: "u-1"}})
 	if waited := env.Now().Sub(start); waited < 24*time.Hour {
 		t.Errorf("the workflow's clock moved %s, want the approval timeout (24h)", waited)
 	}
@@ -54,9 +56,9 @@ func TestMaxRunTimeIsAWorkflowTimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.OnActivity(temporal.ActivityModel, mock.Anything, mock.Anything).After(time.Hour).Return(
-		&runtime.ModelResponse{Message: runtime.Message{Role: runtime.RoleAssistant, Content: "too late"}, FinishReason: runtime.FinishStop}, nil)
+		&model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "too late"}, FinishReason: model.FinishStop}, nil)
 	start := env.Now()
-	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1?", User: runtime.User{ID: "u-1"}, Conversation: "c-1"})
+	res := executeInSuite(t, env, agent.Agent, temporal.Request{Input: "A1?", User: tool.User{ID: "u-1"}, Conversation: "c-1"})
 	if res.Stop != runtime.StopTimeout || res.Detail != "the run took longer than max_run_time (10m0s)" || res.Answer != agent.Settings().Guards.Fallback {
 		t.Errorf("stop %s %q, answer %q", res.Stop, res.Detail, res.Answer)
 	}

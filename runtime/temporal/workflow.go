@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -56,10 +58,10 @@ type RunInput struct {
 // streaming, no host — the workflow brings its own.
 type Request struct {
 	Input             string               `json:"input"`
-	User              runtime.User         `json:"user"`
+	User              tool.User            `json:"user"`
 	Conversation      string               `json:"conversation,omitempty"`
 	Intent            string               `json:"intent,omitempty"`
-	History           []runtime.Message    `json:"history,omitempty"`
+	History           []model.Message      `json:"history,omitempty"`
 	Seen              map[string][]string  `json:"seen,omitempty"`
 	TraceConversation string               `json:"trace_conversation,omitempty"`
 	Ephemeral         bool                 `json:"ephemeral,omitempty"`

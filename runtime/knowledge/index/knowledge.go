@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
@@ -46,7 +45,7 @@ type Backend interface {
 // collections maps the spec's collection names to the index's collection keys; a
 // name it lacks is an error (a nil map takes names as keys). The result is safe for
 // concurrent use.
-func NewKnowledge(b Backend, emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+func NewKnowledge(b Backend, emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge {
 	return &indexKnowledge{x: b, emb: emb, collections: collections}
 }
 
@@ -66,7 +65,7 @@ type memoEntry struct {
 	at   time.Time
 }
 
-var _ runtime.Knowledge = (*indexKnowledge)(nil)
+var _ knowledge.Knowledge = (*indexKnowledge)(nil)
 
 // embed returns text's vector, from the memo when it was embedded within memoTTL.
 func (k *indexKnowledge) embed(ctx context.Context, text string) ([]float32, error) {
@@ -103,13 +102,13 @@ func (k *indexKnowledge) collection(name string) (string, error) {
 
 // CacheLookup returns the best of the closest FAQ entry of q.Collection and the
 // closest learned entry of q's key that q.User may see; an FAQ entry wins a tie.
-func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) (*runtime.CacheHit, error) {
+func (k *indexKnowledge) CacheLookup(ctx context.Context, q knowledge.CacheQuery) (*knowledge.CacheHit, error) {
 	question := strings.TrimSpace(q.Question)
 	vec, err := k.embed(ctx, question)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: cache lookup: %w", err)
 	}
-	var best *runtime.CacheHit
+	var best *knowledge.CacheHit
 	var faqErr error // the learned entries still answer when the FAQ cannot
 	if q.Collection != "" {
 		name, err := k.collection(q.Collection)
@@ -122,8 +121,8 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 		}
 		faqErr = err
 		if ok {
-			best = &runtime.CacheHit{
-				Kind:     runtime.CacheEntryFAQ,
+			best = &knowledge.CacheHit{
+				Kind:     knowledge.CacheEntryFAQ,
 				Entry:    fmt.Sprintf("%s:%d", h.Source, h.StartLine),
 				Question: h.Question,
 				Score:    float64(h.VectorScore),
@@ -144,7 +143,7 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q runtime.CacheQuery) 
 // CacheLearn stores answer for q.Question under q's key: for q.User when perUser
 // (an error when q.User is "": an anonymous answer is never shared by mistake),
 // else for everyone.
-func (k *indexKnowledge) CacheLearn(ctx context.Context, q runtime.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
+func (k *indexKnowledge) CacheLearn(ctx context.Context, q knowledge.CacheQuery, answer string, perUser bool, ttl time.Duration) error {
 	user := ""
 	if perUser {
 		if q.User == "" {
@@ -169,7 +168,7 @@ func (k *indexKnowledge) CacheLearn(ctx context.Context, q runtime.CacheQuery, a
 // least minScore, or when BM25 matched it and its vector score is at least
 // minScore/2: an exact term (an order number, a product name) vouches for a passage
 // the vector alone finds only fairly similar, but never for an unrelated one.
-func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]runtime.Passage, error) {
+func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string, n int, minScore float64) ([]knowledge.Passage, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -185,7 +184,7 @@ func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string,
 	if err != nil {
 		return nil, wrapSearchErr("search", name, err)
 	}
-	var out []runtime.Passage
+	var out []knowledge.Passage
 	for _, h := range hits {
 		if len(out) == n {
 			break
@@ -194,7 +193,7 @@ func (k *indexKnowledge) Retrieve(ctx context.Context, collection, query string,
 		if vs < minScore && (h.BM25 <= 0 || vs < minScore/2) {
 			continue
 		}
-		out = append(out, runtime.Passage{
+		out = append(out, knowledge.Passage{
 			ID:        fmt.Sprintf("S%d", len(out)+1),
 			Source:    h.Source,
 			Heading:   h.Heading,

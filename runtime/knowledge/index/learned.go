@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 )
 
@@ -58,9 +57,9 @@ type LearnedHit struct {
 }
 
 // cacheHit is h as the runtime sees it.
-func (h *LearnedHit) cacheHit() *runtime.CacheHit {
-	return &runtime.CacheHit{
-		Kind:     runtime.CacheEntryLearned,
+func (h *LearnedHit) cacheHit() *knowledge.CacheHit {
+	return &knowledge.CacheHit{
+		Kind:     knowledge.CacheEntryLearned,
 		Entry:    strconv.FormatInt(h.ID, 10),
 		Question: h.Question,
 		Score:    float64(h.Score),

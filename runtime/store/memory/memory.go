@@ -15,16 +15,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Store keeps everything in maps behind one lock, so a commit is atomic.
 type Store struct {
 	mu            sync.Mutex
-	facts         map[string][]runtime.Fact
+	facts         map[string][]store.Fact
 	conversations map[string]*conversation
 	commits       uint64 // counts the commits to conversations: the latest's number
-	paused        map[string]runtime.PausedRun
+	paused        map[string]store.PausedRun
 	blobs         map[string]blob
 	blobsSwept    int // how many blobs the last sweep of expired ones left
 	// applied holds the keys of the commits made (Record.Key), each with when it was.
@@ -43,7 +44,7 @@ type blob struct {
 
 type conversation struct {
 	user   string
-	turns  [][]runtime.Message
+	turns  [][]model.Message
 	seen   map[string]*seenKind
 	commit uint64 // the number of its latest commit, which orders Conversations
 }
@@ -79,33 +80,33 @@ func (k *seenKind) list() []string {
 }
 
 var (
-	_ runtime.Store      = (*Store)(nil)
-	_ runtime.PausedRuns = (*Store)(nil)
-	_ runtime.Blobs      = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.PausedRuns = (*Store)(nil)
+	_ store.Blobs      = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{facts: map[string][]runtime.Fact{}, conversations: map[string]*conversation{},
-		paused: map[string]runtime.PausedRun{}, blobs: map[string]blob{}, applied: map[string]time.Time{}}
+	return &Store{facts: map[string][]store.Fact{}, conversations: map[string]*conversation{},
+		paused: map[string]store.PausedRun{}, blobs: map[string]blob{}, applied: map[string]time.Time{}}
 }
 
-func (s *Store) Facts(_ context.Context, userID string) ([]runtime.Fact, error) {
+func (s *Store) Facts(_ context.Context, userID string) ([]store.Fact, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.facts[userID])
-	slices.SortFunc(out, func(a, b runtime.Fact) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b store.Fact) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
-func (s *Store) Conversation(_ context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) Conversation(_ context.Context, id string, turns int) (store.Conversation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.conversations[id]
 	if c == nil {
-		return runtime.Conversation{}, nil
+		return store.Conversation{}, nil
 	}
-	out := runtime.Conversation{User: c.user, Turns: len(c.turns)}
+	out := store.Conversation{User: c.user, Turns: len(c.turns)}
 	for _, t := range c.turns[max(0, len(c.turns)-turns):] {
 		out.Messages = append(out.Messages, t...)
 	}
@@ -143,7 +144,7 @@ func (s *Store) SeenEntities(_ context.Context, conversation string, kinds ...st
 	return out, nil
 }
 
-func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
+func (s *Store) Commit(_ context.Context, rec store.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC()
@@ -154,7 +155,7 @@ func (s *Store) Commit(_ context.Context, rec runtime.Record) error {
 	}
 	c := s.conversations[rec.Conversation]
 	if rec.Conversation != "" && c != nil && c.user != rec.UserID {
-		return runtime.ErrForeignConversation // before any write: the record is one transaction
+		return store.ErrForeignConversation // before any write: the record is one transaction
 	}
 	if err := s.checkPaused(rec); err != nil {
 		return err
@@ -215,24 +216,24 @@ func (s *Store) apply(key string, now time.Time) {
 
 // checkPaused tells whether rec's Resumed and Pause may be written over the paused
 // runs stored, before the commit writes anything: ErrPausedConflict if not.
-func (s *Store) checkPaused(rec runtime.Record) error {
+func (s *Store) checkPaused(rec store.Record) error {
 	if rec.Resumed != "" {
 		if old, ok := s.paused[rec.Resumed]; !ok || old.Version != rec.ResumedVersion {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	if p := rec.Pause; p != nil && p.ID != rec.Resumed {
 		old, ok := s.paused[p.ID]
 		if ok && old.Version != p.Version-1 || !ok && p.Version != 1 {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	return nil
 }
 
-func applyFact(facts []runtime.Fact, ch runtime.FactChange, now time.Time) []runtime.Fact {
-	i := slices.IndexFunc(facts, func(f runtime.Fact) bool { return f.Key == ch.Key })
-	if ch.Op == runtime.FactDelete {
+func applyFact(facts []store.Fact, ch store.FactChange, now time.Time) []store.Fact {
+	i := slices.IndexFunc(facts, func(f store.Fact) bool { return f.Key == ch.Key })
+	if ch.Op == store.FactDelete {
 		if i >= 0 {
 			facts = slices.Delete(facts, i, i+1)
 		}
@@ -242,7 +243,7 @@ func applyFact(facts []runtime.Fact, ch runtime.FactChange, now time.Time) []run
 	if i >= 0 {
 		old = facts[i].Value
 	}
-	f := runtime.Fact{Key: ch.Key, Value: runtime.ApplyFact(old, ch), Source: ch.Source, Updated: now}
+	f := store.Fact{Key: ch.Key, Value: store.ApplyFact(old, ch), Source: ch.Source, Updated: now}
 	if i >= 0 {
 		facts[i] = f
 		return facts
@@ -273,7 +274,7 @@ func (s *Store) DeleteConversation(_ context.Context, userID, id string) error {
 	defer s.mu.Unlock()
 	c := s.conversations[id]
 	if c == nil || c.user != userID {
-		return runtime.ErrConversationNotFound
+		return store.ErrConversationNotFound
 	}
 	delete(s.conversations, id)
 	return nil
@@ -298,40 +299,40 @@ func (s *Store) Forget(_ context.Context, userID string) error {
 
 // clonePaused copies the run's state, so neither the caller nor the store changes
 // the other's.
-func clonePaused(p runtime.PausedRun) runtime.PausedRun {
+func clonePaused(p store.PausedRun) store.PausedRun {
 	p.State = slices.Clone(p.State)
 	return p
 }
 
-func (s *Store) PausedRun(_ context.Context, id string) (runtime.PausedRun, error) {
+func (s *Store) PausedRun(_ context.Context, id string) (store.PausedRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.paused[id]
 	if !ok {
-		return runtime.PausedRun{}, runtime.ErrRunNotFound
+		return store.PausedRun{}, store.ErrRunNotFound
 	}
 	return clonePaused(p), nil
 }
 
-func (s *Store) UpdatePaused(_ context.Context, p runtime.PausedRun) error {
+func (s *Store) UpdatePaused(_ context.Context, p store.PausedRun) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.paused[p.ID]
 	switch {
 	case !ok:
-		return runtime.ErrRunNotFound
+		return store.ErrRunNotFound
 	case old.Version != p.Version-1:
-		return runtime.ErrPausedConflict
+		return store.ErrPausedConflict
 	}
 	s.paused[p.ID] = clonePaused(p)
 	return nil
 }
 
 // PausedRuns scans every paused run: a process-local store holds few.
-func (s *Store) PausedRuns(_ context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+func (s *Store) PausedRuns(_ context.Context, q store.PausedQuery) ([]store.PausedRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]runtime.PausedRun, 0, len(s.paused))
+	out := make([]store.PausedRun, 0, len(s.paused))
 	for _, p := range s.paused {
 		out = append(out, p)
 	}
@@ -379,11 +380,11 @@ func (s *Store) Blob(_ context.Context, key string) ([]byte, error) {
 	defer s.mu.Unlock()
 	b, ok := s.blobs[key]
 	if !ok {
-		return nil, runtime.ErrBlobNotFound
+		return nil, store.ErrBlobNotFound
 	}
 	if b.expired(time.Now()) {
 		delete(s.blobs, key)
-		return nil, runtime.ErrBlobNotFound
+		return nil, store.ErrBlobNotFound
 	}
 	return bytes.Clone(b.data), nil
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentrun/agentrun/internal/pgdb"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Store is a runtime.Store in a PostgreSQL schema.
@@ -34,9 +35,9 @@ type Store struct {
 }
 
 var (
-	_ runtime.Store      = (*Store)(nil)
-	_ runtime.PausedRuns = (*Store)(nil)
-	_ runtime.Blobs      = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.PausedRuns = (*Store)(nil)
+	_ store.Blobs      = (*Store)(nil)
 )
 
 // Upkeep: at most once per upkeepEvery in a process, a commit starts deleting the
@@ -89,13 +90,13 @@ func (s *Store) cutoff(now time.Time) time.Time {
 }
 
 // Facts returns the user's facts sorted by key.
-func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
+func (s *Store) Facts(ctx context.Context, userID string) ([]store.Fact, error) {
 	rows, err := s.db.Pool.Query(ctx, `SELECT key, value, source, updated_at FROM facts WHERE user_id = $1 ORDER BY key`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: facts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runtime.Fact, error) {
-		var f runtime.Fact
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Fact, error) {
+		var f store.Fact
 		err := row.Scan(&f.Key, &f.Value, &f.Source, &f.Updated)
 		f.Updated = f.Updated.UTC()
 		return f, err
@@ -111,41 +112,41 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 
 // Conversation reads the conversation's row and its last turns in one statement, so
 // from one snapshot.
-func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) Conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	rows, err := s.db.Pool.Query(ctx, `SELECT c.user_id, c.turns, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning
 		FROM conversations c
 		LEFT JOIN messages m ON m.conversation_id = c.id AND $2 > 0 AND m.turn > c.turns - $2
 		WHERE c.id = $1 AND c.updated_at >= $3
 		ORDER BY m.turn, m.seq`, id, turns, s.cutoff(time.Now()))
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
+		return store.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
 	}
 	defer rows.Close()
-	var out runtime.Conversation
+	var out store.Conversation
 	for rows.Next() {
 		var role, content, callID *string
 		var calls, reasoning []byte
 		if err := rows.Scan(&out.User, &out.Turns, &role, &content, &calls, &callID, &reasoning); err != nil {
-			return runtime.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
+			return store.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
 		}
 		if role == nil {
 			continue // the conversation without messages in the window
 		}
-		m := runtime.Message{Role: runtime.Role(*role), Content: *content, ToolCallID: *callID}
+		m := model.Message{Role: model.Role(*role), Content: *content, ToolCallID: *callID}
 		if calls != nil {
 			if err := json.Unmarshal(calls, &m.ToolCalls); err != nil {
-				return runtime.Conversation{}, fmt.Errorf("postgres store: conversation %q: tool calls: %w", id, err)
+				return store.Conversation{}, fmt.Errorf("postgres store: conversation %q: tool calls: %w", id, err)
 			}
 		}
 		if reasoning != nil {
 			if err := json.Unmarshal(reasoning, &m.Reasoning); err != nil {
-				return runtime.Conversation{}, fmt.Errorf("postgres store: conversation %q: reasoning: %w", id, err)
+				return store.Conversation{}, fmt.Errorf("postgres store: conversation %q: reasoning: %w", id, err)
 			}
 		}
 		out.Messages = append(out.Messages, m)
 	}
 	if err := rows.Err(); err != nil {
-		return runtime.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
+		return store.Conversation{}, fmt.Errorf("postgres store: conversation %q: %w", id, err)
 	}
 	return out, nil
 }
@@ -204,7 +205,7 @@ func (s *Store) SeenEntities(ctx context.Context, conversation string, kinds ...
 // owner, so commits to one conversation run one after the other; then facts in
 // order, each under its row lock; the paused run it ends and the one it writes,
 // guarded by their versions; then the new turn and the seen entities.
-func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
+func (s *Store) Commit(ctx context.Context, rec store.Record) error {
 	var added int
 	err := s.db.InTx(ctx, pgx.ReadCommitted, func(tx pgx.Tx) (err error) {
 		added, err = s.commit(ctx, tx, rec, time.Now().UTC())
@@ -281,7 +282,7 @@ func (s *Store) background(f func(ctx context.Context)) {
 const analyzeAfter = 1000
 
 // commit writes the record and returns how many entities it added.
-func (s *Store) commit(ctx context.Context, tx pgx.Tx, rec runtime.Record, now time.Time) (int, error) {
+func (s *Store) commit(ctx context.Context, tx pgx.Tx, rec store.Record, now time.Time) (int, error) {
 	rec = storableRecord(rec)
 	// Shared with other commits of the user, exclusive in Forget: a user forgotten
 	// is forgotten whole, never beside a commit half seen.
@@ -322,7 +323,7 @@ func (s *Store) commit(ctx context.Context, tx pgx.Tx, rec runtime.Record, now t
 // lockConversation creates the conversation if it is new, locks its row, checks
 // its owner and counts the record's turn; it returns the turn's number (the
 // conversation's turn count, with this one).
-func (s *Store) lockConversation(ctx context.Context, tx pgx.Tx, rec runtime.Record, now time.Time) (int, error) {
+func (s *Store) lockConversation(ctx context.Context, tx pgx.Tx, rec store.Record, now time.Time) (int, error) {
 	newTurns := 0
 	if len(rec.Messages) > 0 {
 		newTurns = 1
@@ -354,7 +355,7 @@ func (s *Store) lockConversation(ctx context.Context, tx pgx.Tx, rec runtime.Rec
 			continue
 		}
 		if owner != rec.UserID {
-			return 0, runtime.ErrForeignConversation
+			return 0, store.ErrForeignConversation
 		}
 		turns += newTurns
 		if _, err := tx.Exec(ctx, `UPDATE conversations SET turns = $2, updated_at = GREATEST(updated_at, $3) WHERE id = $1`,
@@ -368,8 +369,8 @@ func (s *Store) lockConversation(ctx context.Context, tx pgx.Tx, rec runtime.Rec
 
 // commitFact applies one change under the fact's row lock, so appends of
 // concurrent commits each see the one before.
-func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactChange, now time.Time) error {
-	if ch.Op == runtime.FactDelete {
+func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch store.FactChange, now time.Time) error {
+	if ch.Op == store.FactDelete {
 		_, err := tx.Exec(ctx, `DELETE FROM facts WHERE user_id = $1 AND key = $2`, userID, ch.Key)
 		return err
 	}
@@ -379,7 +380,7 @@ func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactCh
 		switch {
 		case err == nil:
 			_, err := tx.Exec(ctx, `UPDATE facts SET value = $3, source = $4, updated_at = $5 WHERE user_id = $1 AND key = $2`,
-				userID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, now)
+				userID, ch.Key, store.ApplyFact(old, ch), ch.Source, now)
 			return err
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
@@ -387,7 +388,7 @@ func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactCh
 		// No fact yet: insert it, unless a concurrent commit did first — then lock
 		// and change that one.
 		tag, err := tx.Exec(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES($1, $2, $3, $4, $5)
-			ON CONFLICT (user_id, key) DO NOTHING`, userID, ch.Key, runtime.ApplyFact("", ch), ch.Source, now)
+			ON CONFLICT (user_id, key) DO NOTHING`, userID, ch.Key, store.ApplyFact("", ch), ch.Source, now)
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
@@ -398,14 +399,14 @@ func commitFact(ctx context.Context, tx pgx.Tx, userID string, ch runtime.FactCh
 // commitPaused deletes the paused run the record ends and writes the one it
 // pauses, each only over the version it expects; ErrPausedConflict rolls the whole
 // commit back. Resumed goes first: a run resumed under its id may pause again.
-func commitPaused(ctx context.Context, tx pgx.Tx, rec runtime.Record) error {
+func commitPaused(ctx context.Context, tx pgx.Tx, rec store.Record) error {
 	if rec.Resumed != "" {
 		tag, err := tx.Exec(ctx, `DELETE FROM paused_runs WHERE id = $1 AND version = $2`, rec.Resumed, rec.ResumedVersion)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() != 1 {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	p := rec.Pause
@@ -439,7 +440,7 @@ func commitPaused(ctx context.Context, tx pgx.Tx, rec runtime.Record) error {
 		return err
 	}
 	if tag.RowsAffected() != 1 {
-		return runtime.ErrPausedConflict
+		return store.ErrPausedConflict
 	}
 	return nil
 }
@@ -447,7 +448,7 @@ func commitPaused(ctx context.Context, tx pgx.Tx, rec runtime.Record) error {
 // commitMessages appends the record's messages as turn number turn, numbered on
 // from the conversation's last: the row lock keeps another commit from taking the
 // same numbers. They go in one round trip.
-func commitMessages(ctx context.Context, tx pgx.Tx, rec runtime.Record, turn int) error {
+func commitMessages(ctx context.Context, tx pgx.Tx, rec store.Record, turn int) error {
 	var seq int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = $1`,
 		rec.Conversation).Scan(&seq); err != nil {
@@ -485,14 +486,14 @@ func storable(s string) string {
 // storableRecord is rec with its free text storable: messages, facts and the seen
 // entities' ids (Seen looks them up the same way). The record's own ids are the
 // caller's and kept as they are.
-func storableRecord(rec runtime.Record) runtime.Record {
-	msgs := make([]runtime.Message, len(rec.Messages))
+func storableRecord(rec store.Record) store.Record {
+	msgs := make([]model.Message, len(rec.Messages))
 	for i, m := range rec.Messages {
 		m.Content, m.ToolCallID = storable(m.Content), storable(m.ToolCallID)
 		msgs[i] = m
 	}
 	rec.Messages = msgs
-	facts := make([]runtime.FactChange, len(rec.Facts))
+	facts := make([]store.FactChange, len(rec.Facts))
 	for i, f := range rec.Facts {
 		f.Key, f.Value, f.Source = storable(f.Key), storable(f.Value), storable(f.Source)
 		facts[i] = f
@@ -525,7 +526,7 @@ func jsonText(b []byte) *string {
 // their last revelation in the record: each takes the next seq, new or revealed
 // before; seen_kinds counts them, and the oldest
 // beyond rec.MaxSeen go. The cost is that of the entities written, not of those kept.
-func commitSeen(ctx context.Context, tx pgx.Tx, rec runtime.Record) (int, error) {
+func commitSeen(ctx context.Context, tx pgx.Tx, rec store.Record) (int, error) {
 	added := 0
 	// Sorted kinds keep the order of seq, and so the database, deterministic.
 	for _, kind := range slices.Sorted(maps.Keys(rec.Seen)) {
@@ -628,11 +629,11 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 		id, userID).Scan(&updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return runtime.ErrConversationNotFound
+		return store.ErrConversationNotFound
 	case err != nil:
 		return fmt.Errorf("postgres store: delete conversation %q: %w", id, err)
 	case updated.Before(s.cutoff(time.Now())):
-		return runtime.ErrConversationNotFound // it had expired: gone already
+		return store.ErrConversationNotFound // it had expired: gone already
 	}
 	return nil
 }
@@ -686,25 +687,25 @@ func pausedState(state []byte) []byte {
 // pausedColumns are the columns scanPaused reads, in its order.
 const pausedColumns = `id, user_id, agent, status, version, created_at, created_nanos, expires_at, expires_nanos, state`
 
-func scanPaused(row pgx.Row) (runtime.PausedRun, error) {
-	var p runtime.PausedRun
+func scanPaused(row pgx.Row) (store.PausedRun, error) {
+	var p store.PausedRun
 	var created, expires time.Time
 	var cn, en int
 	if err := row.Scan(&p.ID, &p.UserID, &p.Agent, &p.Status, &p.Version, &created, &cn, &expires, &en, &p.State); err != nil {
-		return runtime.PausedRun{}, err
+		return store.PausedRun{}, err
 	}
 	p.Created, p.Expires = joinTime(created, cn), joinTime(expires, en)
 	return p, nil
 }
 
 // PausedRun reads one paused run.
-func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+func (s *Store) PausedRun(ctx context.Context, id string) (store.PausedRun, error) {
 	p, err := scanPaused(s.db.Pool.QueryRow(ctx, `SELECT `+pausedColumns+` FROM paused_runs WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return runtime.PausedRun{}, runtime.ErrRunNotFound
+		return store.PausedRun{}, store.ErrRunNotFound
 	}
 	if err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("postgres store: paused run %q: %w", id, err)
+		return store.PausedRun{}, fmt.Errorf("postgres store: paused run %q: %w", id, err)
 	}
 	return p, nil
 }
@@ -712,7 +713,7 @@ func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, er
 // UpdatePaused writes over the version before p's only: the UPDATE waits for a
 // concurrent change's row lock and then checks the version again. When no row
 // matches, a second look tells a run that is gone from one changed meanwhile.
-func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+func (s *Store) UpdatePaused(ctx context.Context, p store.PausedRun) error {
 	ca, cn := splitTime(p.Created)
 	ea, en := splitTime(p.Expires)
 	err := s.db.InTx(ctx, pgx.ReadCommitted, func(tx pgx.Tx) error {
@@ -728,11 +729,11 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 			return err
 		}
 		if !exists {
-			return runtime.ErrRunNotFound
+			return store.ErrRunNotFound
 		}
-		return runtime.ErrPausedConflict
+		return store.ErrPausedConflict
 	})
-	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) && !errors.Is(err, runtime.ErrPausedConflict) {
+	if err != nil && !errors.Is(err, store.ErrRunNotFound) && !errors.Is(err, store.ErrPausedConflict) {
 		return fmt.Errorf("postgres store: update paused run %q: %w", p.ID, err)
 	}
 	return err
@@ -740,7 +741,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 
 // PausedRuns reads the runs in the order of an index: paused_runs_user for a user's,
 // newest first, paused_runs_expires for those about to expire, soonest first.
-func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+func (s *Store) PausedRuns(ctx context.Context, q store.PausedQuery) ([]store.PausedRun, error) {
 	var where []string
 	var args []any
 	if q.UserID != "" {
@@ -769,7 +770,7 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: paused runs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runtime.PausedRun, error) { return scanPaused(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.PausedRun, error) { return scanPaused(row) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: paused runs: %w", err)
 	}
@@ -823,7 +824,7 @@ func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
 	err := s.db.Pool.QueryRow(ctx, `SELECT data FROM blobs WHERE key = $1 AND (expires IS NULL OR expires > now())`,
 		key).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, runtime.ErrBlobNotFound
+		return nil, store.ErrBlobNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: blob %q: %w", key, err)

@@ -18,7 +18,8 @@ import (
 
 	"github.com/agentrun/agentrun/internal/pgdb"
 	"github.com/agentrun/agentrun/internal/pgtest"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/storetest"
 )
 
@@ -88,7 +89,7 @@ func openFresh(tb testing.TB, ttl time.Duration) (*Store, *pgdb.DB, string) {
 	return s, db, u
 }
 
-func commit(tb testing.TB, s runtime.Store, rec runtime.Record) {
+func commit(tb testing.TB, s store.Store, rec store.Record) {
 	tb.Helper()
 	if err := s.Commit(ctx, rec); err != nil {
 		tb.Fatal(err)
@@ -97,26 +98,26 @@ func commit(tb testing.TB, s runtime.Store, rec runtime.Record) {
 
 // record is turn i of the named writer: four messages that must stay together, a
 // fact appended to a log shared by all writers, and a seen entity.
-func record(name string, i int) runtime.Record {
+func record(name string, i int) store.Record {
 	id := fmt.Sprintf("%s-%d", name, i)
-	return runtime.Record{
+	return store.Record{
 		UserID:       "u1",
 		Conversation: "shared",
-		Messages: []runtime.Message{
-			{Role: runtime.RoleUser, Content: "question " + id},
-			{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: "call-" + id, Name: "lookup", Arguments: `{"q":"` + id + `"}`}},
-				Reasoning: &runtime.Reasoning{Field: "reasoning_content", Text: "look " + id + " up"}},
-			{Role: runtime.RoleTool, ToolCallID: "call-" + id, Content: strings.Repeat("result "+id+" ", 200)},
-			{Role: runtime.RoleAssistant, Content: "answer " + id},
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "question " + id},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "call-" + id, Name: "lookup", Arguments: `{"q":"` + id + `"}`}},
+				Reasoning: &model.Reasoning{Field: "reasoning_content", Text: "look " + id + " up"}},
+			{Role: model.RoleTool, ToolCallID: "call-" + id, Content: strings.Repeat("result "+id+" ", 200)},
+			{Role: model.RoleAssistant, Content: "answer " + id},
 		},
 		Seen:  map[string][]string{"orders": {id}},
-		Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "log", Value: id, Source: "tool"}},
+		Facts: []store.FactChange{{Op: store.FactAppend, Key: "log", Value: id, Source: "tool"}},
 	}
 }
 
 // turnIDs checks that the conversation is made of whole turns written by record and
 // returns their ids in order.
-func turnIDs(t *testing.T, c runtime.Conversation) []string {
+func turnIDs(t *testing.T, c store.Conversation) []string {
 	t.Helper()
 	if len(c.Messages) != 4*c.Turns {
 		t.Fatalf("%d messages for %d turns", len(c.Messages), c.Turns)
@@ -125,7 +126,7 @@ func turnIDs(t *testing.T, c runtime.Conversation) []string {
 	for i := 0; i < len(c.Messages); i += 4 {
 		q, call, res, ans := c.Messages[i], c.Messages[i+1], c.Messages[i+2], c.Messages[i+3]
 		id, ok := strings.CutPrefix(q.Content, "question ")
-		if !ok || q.Role != runtime.RoleUser || len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "call-"+id ||
+		if !ok || q.Role != model.RoleUser || len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "call-"+id ||
 			call.Reasoning == nil || call.Reasoning.Text != "look "+id+" up" ||
 			res.ToolCallID != "call-"+id || !strings.HasPrefix(res.Content, "result "+id+" ") || ans.Content != "answer "+id {
 			t.Fatalf("turn %d is not whole: %+v", i/4, c.Messages[i:i+4])
@@ -136,7 +137,7 @@ func turnIDs(t *testing.T, c runtime.Conversation) []string {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) runtime.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		s, _, _ := openFresh(t, 0)
 		return s
 	})
@@ -456,11 +457,11 @@ func TestForgetLeavesNoRows(t *testing.T) {
 	s, db, _ := openFresh(t, 0)
 	commit(t, s, record("w", 0))
 	commit(t, s, record("w", 1))
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "second", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
-		Seen: map[string][]string{"tickets": {"T1"}}, Pause: &runtime.PausedRun{ID: "run1", UserID: "u1", Agent: "a",
-			Status: runtime.PauseWaiting, Version: 1, Created: time.Now(), Expires: time.Now().Add(time.Hour), State: []byte(`{}`)}})
-	keep := runtime.Record{UserID: "u2", Conversation: "theirs", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
-		Seen: map[string][]string{"orders": {"B1"}}, Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}}
+	commit(t, s, store.Record{UserID: "u1", Conversation: "second", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
+		Seen: map[string][]string{"tickets": {"T1"}}, Pause: &store.PausedRun{ID: "run1", UserID: "u1", Agent: "a",
+			Status: store.PauseWaiting, Version: 1, Created: time.Now(), Expires: time.Now().Add(time.Hour), State: []byte(`{}`)}})
+	keep := store.Record{UserID: "u2", Conversation: "theirs", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
+		Seen: map[string][]string{"orders": {"B1"}}, Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v"}}}
 	commit(t, s, keep)
 	convs, err := s.Conversations(ctx, "u1")
 	if err != nil || len(convs) != 2 {
@@ -540,8 +541,8 @@ func TestForgetLeavesNoRows(t *testing.T) {
 func TestTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	s, db, _ := openFresh(t, ttl)
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
-		Seen: map[string][]string{"orders": {"A1"}}, Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
+		Seen: map[string][]string{"orders": {"A1"}}, Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v"}}})
 	if c, _ := s.Conversation(ctx, "c1", 10); c.Turns != 1 {
 		t.Fatalf("fresh conversation: %+v", c)
 	}
@@ -558,13 +559,13 @@ func TestTTL(t *testing.T) {
 	if ids, err := s.Conversations(ctx, "u1"); len(ids) != 0 || err != nil {
 		t.Errorf("expired conversations listed: %v, %v", ids, err)
 	}
-	if err := s.DeleteConversation(ctx, "u1", "c1"); !errors.Is(err, runtime.ErrConversationNotFound) {
+	if err := s.DeleteConversation(ctx, "u1", "c1"); !errors.Is(err, store.ErrConversationNotFound) {
 		t.Errorf("delete of an expired conversation: %v", err)
 	}
 	if facts, _ := s.Facts(ctx, "u1"); len(facts) != 1 {
 		t.Errorf("facts expired: %v", facts)
 	}
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c2", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}}})
+	commit(t, s, store.Record{UserID: "u2", Conversation: "c2", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}}})
 	time.Sleep(ttl + 100*time.Millisecond)
 	s.swept.Store(0) // sweep on the next commit
 	// Many expired conversations: the background sweep deletes them in batches.
@@ -572,7 +573,7 @@ func TestTTL(t *testing.T) {
 		SELECT 'old-' || g, 'u3', 0, now() - interval '1 hour' FROM generate_series(1, $1::int) g`, 3*sweepBatch+7); err != nil {
 		t.Fatal(err)
 	}
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c2", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "again"}}})
+	commit(t, s, store.Record{UserID: "u2", Conversation: "c2", Messages: []model.Message{{Role: model.RoleUser, Content: "again"}}})
 	if c, _ := s.Conversation(ctx, "c2", 10); c.Turns != 1 || c.User != "u2" || c.Messages[0].Content != "again" {
 		t.Errorf("a commit to an expired conversation starts it again: %+v", c)
 	}
@@ -588,7 +589,7 @@ func TestTTL(t *testing.T) {
 
 // BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) runtime.Store {
+	storetest.Bench(b, func(b *testing.B) store.Store {
 		s, _, _ := openFresh(b, 0)
 		return s
 	})
@@ -599,9 +600,9 @@ func BenchmarkLoadSave(b *testing.B) {
 // losing the exchange.
 func TestNULIsStorable(t *testing.T) {
 	s, _, _ := openFresh(t, 0)
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1",
-		Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q\x00"}, {Role: runtime.RoleAssistant, Content: "caf\xe9"}},
-		Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v\x00w"}},
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1",
+		Messages: []model.Message{{Role: model.RoleUser, Content: "q\x00"}, {Role: model.RoleAssistant, Content: "caf\xe9"}},
+		Facts:    []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v\x00w"}},
 		Seen:     map[string][]string{"orders": {"A\x001"}}})
 	c, err := s.Conversation(ctx, "c1", 10)
 	if err != nil || len(c.Messages) != 2 || c.Messages[0].Content != "q\uFFFD" || c.Messages[1].Content != "caf\uFFFD" {

@@ -16,7 +16,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Options tune a Store.
@@ -40,9 +41,9 @@ type Store struct {
 }
 
 var (
-	_ runtime.Store      = (*Store)(nil)
-	_ runtime.PausedRuns = (*Store)(nil)
-	_ runtime.Blobs      = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.PausedRuns = (*Store)(nil)
+	_ store.Blobs      = (*Store)(nil)
 )
 
 const (
@@ -133,20 +134,20 @@ type storedFact struct {
 	Updated time.Time `json:"updated"`
 }
 
-func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
+func (s *Store) Facts(ctx context.Context, userID string) ([]store.Fact, error) {
 	fields, err := s.client.HGetAll(ctx, s.factsKey(userID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis store: facts of %q: %w", userID, err)
 	}
-	out := make([]runtime.Fact, 0, len(fields))
+	out := make([]store.Fact, 0, len(fields))
 	for key, raw := range fields {
 		var f storedFact
 		if err := json.Unmarshal([]byte(raw), &f); err != nil {
 			return nil, fmt.Errorf("redis store: fact %q of %q: %w", key, userID, err)
 		}
-		out = append(out, runtime.Fact{Key: key, Value: f.Value, Source: f.Source, Updated: f.Updated})
+		out = append(out, store.Fact{Key: key, Value: f.Value, Source: f.Source, Updated: f.Updated})
 	}
-	slices.SortFunc(out, func(a, b runtime.Fact) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b store.Fact) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
@@ -155,15 +156,15 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 // seen:<kind> keys were plain sets (layout 1); its next commit converts them.
 const revealsField = "reveals"
 
-func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) Conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	out, err := s.conversation(ctx, id, turns)
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
+		return store.Conversation{}, fmt.Errorf("redis store: conversation %q: %w", id, err)
 	}
 	return out, nil
 }
 
-func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	var meta *goredis.SliceCmd
 	var list *goredis.StringSliceCmd
 	// MULTI/EXEC so the turn count and the messages come from the same moment.
@@ -175,22 +176,22 @@ func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime
 		return nil
 	})
 	if err != nil {
-		return runtime.Conversation{}, err
+		return store.Conversation{}, err
 	}
 	count, ok := meta.Val()[0].(string)
 	if !ok {
-		return runtime.Conversation{}, nil
+		return store.Conversation{}, nil
 	}
-	var out runtime.Conversation
+	var out store.Conversation
 	out.User, _ = meta.Val()[1].(string)
 	if out.Turns, err = strconv.Atoi(count); err != nil {
-		return runtime.Conversation{}, fmt.Errorf("turns: %w", err)
+		return store.Conversation{}, fmt.Errorf("turns: %w", err)
 	}
 	if list != nil {
 		for _, raw := range list.Val() {
-			var msgs []runtime.Message
+			var msgs []model.Message
 			if err := json.Unmarshal([]byte(raw), &msgs); err != nil {
-				return runtime.Conversation{}, fmt.Errorf("turn: %w", err)
+				return store.Conversation{}, fmt.Errorf("turn: %w", err)
 			}
 			out.Messages = append(out.Messages, msgs...)
 		}
@@ -307,7 +308,7 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 // A record with a Key watches its commit key too and sets it in the MULTI/EXEC: a
 // key found set ends the commit with nothing written, and of two commits with one
 // key the second's EXEC fails, and it starts over to find the key set.
-func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
+func (s *Store) Commit(ctx context.Context, rec store.Record) error {
 	var watched []string
 	if rec.Key != "" {
 		watched = append(watched, s.commitKey(rec.Key))
@@ -340,7 +341,7 @@ func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
 			return nil // made before: a retry writes nothing
 		}
 		if rec.Conversation != "" && read.owner != rec.UserID {
-			return runtime.ErrForeignConversation // meta is watched: the owner cannot change before EXEC
+			return store.ErrForeignConversation // meta is watched: the owner cannot change before EXEC
 		}
 		if err := checkPaused(rec, read.pausedVersions); err != nil {
 			return err // the paused keys are watched: their versions cannot change before EXEC
@@ -384,23 +385,23 @@ type committed struct {
 
 // checkPaused tells whether rec's Resumed and Pause may be written over the stored
 // runs' versions: runtime.ErrPausedConflict if not.
-func checkPaused(rec runtime.Record, versions map[string]int) error {
+func checkPaused(rec store.Record, versions map[string]int) error {
 	if rec.Resumed != "" {
 		if v, ok := versions[rec.Resumed]; !ok || v != rec.ResumedVersion {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	if p := rec.Pause; p != nil && p.ID != rec.Resumed {
 		v, ok := versions[p.ID]
 		if ok && v != p.Version-1 || !ok && p.Version != 1 {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	return nil
 }
 
 // pausedOf is the ids of the paused runs the record ends or writes.
-func pausedOf(rec runtime.Record) []string {
+func pausedOf(rec store.Record) []string {
 	var ids []string
 	if rec.Resumed != "" {
 		ids = append(ids, rec.Resumed)
@@ -414,7 +415,7 @@ func pausedOf(rec runtime.Record) []string {
 // readForCommit reads, in one round trip (two for a layout 1 conversation), what the
 // commit builds on: the facts it changes, the conversation's meta and seen kinds and
 // the users of the paused runs.
-func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.Record) (committed, error) {
+func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec store.Record) (committed, error) {
 	var keys []string
 	for _, c := range rec.Facts {
 		if !slices.Contains(keys, c.Key) {
@@ -508,10 +509,10 @@ func (s *Store) readForCommit(ctx context.Context, tx *goredis.Tx, rec runtime.R
 
 // changedFacts applies the changes in order and returns each touched key's final
 // fact, nil for a deleted one.
-func changedFacts(old map[string]string, changes []runtime.FactChange, now time.Time) map[string]*storedFact {
+func changedFacts(old map[string]string, changes []store.FactChange, now time.Time) map[string]*storedFact {
 	out := map[string]*storedFact{}
 	for _, c := range changes {
-		if c.Op == runtime.FactDelete {
+		if c.Op == store.FactDelete {
 			out[c.Key] = nil
 			continue
 		}
@@ -522,7 +523,7 @@ func changedFacts(old map[string]string, changes []runtime.FactChange, now time.
 				prev = f.Value
 			}
 		}
-		out[c.Key] = &storedFact{Value: runtime.ApplyFact(prev, c), Source: c.Source, Updated: now}
+		out[c.Key] = &storedFact{Value: store.ApplyFact(prev, c), Source: c.Source, Updated: now}
 	}
 	return out
 }
@@ -546,7 +547,7 @@ func (s *Store) writeFacts(ctx context.Context, p goredis.Pipeliner, user string
 	}
 }
 
-func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec runtime.Record, read committed, turn []byte) {
+func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec store.Record, read committed, turn []byte) {
 	id := rec.Conversation
 	meta := s.metaKey(id)
 	added := int64(0)
@@ -596,7 +597,7 @@ func (s *Store) writeConversation(ctx context.Context, p goredis.Pipeliner, rec 
 // writePaused deletes the paused run the record ends, then writes the one it pauses,
 // which may have the same id: a run resumed under its id can pause again. users are
 // the stored runs' users, whose lists lose them.
-func (s *Store) writePaused(ctx context.Context, p goredis.Pipeliner, rec runtime.Record, users map[string]string) {
+func (s *Store) writePaused(ctx context.Context, p goredis.Pipeliner, rec store.Record, users map[string]string) {
 	if user, exists := users[rec.Resumed]; exists && rec.Resumed != "" {
 		p.Del(ctx, s.pausedKey(rec.Resumed))
 		p.ZRem(ctx, s.userPausedKey(user), rec.Resumed)
@@ -613,7 +614,7 @@ func (s *Store) writePaused(ctx context.Context, p goredis.Pipeliner, rec runtim
 // setPaused writes every field of the run, so it replaces a stored one whole, and
 // indexes it by its user and by its expiry. The scores are Unix milliseconds, which a
 // float64 holds exactly; PausedRuns orders within one millisecond itself.
-func (s *Store) setPaused(ctx context.Context, p goredis.Pipeliner, r runtime.PausedRun) {
+func (s *Store) setPaused(ctx context.Context, p goredis.Pipeliner, r store.PausedRun) {
 	p.HSet(ctx, s.pausedKey(r.ID), "user", r.UserID, "agent", r.Agent, "status", string(r.Status), "version", r.Version,
 		"created", r.Created.UTC().Format(time.RFC3339Nano), "expires", r.Expires.UTC().Format(time.RFC3339Nano),
 		"state", r.State)
@@ -657,7 +658,7 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("redis store: conversations of %q: %w", userID, err)
 	}
-	convs := make([]runtime.Activity, 0, len(ids))
+	convs := make([]store.Activity, 0, len(ids))
 	for i, id := range ids {
 		raw, exists := updated[i].Val()[0].(string)
 		if !exists {
@@ -667,9 +668,9 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 		if err != nil {
 			return nil, fmt.Errorf("redis store: conversation %q: meta updated: %w", id, err)
 		}
-		convs = append(convs, runtime.Activity{ID: id, Updated: t})
+		convs = append(convs, store.Activity{ID: id, Updated: t})
 	}
-	return runtime.NewestFirst(convs), nil
+	return store.NewestFirst(convs), nil
 }
 
 // DeleteConversation deletes every key of the conversation and takes it out of the
@@ -690,7 +691,7 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 			return err
 		}
 		if user, exists := owner.Val()[0].(string); !exists || user != userID {
-			return runtime.ErrConversationNotFound
+			return store.ErrConversationNotFound
 		}
 		del := []string{s.turnsKey(id), meta, s.kindsKey(id)}
 		for _, kind := range kinds.Val() {
@@ -703,7 +704,7 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 		})
 		return err
 	}, meta)
-	if errors.Is(err, runtime.ErrConversationNotFound) {
+	if errors.Is(err, store.ErrConversationNotFound) {
 		return err
 	}
 	if err != nil {
@@ -781,34 +782,34 @@ func (s *Store) Forget(ctx context.Context, userID string) error {
 	return nil
 }
 
-func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+func (s *Store) PausedRun(ctx context.Context, id string) (store.PausedRun, error) {
 	fields, err := s.client.HGetAll(ctx, s.pausedKey(id)).Result()
 	if err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
+		return store.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
 	}
 	if len(fields) == 0 {
-		return runtime.PausedRun{}, runtime.ErrRunNotFound
+		return store.PausedRun{}, store.ErrRunNotFound
 	}
 	p, err := pausedRun(id, fields)
 	if err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
+		return store.PausedRun{}, fmt.Errorf("redis store: paused run %q: %w", id, err)
 	}
 	return p, nil
 }
 
 // pausedRun decodes the hash setPaused writes.
-func pausedRun(id string, fields map[string]string) (runtime.PausedRun, error) {
-	p := runtime.PausedRun{ID: id, UserID: fields["user"], Agent: fields["agent"],
-		Status: runtime.PauseStatus(fields["status"]), State: []byte(fields["state"])}
+func pausedRun(id string, fields map[string]string) (store.PausedRun, error) {
+	p := store.PausedRun{ID: id, UserID: fields["user"], Agent: fields["agent"],
+		Status: store.PauseStatus(fields["status"]), State: []byte(fields["state"])}
 	var err error
 	if p.Version, err = strconv.Atoi(fields["version"]); err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("version: %w", err)
+		return store.PausedRun{}, fmt.Errorf("version: %w", err)
 	}
 	if p.Created, err = time.Parse(time.RFC3339Nano, fields["created"]); err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("created: %w", err)
+		return store.PausedRun{}, fmt.Errorf("created: %w", err)
 	}
 	if p.Expires, err = time.Parse(time.RFC3339Nano, fields["expires"]); err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("expires: %w", err)
+		return store.PausedRun{}, fmt.Errorf("expires: %w", err)
 	}
 	return p, nil
 }
@@ -816,7 +817,7 @@ func pausedRun(id string, fields map[string]string) (runtime.PausedRun, error) {
 // UpdatePaused reads the stored version under WATCH and writes over it in MULTI/EXEC
 // only if it is the one before p's. An update landing in between makes EXEC fail, and
 // the next attempt reads its version: a conflict.
-func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+func (s *Store) UpdatePaused(ctx context.Context, p store.PausedRun) error {
 	key := s.pausedKey(p.ID)
 	err := s.transact(ctx, func(tx *goredis.Tx) error {
 		stored, err := tx.HMGet(ctx, key, "user", "version").Result()
@@ -825,7 +826,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 		}
 		user, exists := stored[0].(string)
 		if !exists {
-			return runtime.ErrRunNotFound
+			return store.ErrRunNotFound
 		}
 		raw, _ := stored[1].(string)
 		version, err := strconv.Atoi(raw)
@@ -833,7 +834,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 			return fmt.Errorf("version: %w", err)
 		}
 		if version != p.Version-1 {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 			if user != p.UserID {
@@ -844,7 +845,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 		})
 		return err
 	}, key)
-	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) && !errors.Is(err, runtime.ErrPausedConflict) {
+	if err != nil && !errors.Is(err, store.ErrRunNotFound) && !errors.Is(err, store.ErrPausedConflict) {
 		return fmt.Errorf("redis store: update paused run %q: %w", p.ID, err)
 	}
 	return err
@@ -853,7 +854,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 // PausedRuns reads the candidates' ids from an index, then their hashes in one round
 // trip, and orders them to the nanosecond. A run deleted or changed in between is
 // left out if it no longer fits the query.
-func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+func (s *Store) PausedRuns(ctx context.Context, q store.PausedQuery) ([]store.PausedRun, error) {
 	ids, err := s.pausedCandidates(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("redis store: paused runs: %w", err)
@@ -868,7 +869,7 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 	if err != nil {
 		return nil, fmt.Errorf("redis store: paused runs: %w", err)
 	}
-	out := make([]runtime.PausedRun, 0, len(ids))
+	out := make([]store.PausedRun, 0, len(ids))
 	for i, id := range ids {
 		if len(hashes[i].Val()) == 0 {
 			continue
@@ -887,7 +888,7 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 // them too), or every user's expiring up to the bound's millisecond, soonest first.
 // With a limit it reads on through the runs that share the last one's score, which
 // their nanoseconds may order otherwise.
-func (s *Store) pausedCandidates(ctx context.Context, q runtime.PausedQuery) ([]string, error) {
+func (s *Store) pausedCandidates(ctx context.Context, q store.PausedQuery) ([]string, error) {
 	z := goredis.ZRangeArgs{Key: s.expiringKey(), Start: "-inf", Stop: "+inf", ByScore: true}
 	switch {
 	case q.UserID != "":
@@ -957,7 +958,7 @@ func (s *Store) PutBlob(ctx context.Context, key string, data []byte, ttl time.D
 func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
 	data, err := s.client.Get(ctx, s.blobKey(key)).Bytes()
 	if errors.Is(err, goredis.Nil) {
-		return nil, runtime.ErrBlobNotFound
+		return nil, store.ErrBlobNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redis store: blob %q: %w", key, err)

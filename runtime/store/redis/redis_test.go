@@ -17,7 +17,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/redis"
 	"github.com/agentrun/agentrun/runtime/store/storetest"
 )
@@ -78,7 +79,7 @@ func scanKeys(tb testing.TB, c *goredis.Client, prefix string) []string {
 	return slices.Compact(keys) // SCAN may return a key twice
 }
 
-func commit(tb testing.TB, s runtime.Store, rec runtime.Record) {
+func commit(tb testing.TB, s store.Store, rec store.Record) {
 	tb.Helper()
 	if err := s.Commit(ctx, rec); err != nil {
 		tb.Fatal(err)
@@ -86,7 +87,7 @@ func commit(tb testing.TB, s runtime.Store, rec runtime.Record) {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) runtime.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		s, _, _ := testStore(t, 0)
 		return s
 	})
@@ -129,10 +130,10 @@ func TestOpenFails(t *testing.T) {
 // contents, and ids with ':' or '%' are escaped.
 func TestKeyLayout(t *testing.T) {
 	s, c, prefix := testStore(t, 0)
-	msgs := []runtime.Message{{Role: runtime.RoleUser, Content: "where is A1?"}, {Role: runtime.RoleAssistant, Content: "on its way"}}
-	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "shop:42%", Messages: msgs,
+	msgs := []model.Message{{Role: model.RoleUser, Content: "where is A1?"}, {Role: model.RoleAssistant, Content: "on its way"}}
+	commit(t, s, store.Record{UserID: "u:1", Conversation: "shop:42%", Messages: msgs,
 		Seen:  map[string][]string{"orders": {"A1"}, "a:b": {"x"}},
-		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "tier", Value: "gold", Source: "tool"}}})
+		Facts: []store.FactChange{{Op: store.FactSet, Key: "tier", Value: "gold", Source: "tool"}}})
 
 	conv, user := prefix+"conv:shop%3A42%25:", prefix+"user:u%3A1:"
 	want := map[string]string{
@@ -158,7 +159,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 
 	turns := c.LRange(ctx, conv+"turns", 0, -1).Val()
-	var stored []runtime.Message
+	var stored []model.Message
 	if len(turns) != 1 || json.Unmarshal([]byte(turns[0]), &stored) != nil || !reflect.DeepEqual(stored, msgs) {
 		t.Errorf("turns %q", turns)
 	}
@@ -213,7 +214,7 @@ func TestLayout1Conversion(t *testing.T) {
 			t.Errorf("layout 1 lookup of %s: %v, %v; want %v", id, found, err, want)
 		}
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "B1"}}, MaxSeen: 3})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "B1"}}, MaxSeen: 3})
 	got, err = s.SeenEntities(ctx, "c1")
 	if want := map[string][]string{"orders": {"A3", "A1", "B1"}, "cards": {"x"}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("after the converting commit: %v, %v; want %v", got, err, want)
@@ -239,8 +240,8 @@ func TestEscapedIDs(t *testing.T) {
 	s, _, _ := testStore(t, 0)
 	ids := []string{"a:b", "a%3Ab", "a%253Ab", "a:b:seen", ""}
 	for i, id := range ids {
-		commit(t, s, runtime.Record{UserID: id, Conversation: "c" + id, Messages: []runtime.Message{{Role: runtime.RoleUser, Content: fmt.Sprint(i)}},
-			Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "i", Value: fmt.Sprint(i)}}})
+		commit(t, s, store.Record{UserID: id, Conversation: "c" + id, Messages: []model.Message{{Role: model.RoleUser, Content: fmt.Sprint(i)}},
+			Facts: []store.FactChange{{Op: store.FactSet, Key: "i", Value: fmt.Sprint(i)}}})
 	}
 	for i, id := range ids {
 		c, err := s.Conversation(ctx, "c"+id, 10)
@@ -263,8 +264,8 @@ func TestEscapedIDs(t *testing.T) {
 // Forget.
 func TestConversationOwner(t *testing.T) {
 	s, c, prefix := testStore(t, 0)
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "a"}}})
-	if err := s.Commit(ctx, runtime.Record{UserID: "u2", Conversation: "c", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "b"}}}); !errors.Is(err, runtime.ErrForeignConversation) {
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c", Messages: []model.Message{{Role: model.RoleUser, Content: "a"}}})
+	if err := s.Commit(ctx, store.Record{UserID: "u2", Conversation: "c", Messages: []model.Message{{Role: model.RoleUser, Content: "b"}}}); !errors.Is(err, store.ErrForeignConversation) {
 		t.Errorf("u2's commit: %v", err)
 	}
 	if ids, _ := s.Conversations(ctx, "u2"); len(ids) != 0 {
@@ -284,16 +285,16 @@ func TestConversationOwner(t *testing.T) {
 func TestTTL(t *testing.T) {
 	const ttl = time.Hour
 	s, c, prefix := testStore(t, ttl)
-	turn := []runtime.Message{{Role: runtime.RoleUser, Content: "q"}, {Role: runtime.RoleAssistant, Content: "a"}}
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"orders": {"A1"}},
-		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+	turn := []model.Message{{Role: model.RoleUser, Content: "q"}, {Role: model.RoleAssistant, Content: "a"}}
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"orders": {"A1"}},
+		Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v"}}})
 	conv := prefix + "conv:c1:"
 	// An older key of the conversation gets its expiry renewed by a later commit that
 	// does not touch it, or it would vanish before the rest.
 	if err := c.Expire(ctx, conv+"seen:orders", 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"cards": {"x"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn, Seen: map[string][]string{"cards": {"x"}}})
 	for _, key := range []string{conv + "turns", conv + "meta", conv + "seen", conv + "seen:orders", conv + "seen:cards", prefix + "user:u1:conversations"} {
 		if got := c.PTTL(ctx, key).Val(); got < ttl-time.Minute || got > ttl {
 			t.Errorf("%s expires in %v, want about %v", key, got, ttl)
@@ -305,7 +306,7 @@ func TestTTL(t *testing.T) {
 
 	// Once a conversation has expired, its id leaves the list even though the user's
 	// set, renewed by later commits, still holds it.
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Messages: turn})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c2", Messages: turn})
 	if err := c.Del(ctx, conv+"turns", conv+"meta", conv+"seen", conv+"seen:orders", conv+"seen:cards").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,10 +321,10 @@ func TestForgetKeys(t *testing.T) {
 	s, c, prefix := testStore(t, time.Hour)
 	for _, u := range []string{"u1", "u2"} {
 		for _, id := range []string{u + ":a", u + "-b"} {
-			commit(t, s, runtime.Record{UserID: u, Conversation: id,
-				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+			commit(t, s, store.Record{UserID: u, Conversation: id,
+				Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
 				Seen:     map[string][]string{"orders": {"A1"}, "cards": {"x"}},
-				Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: u}}})
+				Facts:    []store.FactChange{{Op: store.FactSet, Key: "k", Value: u}}})
 		}
 	}
 	var others []string
@@ -351,10 +352,10 @@ func TestForgetDuringCommits(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		for i := range 50 {
-			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: fmt.Sprint("c", i%5),
-				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+			err := s.Commit(ctx, store.Record{UserID: "u", Conversation: fmt.Sprint("c", i%5),
+				Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
 				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}},
-				Pause:    &runtime.PausedRun{ID: fmt.Sprint("r", i), UserID: "u", Version: 1, Expires: time.Now()}})
+				Pause:    &store.PausedRun{ID: fmt.Sprint("r", i), UserID: "u", Version: 1, Expires: time.Now()}})
 			if err != nil {
 				done <- err
 				return
@@ -388,11 +389,11 @@ func TestForgetDuringCommits(t *testing.T) {
 func TestPausedKeys(t *testing.T) {
 	s, c, prefix := testStore(t, time.Hour)
 	created := time.Date(2030, 1, 2, 3, 4, 5, 123_456_789, time.FixedZone("UTC+8", 8*3600))
-	run := runtime.PausedRun{ID: "run:1%", UserID: "u:1", Agent: "shop", Status: runtime.PauseWaiting, Version: 1,
+	run := store.PausedRun{ID: "run:1%", UserID: "u:1", Agent: "shop", Status: store.PauseWaiting, Version: 1,
 		Created: created, Expires: created.Add(time.Hour), State: []byte(`{"a":1}`)}
-	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}}, Pause: &run})
-	other := runtime.PausedRun{ID: "r2", UserID: "u2", Version: 1, Created: created, Expires: created}
-	commit(t, s, runtime.Record{UserID: "u2", Pause: &other})
+	commit(t, s, store.Record{UserID: "u:1", Conversation: "c1", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}}, Pause: &run})
+	other := store.PausedRun{ID: "r2", UserID: "u2", Version: 1, Created: created, Expires: created}
+	commit(t, s, store.Record{UserID: "u2", Pause: &other})
 
 	key, byUser, expiring := prefix+"run:run%3A1%25:paused", prefix+"user:u%3A1:paused", prefix+"paused:expires"
 	for k, typ := range map[string]string{key: "hash", byUser: "zset", expiring: "zset", prefix + "user:u2:paused": "zset"} {
@@ -416,7 +417,7 @@ func TestPausedKeys(t *testing.T) {
 		t.Errorf("the runs by expiry %v", got)
 	}
 
-	commit(t, s, runtime.Record{UserID: "u:1", Conversation: "c1", Resumed: "run:1%", ResumedVersion: 1})
+	commit(t, s, store.Record{UserID: "u:1", Conversation: "c1", Resumed: "run:1%", ResumedVersion: 1})
 	for _, k := range []string{key, byUser} {
 		if c.Exists(ctx, k).Val() != 0 {
 			t.Errorf("%s is left after the run resumed", k)
@@ -426,7 +427,7 @@ func TestPausedKeys(t *testing.T) {
 		t.Errorf("the runs by expiry %q", got)
 	}
 	// A run given to another user, by an update or a commit, leaves its old user's index.
-	commit(t, s, runtime.Record{UserID: "u:1", Pause: &run})
+	commit(t, s, store.Record{UserID: "u:1", Pause: &run})
 	moved := run
 	moved.UserID, moved.Version = "u2", run.Version+1
 	if err := s.UpdatePaused(ctx, moved); err != nil {
@@ -437,7 +438,7 @@ func TestPausedKeys(t *testing.T) {
 	}
 	back := run
 	back.Version = moved.Version + 1
-	commit(t, s, runtime.Record{UserID: "u:1", Pause: &back})
+	commit(t, s, store.Record{UserID: "u:1", Pause: &back})
 	if got := c.ZRange(ctx, prefix+"user:u2:paused", 0, -1).Val(); !slices.Equal(got, []string{"r2"}) {
 		t.Errorf("u2's runs after the commit gave one back: %q", got)
 	}
@@ -457,10 +458,10 @@ func TestPausedKeys(t *testing.T) {
 func TestDeleteConversationKeys(t *testing.T) {
 	s, c, prefix := testStore(t, time.Hour)
 	for _, id := range []string{"u1:a", "u1-b", "u2-c"} {
-		commit(t, s, runtime.Record{UserID: id[:2], Conversation: id,
-			Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+		commit(t, s, store.Record{UserID: id[:2], Conversation: id,
+			Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
 			Seen:     map[string][]string{"orders": {"A1"}, "cards": {"x"}},
-			Facts:    []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+			Facts:    []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v"}}})
 	}
 	conv := prefix + "conv:u1%3Aa:"
 	var others []string
@@ -469,7 +470,7 @@ func TestDeleteConversationKeys(t *testing.T) {
 			others = append(others, k)
 		}
 	}
-	if err := s.DeleteConversation(ctx, "u2", "u1:a"); !errors.Is(err, runtime.ErrConversationNotFound) {
+	if err := s.DeleteConversation(ctx, "u2", "u1:a"); !errors.Is(err, store.ErrConversationNotFound) {
 		t.Errorf("another user's delete: %v", err)
 	}
 	if err := s.DeleteConversation(ctx, "u1", "u1:a"); err != nil {
@@ -490,8 +491,8 @@ func TestDeleteConversationDuringCommits(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		for i := range 50 {
-			err := s.Commit(ctx, runtime.Record{UserID: "u", Conversation: "c",
-				Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+			err := s.Commit(ctx, store.Record{UserID: "u", Conversation: "c",
+				Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
 				Seen:     map[string][]string{fmt.Sprint("kind", i): {"x"}}})
 			if err != nil {
 				done <- err
@@ -501,7 +502,7 @@ func TestDeleteConversationDuringCommits(t *testing.T) {
 		done <- nil
 	}()
 	for range 20 {
-		if err := s.DeleteConversation(ctx, "u", "c"); err != nil && !errors.Is(err, runtime.ErrConversationNotFound) {
+		if err := s.DeleteConversation(ctx, "u", "c"); err != nil && !errors.Is(err, store.ErrConversationNotFound) {
 			t.Fatal(err)
 		}
 	}
@@ -509,7 +510,7 @@ func TestDeleteConversationDuringCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Whatever the race left, one more commit and its delete must leave nothing.
-	commit(t, s, runtime.Record{UserID: "u", Conversation: "c", Seen: map[string][]string{"last": {"x"}}})
+	commit(t, s, store.Record{UserID: "u", Conversation: "c", Seen: map[string][]string{"last": {"x"}}})
 	if err := s.DeleteConversation(ctx, "u", "c"); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +521,7 @@ func TestDeleteConversationDuringCommits(t *testing.T) {
 
 // BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) runtime.Store {
+	storetest.Bench(b, func(b *testing.B) store.Store {
 		s, _, _ := testStore(b, 0)
 		return s
 	})

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/sqlitedb"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Store is a runtime.Store in one SQLite file.
@@ -29,9 +30,9 @@ type Store struct {
 }
 
 var (
-	_ runtime.Store      = (*Store)(nil)
-	_ runtime.PausedRuns = (*Store)(nil)
-	_ runtime.Blobs      = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.PausedRuns = (*Store)(nil)
+	_ store.Blobs      = (*Store)(nil)
 )
 
 // readParams are the readers' connection settings (the writer's are sqlitedb's).
@@ -62,16 +63,16 @@ func (s *Store) Close() error {
 }
 
 // Facts returns the user's facts sorted by key.
-func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error) {
+func (s *Store) Facts(ctx context.Context, userID string) ([]store.Fact, error) {
 	rows, err := s.read.QueryContext(ctx,
 		`SELECT key, value, source, updated_at FROM facts WHERE user_id = ? ORDER BY key`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: facts: %w", err)
 	}
 	defer rows.Close()
-	var out []runtime.Fact
+	var out []store.Fact
 	for rows.Next() {
-		var f runtime.Fact
+		var f store.Fact
 		var updated string
 		if err := rows.Scan(&f.Key, &f.Value, &f.Source, &updated); err != nil {
 			return nil, fmt.Errorf("sqlite store: facts: %w", err)
@@ -89,57 +90,57 @@ func (s *Store) Facts(ctx context.Context, userID string) ([]runtime.Fact, error
 
 // Conversation returns the last turns of a conversation and its total number of
 // turns, read from one snapshot.
-func (s *Store) Conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) Conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	out, err := s.conversation(ctx, id, turns)
 	if err != nil {
-		return runtime.Conversation{}, fmt.Errorf("sqlite store: conversation %q: %w", id, err)
+		return store.Conversation{}, fmt.Errorf("sqlite store: conversation %q: %w", id, err)
 	}
 	return out, nil
 }
 
-func (s *Store) conversation(ctx context.Context, id string, turns int) (runtime.Conversation, error) {
+func (s *Store) conversation(ctx context.Context, id string, turns int) (store.Conversation, error) {
 	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return runtime.Conversation{}, err
+		return store.Conversation{}, err
 	}
 	defer tx.Rollback()
 
-	var out runtime.Conversation
+	var out store.Conversation
 	err = tx.QueryRowContext(ctx, `SELECT user_id, turns FROM conversations WHERE id = ?`, id).Scan(&out.User, &out.Turns)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runtime.Conversation{}, nil
+		return store.Conversation{}, nil
 	}
 	if err != nil {
-		return runtime.Conversation{}, err
+		return store.Conversation{}, err
 	}
 	if turns > 0 {
 		// Turns are numbered from 1, so the last n are those above Turns-n.
 		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, reasoning FROM messages
 			WHERE conversation_id = ? AND turn > ? ORDER BY turn, seq`, id, out.Turns-turns)
 		if err != nil {
-			return runtime.Conversation{}, err
+			return store.Conversation{}, err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var m runtime.Message
+			var m model.Message
 			var calls, reasoning sql.NullString
 			if err := rows.Scan(&m.Role, &m.Content, &calls, &m.ToolCallID, &reasoning); err != nil {
-				return runtime.Conversation{}, err
+				return store.Conversation{}, err
 			}
 			if calls.Valid {
 				if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-					return runtime.Conversation{}, fmt.Errorf("tool calls: %w", err)
+					return store.Conversation{}, fmt.Errorf("tool calls: %w", err)
 				}
 			}
 			if reasoning.Valid {
 				if err := json.Unmarshal([]byte(reasoning.String), &m.Reasoning); err != nil {
-					return runtime.Conversation{}, fmt.Errorf("reasoning: %w", err)
+					return store.Conversation{}, fmt.Errorf("reasoning: %w", err)
 				}
 			}
 			out.Messages = append(out.Messages, m)
 		}
 		if err := rows.Err(); err != nil {
-			return runtime.Conversation{}, err
+			return store.Conversation{}, err
 		}
 	}
 	return out, nil
@@ -205,14 +206,14 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 // Commit writes the record in one IMMEDIATE transaction: its key, facts in order, the
 // paused run it ends and the one it writes, then the conversation's new turn and seen
 // entities. A key already in commits ends it there, having written nothing.
-func (s *Store) Commit(ctx context.Context, rec runtime.Record) error {
+func (s *Store) Commit(ctx context.Context, rec store.Record) error {
 	if err := s.inTx(ctx, func(tx *sql.Tx) error { return commit(ctx, tx, rec, time.Now().UTC()) }); err != nil {
 		return fmt.Errorf("sqlite store: commit: %w", err)
 	}
 	return nil
 }
 
-func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) error {
+func commit(ctx context.Context, tx *sql.Tx, rec store.Record, now time.Time) error {
 	if rec.Key != "" {
 		if applied, err := claimKey(ctx, tx, rec.Key, now); err != nil || applied {
 			return err
@@ -244,8 +245,8 @@ func commit(ctx context.Context, tx *sql.Tx, rec runtime.Record, now time.Time) 
 
 // commitFact applies one change to the user's facts; the transaction holds the
 // write lock, so an append sees the commit before it.
-func commitFact(ctx context.Context, tx *sql.Tx, userID string, ch runtime.FactChange, stamp string) error {
-	if ch.Op == runtime.FactDelete {
+func commitFact(ctx context.Context, tx *sql.Tx, userID string, ch store.FactChange, stamp string) error {
+	if ch.Op == store.FactDelete {
 		_, err := tx.ExecContext(ctx, `DELETE FROM facts WHERE user_id = ? AND key = ?`, userID, ch.Key)
 		return err
 	}
@@ -256,7 +257,7 @@ func commitFact(ctx context.Context, tx *sql.Tx, userID string, ch runtime.FactC
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO facts(user_id, key, value, source, updated_at) VALUES(?, ?, ?, ?, ?)
 			ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, source = excluded.source, updated_at = excluded.updated_at`,
-		userID, ch.Key, runtime.ApplyFact(old, ch), ch.Source, stamp)
+		userID, ch.Key, store.ApplyFact(old, ch), ch.Source, stamp)
 	return err
 }
 
@@ -265,7 +266,7 @@ func commitFact(ctx context.Context, tx *sql.Tx, userID string, ch runtime.FactC
 // same commit. Each is written only over the version it expects, checked in the
 // transaction (which holds the write lock); ErrPausedConflict rolls the whole
 // commit back.
-func commitPaused(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
+func commitPaused(ctx context.Context, tx *sql.Tx, rec store.Record) error {
 	if rec.Resumed != "" {
 		res, err := tx.ExecContext(ctx, `DELETE FROM paused_runs WHERE id = ? AND version = ?`, rec.Resumed, rec.ResumedVersion)
 		if err != nil {
@@ -274,7 +275,7 @@ func commitPaused(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n != 1 {
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	p := rec.Pause
@@ -287,12 +288,12 @@ func commitPaused(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if p.Version != 1 {
-				return runtime.ErrPausedConflict
+				return store.ErrPausedConflict
 			}
 		case err != nil:
 			return err
 		case version != p.Version-1:
-			return runtime.ErrPausedConflict
+			return store.ErrPausedConflict
 		}
 	}
 	_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO paused_runs(id, user_id, agent, status, version, created_at, expires_at, state)
@@ -304,7 +305,7 @@ func commitPaused(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
 // commitTurn creates the conversation if it is new and counts the record's turn;
 // it returns the turn's number (the conversation's turn count, with this one). The
 // conversation keeps the user who started it, as the memory store does.
-func commitTurn(ctx context.Context, tx *sql.Tx, rec runtime.Record, stamp string) (int, error) {
+func commitTurn(ctx context.Context, tx *sql.Tx, rec store.Record, stamp string) (int, error) {
 	newTurns := 0
 	if len(rec.Messages) > 0 {
 		newTurns = 1
@@ -317,14 +318,14 @@ func commitTurn(ctx context.Context, tx *sql.Tx, rec runtime.Record, stamp strin
 		WHERE conversations.user_id = excluded.user_id
 		RETURNING turns`, rec.Conversation, rec.UserID, newTurns, stamp).Scan(&turn)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, runtime.ErrForeignConversation
+		return 0, store.ErrForeignConversation
 	}
 	return turn, err
 }
 
 // commitMessages appends the record's messages as turn number turn, numbered on
 // from the conversation's last.
-func commitMessages(ctx context.Context, tx *sql.Tx, rec runtime.Record, turn int) error {
+func commitMessages(ctx context.Context, tx *sql.Tx, rec store.Record, turn int) error {
 	var seq int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = ?`,
 		rec.Conversation).Scan(&seq); err != nil {
@@ -385,7 +386,7 @@ func nullJSON(present bool, v any) (sql.NullString, error) {
 // kind (deleted and inserted again, so it takes the next seq), then the oldest
 // beyond rec.MaxSeen go. seen_kinds keeps the count, so the cost is that of the
 // entities written, not of those kept.
-func commitSeen(ctx context.Context, tx *sql.Tx, rec runtime.Record) error {
+func commitSeen(ctx context.Context, tx *sql.Tx, rec store.Record) error {
 	if len(rec.Seen) == 0 {
 		return nil
 	}
@@ -450,9 +451,9 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
 	defer rows.Close()
-	var convs []runtime.Activity
+	var convs []store.Activity
 	for rows.Next() {
-		var c runtime.Activity
+		var c store.Activity
 		var updated string
 		if err := rows.Scan(&c.ID, &updated); err != nil {
 			return nil, fmt.Errorf("sqlite store: conversations: %w", err)
@@ -465,7 +466,7 @@ func (s *Store) Conversations(ctx context.Context, userID string) ([]string, err
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite store: conversations: %w", err)
 	}
-	return runtime.NewestFirst(convs), nil
+	return store.NewestFirst(convs), nil
 }
 
 // DeleteConversation deletes the conversation in one transaction when it is the
@@ -481,11 +482,11 @@ func (s *Store) DeleteConversation(ctx context.Context, userID, id string) error
 			return err
 		}
 		if n == 0 {
-			return runtime.ErrConversationNotFound
+			return store.ErrConversationNotFound
 		}
 		return nil
 	})
-	if errors.Is(err, runtime.ErrConversationNotFound) {
+	if errors.Is(err, store.ErrConversationNotFound) {
 		return err
 	}
 	if err != nil {
@@ -535,36 +536,36 @@ func pausedState(state []byte) []byte {
 // pausedColumns are the columns scanPaused reads, in its order.
 const pausedColumns = `id, user_id, agent, status, version, created_at, expires_at, state`
 
-func scanPaused(row interface{ Scan(...any) error }) (runtime.PausedRun, error) {
-	var p runtime.PausedRun
+func scanPaused(row interface{ Scan(...any) error }) (store.PausedRun, error) {
+	var p store.PausedRun
 	var created, expires string
 	if err := row.Scan(&p.ID, &p.UserID, &p.Agent, &p.Status, &p.Version, &created, &expires, &p.State); err != nil {
-		return runtime.PausedRun{}, err
+		return store.PausedRun{}, err
 	}
 	var err error
 	if p.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("created: %w", err)
+		return store.PausedRun{}, fmt.Errorf("created: %w", err)
 	}
 	if p.Expires, err = time.Parse(time.RFC3339Nano, expires); err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("expires: %w", err)
+		return store.PausedRun{}, fmt.Errorf("expires: %w", err)
 	}
 	return p, nil
 }
 
-func (s *Store) PausedRun(ctx context.Context, id string) (runtime.PausedRun, error) {
+func (s *Store) PausedRun(ctx context.Context, id string) (store.PausedRun, error) {
 	p, err := scanPaused(s.read.QueryRowContext(ctx, `SELECT `+pausedColumns+` FROM paused_runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return runtime.PausedRun{}, runtime.ErrRunNotFound
+		return store.PausedRun{}, store.ErrRunNotFound
 	}
 	if err != nil {
-		return runtime.PausedRun{}, fmt.Errorf("sqlite store: paused run %q: %w", id, err)
+		return store.PausedRun{}, fmt.Errorf("sqlite store: paused run %q: %w", id, err)
 	}
 	return p, nil
 }
 
 // UpdatePaused writes over the version before p's only. When no row matches, a second
 // look in the same transaction tells a run that is gone from one changed meanwhile.
-func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
+func (s *Store) UpdatePaused(ctx context.Context, p store.PausedRun) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE paused_runs SET user_id = ?, agent = ?, status = ?, version = ?,
 			created_at = ?, expires_at = ?, state = ? WHERE id = ? AND version = ?`,
@@ -580,13 +581,13 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 		err = tx.QueryRowContext(ctx, `SELECT 1 FROM paused_runs WHERE id = ?`, p.ID).Scan(&one)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return runtime.ErrRunNotFound
+			return store.ErrRunNotFound
 		case err != nil:
 			return err
 		}
-		return runtime.ErrPausedConflict
+		return store.ErrPausedConflict
 	})
-	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) && !errors.Is(err, runtime.ErrPausedConflict) {
+	if err != nil && !errors.Is(err, store.ErrRunNotFound) && !errors.Is(err, store.ErrPausedConflict) {
 		return fmt.Errorf("sqlite store: update paused run %q: %w", p.ID, err)
 	}
 	return err
@@ -594,7 +595,7 @@ func (s *Store) UpdatePaused(ctx context.Context, p runtime.PausedRun) error {
 
 // PausedRuns reads the runs in the order of an index: paused_runs_user for a user's,
 // newest first, paused_runs_expires for those about to expire, soonest first.
-func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtime.PausedRun, error) {
+func (s *Store) PausedRuns(ctx context.Context, q store.PausedQuery) ([]store.PausedRun, error) {
 	var where []string
 	var args []any
 	if q.UserID != "" {
@@ -620,7 +621,7 @@ func (s *Store) PausedRuns(ctx context.Context, q runtime.PausedQuery) ([]runtim
 		return nil, fmt.Errorf("sqlite store: paused runs: %w", err)
 	}
 	defer rows.Close()
-	var out []runtime.PausedRun
+	var out []store.PausedRun
 	for rows.Next() {
 		p, err := scanPaused(rows)
 		if err != nil {
@@ -674,7 +675,7 @@ func (s *Store) Blob(ctx context.Context, key string) ([]byte, error) {
 	err := s.read.QueryRowContext(ctx, `SELECT data FROM blobs WHERE key = ? AND (expires IS NULL OR expires > ?)`,
 		key, time.Now().UnixMilli()).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, runtime.ErrBlobNotFound
+		return nil, store.ErrBlobNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: blob %q: %w", key, err)

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/sqlitedb"
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/store/storetest"
 )
 
@@ -89,25 +90,25 @@ func child(role string) error {
 
 // record is turn i of the named writer: four messages that must stay together, a
 // fact appended to a log shared by all writers, and a seen entity.
-func record(name string, i int) runtime.Record {
+func record(name string, i int) store.Record {
 	id := fmt.Sprintf("%s-%d", name, i)
-	return runtime.Record{
+	return store.Record{
 		UserID:       "u1",
 		Conversation: "shared",
-		Messages: []runtime.Message{
-			{Role: runtime.RoleUser, Content: "question " + id},
-			{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: "call-" + id, Name: "lookup", Arguments: `{"q":"` + id + `"}`}}},
-			{Role: runtime.RoleTool, ToolCallID: "call-" + id, Content: strings.Repeat("result "+id+" ", 200)},
-			{Role: runtime.RoleAssistant, Content: "answer " + id},
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "question " + id},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "call-" + id, Name: "lookup", Arguments: `{"q":"` + id + `"}`}}},
+			{Role: model.RoleTool, ToolCallID: "call-" + id, Content: strings.Repeat("result "+id+" ", 200)},
+			{Role: model.RoleAssistant, Content: "answer " + id},
 		},
 		Seen:  map[string][]string{"orders": {id}},
-		Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "log", Value: id, Source: "tool"}},
+		Facts: []store.FactChange{{Op: store.FactAppend, Key: "log", Value: id, Source: "tool"}},
 	}
 }
 
 // turnIDs checks that the conversation is made of whole turns written by record and
 // returns their ids in order.
-func turnIDs(t *testing.T, c runtime.Conversation) []string {
+func turnIDs(t *testing.T, c store.Conversation) []string {
 	t.Helper()
 	if len(c.Messages) != 4*c.Turns {
 		t.Fatalf("%d messages for %d turns", len(c.Messages), c.Turns)
@@ -116,7 +117,7 @@ func turnIDs(t *testing.T, c runtime.Conversation) []string {
 	for i := 0; i < len(c.Messages); i += 4 {
 		q, call, res, ans := c.Messages[i], c.Messages[i+1], c.Messages[i+2], c.Messages[i+3]
 		id, ok := strings.CutPrefix(q.Content, "question ")
-		if !ok || q.Role != runtime.RoleUser || len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "call-"+id ||
+		if !ok || q.Role != model.RoleUser || len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "call-"+id ||
 			res.ToolCallID != "call-"+id || !strings.HasPrefix(res.Content, "result "+id+" ") || ans.Content != "answer "+id {
 			t.Fatalf("turn %d is not whole: %+v", i/4, c.Messages[i:i+4])
 		}
@@ -137,7 +138,7 @@ func openTemp(t testing.TB) (*Store, string) {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) runtime.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		s, _ := openTemp(t)
 		return s
 	})
@@ -269,7 +270,7 @@ func TestMigrationToOrderedSeen(t *testing.T) {
 	if found, err := s.Seen(ctx, "c1", "orders", "A1"); !found || err != nil {
 		t.Errorf("a migrated entity is not found: %v, %v", found, err)
 	}
-	if err := s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A4"}}, MaxSeen: 3}); err != nil {
+	if err := s.Commit(ctx, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A4"}}, MaxSeen: 3}); err != nil {
 		t.Fatal(err)
 	}
 	seen, _ = s.SeenEntities(ctx, "c1", "orders")
@@ -343,12 +344,12 @@ func TestForgetLeavesNoRows(t *testing.T) {
 // seen entities, which go by cascade; the user's facts and other conversation stay.
 func TestDeleteConversationLeavesNoRows(t *testing.T) {
 	s, _ := openTemp(t)
-	for _, rec := range []runtime.Record{record("w", 0), record("w", 1)} {
+	for _, rec := range []store.Record{record("w", 0), record("w", 1)} {
 		if err := s.Commit(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keep := runtime.Record{UserID: "u1", Conversation: "other", Messages: []runtime.Message{{Role: runtime.RoleUser, Content: "q"}},
+	keep := store.Record{UserID: "u1", Conversation: "other", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}},
 		Seen: map[string][]string{"orders": {"B1"}}}
 	if err := s.Commit(ctx, keep); err != nil {
 		t.Fatal(err)
@@ -582,7 +583,7 @@ func TestKilledProcessLosesNothingCommitted(t *testing.T) {
 
 // BenchmarkLoadSave is one run's use of the store: see storetest.Bench.
 func BenchmarkLoadSave(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) runtime.Store {
+	storetest.Bench(b, func(b *testing.B) store.Store {
 		s, _ := openTemp(b)
 		return s
 	})

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Bench measures one run's use of a store — load the last 10 turns of a
@@ -16,7 +16,7 @@ import (
 // stays that size whatever b.N: the fact is set, not appended, the entity is one of a
 // handful, and every 200 runs the conversation is forgotten and seeded again, off the
 // clock. open is called once per benchmark.
-func Bench(b *testing.B, open func(b *testing.B) runtime.Store) {
+func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	for _, n := range []int{0, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("seen=%d", n), func(b *testing.B) { benchLoadSave(b, open(b), n, false) })
 	}
@@ -25,16 +25,16 @@ func Bench(b *testing.B, open func(b *testing.B) runtime.Store) {
 	}
 }
 
-func benchLoadSave(b *testing.B, s runtime.Store, n int, list bool) {
+func benchLoadSave(b *testing.B, s store.Store, n int, list bool) {
 	const (
 		seedTurns = 50
 		handful   = 20  // entities the benchmark's runs reveal again and again
 		epoch     = 200 // runs between two resets
 	)
-	record := func(i int) runtime.Record {
-		return runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, true), MaxSeen: n + handful,
+	record := func(i int) store.Record {
+		return store.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, true), MaxSeen: n + handful,
 			Seen:  map[string][]string{"orders": {fmt.Sprint("B", i%handful)}},
-			Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "last_order", Value: fmt.Sprint("B", i%handful), Source: "tool"}}}
+			Facts: []store.FactChange{{Op: store.FactSet, Key: "last_order", Value: fmt.Sprint("B", i%handful), Source: "tool"}}}
 	}
 	seed := func() {
 		if err := s.Forget(ctx, "u1"); err != nil {
@@ -44,7 +44,7 @@ func benchLoadSave(b *testing.B, s runtime.Store, n int, list bool) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("A%06d", i)
 		}
-		commit(b, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": ids}})
+		commit(b, s, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": ids}})
 		for i := range seedTurns {
 			commit(b, s, record(i))
 		}

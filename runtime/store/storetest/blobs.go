@@ -9,19 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
-func blobsOf(t testing.TB, s runtime.Store) runtime.Blobs {
+func blobsOf(t testing.TB, s store.Store) store.Blobs {
 	t.Helper()
-	b, ok := s.(runtime.Blobs)
+	b, ok := s.(store.Blobs)
 	if !ok {
 		t.Fatalf("%T does not implement runtime.Blobs", s)
 	}
 	return b
 }
 
-func putBlob(t testing.TB, b runtime.Blobs, key string, data []byte, ttl time.Duration) {
+func putBlob(t testing.TB, b store.Blobs, key string, data []byte, ttl time.Duration) {
 	t.Helper()
 	if err := b.PutBlob(ctx, key, data, ttl); err != nil {
 		t.Fatalf("put blob %q: %v", key, err)
@@ -30,7 +30,7 @@ func putBlob(t testing.TB, b runtime.Blobs, key string, data []byte, ttl time.Du
 
 // checkBlob fails unless key holds want; it says which byte differs rather than
 // printing a megabyte.
-func checkBlob(t testing.TB, b runtime.Blobs, key string, want []byte) {
+func checkBlob(t testing.TB, b store.Blobs, key string, want []byte) {
 	t.Helper()
 	got, err := b.Blob(ctx, key)
 	if err != nil {
@@ -47,9 +47,9 @@ func checkBlob(t testing.TB, b runtime.Blobs, key string, want []byte) {
 	t.Errorf("blob %q: %d bytes, want %d; they differ from byte %d on", key, len(got), len(want), i)
 }
 
-func checkNoBlob(t testing.TB, b runtime.Blobs, key string) {
+func checkNoBlob(t testing.TB, b store.Blobs, key string) {
 	t.Helper()
-	if got, err := b.Blob(ctx, key); !errors.Is(err, runtime.ErrBlobNotFound) {
+	if got, err := b.Blob(ctx, key); !errors.Is(err, store.ErrBlobNotFound) {
 		t.Errorf("blob %q: %d bytes, %v; want ErrBlobNotFound", key, len(got), err)
 	}
 }
@@ -57,7 +57,7 @@ func checkNoBlob(t testing.TB, b runtime.Blobs, key string) {
 // Binary values come back byte for byte — every byte value, invalid UTF-8, nothing,
 // a megabyte — under keys that a store must not confuse with one another or with its
 // own keys; writing again replaces the value.
-func testBlobsRoundTrip(t *testing.T, s runtime.Store) {
+func testBlobsRoundTrip(t *testing.T, s store.Store) {
 	b := blobsOf(t, s)
 	checkNoBlob(t, b, "missing")
 	every := make([]byte, 256)
@@ -110,7 +110,7 @@ func testBlobsRoundTrip(t *testing.T, s runtime.Store) {
 	checkNoBlob(t, b, "conv:c1")
 
 	// Blobs are apart from conversations: committing and forgetting leave them.
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true)})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true)})
 	if err := s.Forget(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func testBlobsRoundTrip(t *testing.T, s runtime.Store) {
 // without one stays; writing a key again replaces its expiry too. Stores keep expiry
 // at their own resolution, so the test waits for the expiry to show, within bounds,
 // instead of asserting its moment.
-func testBlobsExpiry(t *testing.T, s runtime.Store) {
+func testBlobsExpiry(t *testing.T, s store.Store) {
 	b := blobsOf(t, s)
 	const ttl = 1500 * time.Millisecond
 	start := time.Now()
@@ -141,7 +141,7 @@ func testBlobsExpiry(t *testing.T, s runtime.Store) {
 	for _, key := range []string{"short", "shortened"} {
 		for {
 			_, err := b.Blob(ctx, key)
-			if errors.Is(err, runtime.ErrBlobNotFound) {
+			if errors.Is(err, store.ErrBlobNotFound) {
 				break
 			}
 			if err != nil {
@@ -166,7 +166,7 @@ func testBlobsExpiry(t *testing.T, s runtime.Store) {
 }
 
 // Writers and readers at once: each reader sees one whole value written to the key.
-func testBlobsConcurrent(t *testing.T, s runtime.Store) {
+func testBlobsConcurrent(t *testing.T, s store.Store) {
 	b := blobsOf(t, s)
 	const n = 8
 	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 4096+i) }

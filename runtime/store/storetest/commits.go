@@ -8,26 +8,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // keyedRecord is a run's commit to conversation c1 of u1 under key: turn i, an
 // appended fact (which a second application would append again) and a seen entity.
-func keyedRecord(key string, i int) runtime.Record {
-	return runtime.Record{UserID: "u1", Conversation: "c1", Key: key, Messages: turn(i, true),
+func keyedRecord(key string, i int) store.Record {
+	return store.Record{UserID: "u1", Conversation: "c1", Key: key, Messages: turn(i, true),
 		Seen:  map[string][]string{"orders": {fmt.Sprintf("A%d", i)}},
-		Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "log", Value: fmt.Sprint(i), Source: "tool"}}}
+		Facts: []store.FactChange{{Op: store.FactAppend, Key: "log", Value: fmt.Sprint(i), Source: "tool"}}}
 }
 
 // checkCommitted fails unless c1 holds the turns numbered want, in order, the log
 // fact their entries and the seen orders their entities, oldest first.
-func checkCommitted(t testing.TB, s runtime.Store, want ...int) {
+func checkCommitted(t testing.TB, s store.Store, want ...int) {
 	t.Helper()
 	c, err := s.Conversation(ctx, "c1", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []runtime.Message
+	var msgs []model.Message
 	var log, orders []string
 	for _, i := range want {
 		msgs = append(msgs, turn(i, true)...)
@@ -52,7 +53,7 @@ func checkCommitted(t testing.TB, s runtime.Store, want ...int) {
 // testCommitKeyRetried: a commit retried under its key — after another run's, as a
 // durable engine may retry one late — succeeds and writes nothing: not the turn
 // again, not the appended fact, and its entity does not become the newest.
-func testCommitKeyRetried(t *testing.T, s runtime.Store) {
+func testCommitKeyRetried(t *testing.T, s store.Store) {
 	rec := keyedRecord("run-1/commit", 1)
 	commit(t, s, rec)
 	commit(t, s, keyedRecord("run-2/commit", 2))
@@ -61,8 +62,8 @@ func testCommitKeyRetried(t *testing.T, s runtime.Store) {
 	}
 	checkCommitted(t, s, 1, 2)
 	// A keyed commit outside any conversation is made once too.
-	facts := runtime.Record{UserID: "u2", Key: "run-3/commit",
-		Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "notes", Value: "once", Source: "tool"}}}
+	facts := store.Record{UserID: "u2", Key: "run-3/commit",
+		Facts: []store.FactChange{{Op: store.FactAppend, Key: "notes", Value: "once", Source: "tool"}}}
 	commit(t, s, facts)
 	commit(t, s, facts)
 	if got, err := s.Facts(ctx, "u2"); err != nil || valueOf(got, "notes") != "once" {
@@ -71,7 +72,7 @@ func testCommitKeyRetried(t *testing.T, s runtime.Store) {
 }
 
 // testCommitKeysDistinct: commits under different keys, or under none, are all made.
-func testCommitKeysDistinct(t *testing.T, s runtime.Store) {
+func testCommitKeysDistinct(t *testing.T, s store.Store) {
 	commit(t, s, keyedRecord("a", 1))
 	commit(t, s, keyedRecord("b", 2))
 	checkCommitted(t, s, 1, 2)
@@ -87,18 +88,18 @@ func testCommitKeysDistinct(t *testing.T, s runtime.Store) {
 
 // testCommitKeyOfFailedCommit: a commit that fails keeps no key, so the same key in
 // a commit that can be made is made.
-func testCommitKeyOfFailedCommit(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "alice", Conversation: "theirs", Messages: turn(0, false)})
+func testCommitKeyOfFailedCommit(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "alice", Conversation: "theirs", Messages: turn(0, false)})
 	foreign := keyedRecord("k1", 1)
 	foreign.Conversation = "theirs"
-	if err := s.Commit(ctx, foreign); !errors.Is(err, runtime.ErrForeignConversation) {
+	if err := s.Commit(ctx, foreign); !errors.Is(err, store.ErrForeignConversation) {
 		t.Fatalf("a keyed commit to another user's conversation: %v", err)
 	}
 	commit(t, s, keyedRecord("k1", 1))
 
 	conflict := keyedRecord("k2", 2)
 	conflict.Resumed, conflict.ResumedVersion = "no-such-run", 1
-	if err := s.Commit(ctx, conflict); !errors.Is(err, runtime.ErrPausedConflict) {
+	if err := s.Commit(ctx, conflict); !errors.Is(err, store.ErrPausedConflict) {
 		t.Fatalf("a keyed commit resuming no run: %v", err)
 	}
 	commit(t, s, keyedRecord("k2", 2))
@@ -110,7 +111,7 @@ func testCommitKeyOfFailedCommit(t *testing.T, s runtime.Store) {
 
 // testCommitKeyConcurrent: commits with one key at once all succeed, and one of them
 // is made.
-func testCommitKeyConcurrent(t *testing.T, s runtime.Store) {
+func testCommitKeyConcurrent(t *testing.T, s store.Store) {
 	const n = 8
 	rec := keyedRecord("run-1/commit", 1)
 	start := make(chan struct{})

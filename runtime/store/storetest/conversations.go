@@ -10,17 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // testForeign: a commit to a conversation another user started writes nothing — not
 // the turn, not the entities, not the facts — and says why.
-func testForeign(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "alice", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
-	err := s.Commit(ctx, runtime.Record{UserID: "mallory", Conversation: "c1", Messages: turn(2, false),
+func testForeign(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "alice", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
+	err := s.Commit(ctx, store.Record{UserID: "mallory", Conversation: "c1", Messages: turn(2, false),
 		Seen:  map[string][]string{"orders": {"M9"}},
-		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v", Source: "tool"}}})
-	if !errors.Is(err, runtime.ErrForeignConversation) {
+		Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v", Source: "tool"}}})
+	if !errors.Is(err, store.ErrForeignConversation) {
 		t.Fatalf("commit by another user: %v", err)
 	}
 	c, err := s.Conversation(ctx, "c1", 10)
@@ -35,7 +36,7 @@ func testForeign(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testEmpty(t *testing.T, s runtime.Store) {
+func testEmpty(t *testing.T, s store.Store) {
 	facts, err := s.Facts(ctx, "nobody")
 	if err != nil || len(facts) != 0 {
 		t.Errorf("facts %v, %v", facts, err)
@@ -54,21 +55,21 @@ func testEmpty(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFacts(t *testing.T, s runtime.Store) {
+func testFacts(t *testing.T, s store.Store) {
 	before := time.Now().Add(-time.Second)
-	commit(t, s, runtime.Record{UserID: "u1", Facts: []runtime.FactChange{
-		{Op: runtime.FactSet, Key: "tier", Value: "gold", Source: "tool"},
-		{Op: runtime.FactSet, Key: "address", Value: "上海市浦东新区 1 号", Source: "tool"},
-		{Op: runtime.FactAppend, Key: "notes", Value: "cancelled A1", Source: "tool"},
-		{Op: runtime.FactSet, Key: "long", Value: "0123456789", Source: "llm", MaxChars: 4},
+	commit(t, s, store.Record{UserID: "u1", Facts: []store.FactChange{
+		{Op: store.FactSet, Key: "tier", Value: "gold", Source: "tool"},
+		{Op: store.FactSet, Key: "address", Value: "上海市浦东新区 1 号", Source: "tool"},
+		{Op: store.FactAppend, Key: "notes", Value: "cancelled A1", Source: "tool"},
+		{Op: store.FactSet, Key: "long", Value: "0123456789", Source: "llm", MaxChars: 4},
 	}})
-	commit(t, s, runtime.Record{UserID: "u1", Facts: []runtime.FactChange{
-		{Op: runtime.FactAppend, Key: "notes", Value: "refunded B2", Source: "tool", MaxChars: 30},
-		{Op: runtime.FactSet, Key: "tier", Value: "platinum", Source: "llm"},
-		{Op: runtime.FactDelete, Key: "address"},
-		{Op: runtime.FactDelete, Key: "never-set"},
+	commit(t, s, store.Record{UserID: "u1", Facts: []store.FactChange{
+		{Op: store.FactAppend, Key: "notes", Value: "refunded B2", Source: "tool", MaxChars: 30},
+		{Op: store.FactSet, Key: "tier", Value: "platinum", Source: "llm"},
+		{Op: store.FactDelete, Key: "address"},
+		{Op: store.FactDelete, Key: "never-set"},
 	}})
-	commit(t, s, runtime.Record{UserID: "u2", Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "tier", Value: "basic", Source: "user"}}})
+	commit(t, s, store.Record{UserID: "u2", Facts: []store.FactChange{{Op: store.FactSet, Key: "tier", Value: "basic", Source: "user"}}})
 	facts, err := s.Facts(ctx, "u1")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func testFacts(t *testing.T, s runtime.Store) {
 	if !slices.Equal(got, want) {
 		t.Errorf("facts %q, want %q (sorted by key)", got, want)
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "notes", Value: "more", MaxChars: 10}}})
+	commit(t, s, store.Record{UserID: "u1", Facts: []store.FactChange{{Op: store.FactAppend, Key: "notes", Value: "more", MaxChars: 10}}})
 	facts, _ = s.Facts(ctx, "u1")
 	if v := valueOf(facts, "notes"); v != "unded B2\nmore"[len("unded B2\nmore")-10:] {
 		t.Errorf("appended beyond max_chars keeps the newest text: %q", v)
@@ -95,9 +96,9 @@ func testFacts(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testHistory(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true)})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, false)})
+func testHistory(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true)})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, false)})
 	c, err := s.Conversation(ctx, "c1", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +112,9 @@ func testHistory(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testWindow(t *testing.T, s runtime.Store) {
+func testWindow(t *testing.T, s store.Store) {
 	for i := 1; i <= 5; i++ {
-		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, i%2 == 0)})
+		commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, i%2 == 0)})
 	}
 	c, err := s.Conversation(ctx, "c1", 2)
 	if err != nil {
@@ -131,8 +132,8 @@ func testWindow(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testOutside(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "u1", Messages: turn(1, false), Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v"}}})
+func testOutside(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "u1", Messages: turn(1, false), Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v"}}})
 	if ids, _ := s.Conversations(ctx, "u1"); len(ids) != 0 {
 		t.Errorf("a run outside a conversation created %v", ids)
 	}
@@ -142,14 +143,14 @@ func testOutside(t *testing.T, s runtime.Store) {
 }
 
 // Runs committing to one conversation at once lose nothing and never interleave.
-func testConcurrent(t *testing.T, s runtime.Store) {
+func testConcurrent(t *testing.T, s store.Store) {
 	const n = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			errs <- s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, true),
-				Facts: []runtime.FactChange{{Op: runtime.FactAppend, Key: "log", Value: fmt.Sprint(i), Source: "tool"}}})
+			errs <- s.Commit(ctx, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, true),
+				Facts: []store.FactChange{{Op: store.FactAppend, Key: "log", Value: fmt.Sprint(i), Source: "tool"}}})
 		})
 	}
 	wg.Wait()
@@ -192,7 +193,7 @@ func later() { time.Sleep(2 * time.Millisecond) }
 // Conversations lists the user's conversations newest first: by their last commit,
 // whatever it wrote — a turn, or only entities — and not moved by another user's
 // refused commit.
-func testConversationsOrder(t *testing.T, s runtime.Store) {
+func testConversationsOrder(t *testing.T, s store.Store) {
 	want := func(ids ...string) {
 		t.Helper()
 		got, err := s.Conversations(ctx, "u1")
@@ -201,19 +202,19 @@ func testConversationsOrder(t *testing.T, s runtime.Store) {
 		}
 	}
 	for _, id := range []string{"a", "b", "c"} {
-		commit(t, s, runtime.Record{UserID: "u1", Conversation: id, Messages: turn(1, false)})
+		commit(t, s, store.Record{UserID: "u1", Conversation: id, Messages: turn(1, false)})
 		later()
 	}
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "d", Messages: turn(1, false)})
+	commit(t, s, store.Record{UserID: "u2", Conversation: "d", Messages: turn(1, false)})
 	later()
 	want("c", "b", "a")
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "a", Messages: turn(2, true)})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "a", Messages: turn(2, true)})
 	later()
 	want("a", "c", "b")
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "b", Seen: map[string][]string{"orders": {"A1"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "b", Seen: map[string][]string{"orders": {"A1"}}})
 	later()
 	want("b", "a", "c")
-	if err := s.Commit(ctx, runtime.Record{UserID: "u2", Conversation: "c", Messages: turn(3, false)}); !errors.Is(err, runtime.ErrForeignConversation) {
+	if err := s.Commit(ctx, store.Record{UserID: "u2", Conversation: "c", Messages: turn(3, false)}); !errors.Is(err, store.ErrForeignConversation) {
 		t.Fatalf("commit by another user: %v", err)
 	}
 	want("b", "a", "c")
@@ -222,13 +223,13 @@ func testConversationsOrder(t *testing.T, s runtime.Store) {
 // DeleteConversation deletes the owner's conversation — its turns and entities, not
 // the user's facts nor other conversations — and answers ErrConversationNotFound,
 // deleting nothing, for another user's conversation as for one that does not exist.
-func testDeleteConversation(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true),
+func testDeleteConversation(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true),
 		Seen:  map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}},
-		Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: "v", Source: "tool"}}})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, false)})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Messages: turn(1, false), Seen: map[string][]string{"orders": {"B1"}}})
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c3", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
+		Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: "v", Source: "tool"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(2, false)})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c2", Messages: turn(1, false), Seen: map[string][]string{"orders": {"B1"}}})
+	commit(t, s, store.Record{UserID: "u2", Conversation: "c3", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1"}}})
 
 	intact := func(id, user string, turns int, seen map[string][]string) {
 		t.Helper()
@@ -242,7 +243,7 @@ func testDeleteConversation(t *testing.T, s runtime.Store) {
 	}
 	c1Seen := map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}}
 	for _, tt := range []struct{ user, id string }{{"u2", "c1"}, {"u1", "c3"}, {"u1", "nope"}, {"", "c1"}} {
-		if err := s.DeleteConversation(ctx, tt.user, tt.id); !errors.Is(err, runtime.ErrConversationNotFound) {
+		if err := s.DeleteConversation(ctx, tt.user, tt.id); !errors.Is(err, store.ErrConversationNotFound) {
 			t.Errorf("DeleteConversation(%q, %q) = %v, want ErrConversationNotFound", tt.user, tt.id, err)
 		}
 	}
@@ -252,7 +253,7 @@ func testDeleteConversation(t *testing.T, s runtime.Store) {
 	if err := s.DeleteConversation(ctx, "u1", "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.Conversation(ctx, "c1", 10); err != nil || !reflect.DeepEqual(c, runtime.Conversation{}) {
+	if c, err := s.Conversation(ctx, "c1", 10); err != nil || !reflect.DeepEqual(c, store.Conversation{}) {
 		t.Errorf("deleted conversation: %+v, %v", c, err)
 	}
 	if seen := seenOf(t, s, "c1"); len(seen) != 0 {
@@ -269,20 +270,20 @@ func testDeleteConversation(t *testing.T, s runtime.Store) {
 	}
 	intact("c2", "u1", 1, map[string][]string{"orders": {"B1"}})
 	intact("c3", "u2", 1, map[string][]string{"orders": {"A1"}})
-	if err := s.DeleteConversation(ctx, "u1", "c1"); !errors.Is(err, runtime.ErrConversationNotFound) {
+	if err := s.DeleteConversation(ctx, "u1", "c1"); !errors.Is(err, store.ErrConversationNotFound) {
 		t.Errorf("deleting it again: %v", err)
 	}
 
 	// The id is free again, and nothing of the deleted conversation comes back with it.
-	commit(t, s, runtime.Record{UserID: "u2", Conversation: "c1", Messages: turn(5, false), Seen: map[string][]string{"orders": {"Z9"}}})
+	commit(t, s, store.Record{UserID: "u2", Conversation: "c1", Messages: turn(5, false), Seen: map[string][]string{"orders": {"Z9"}}})
 	intact("c1", "u2", 1, map[string][]string{"orders": {"Z9"}})
 }
 
-func testForget(t *testing.T, s runtime.Store) {
+func testForget(t *testing.T, s store.Store) {
 	for _, u := range []string{"u1", "u2"} {
-		commit(t, s, runtime.Record{UserID: u, Conversation: u + "-a", Messages: turn(1, true), Seen: map[string][]string{"orders": {"A1"}},
-			Facts: []runtime.FactChange{{Op: runtime.FactSet, Key: "k", Value: u}}})
-		commit(t, s, runtime.Record{UserID: u, Conversation: u + "-b", Messages: turn(2, false)})
+		commit(t, s, store.Record{UserID: u, Conversation: u + "-a", Messages: turn(1, true), Seen: map[string][]string{"orders": {"A1"}},
+			Facts: []store.FactChange{{Op: store.FactSet, Key: "k", Value: u}}})
+		commit(t, s, store.Record{UserID: u, Conversation: u + "-b", Messages: turn(2, false)})
 	}
 	ids, err := s.Conversations(ctx, "u1")
 	if err != nil || !slices.Equal(slices.Sorted(slices.Values(ids)), []string{"u1-a", "u1-b"}) {
@@ -319,26 +320,26 @@ func testForget(t *testing.T, s runtime.Store) {
 
 // Random histories: whatever the window, what comes back starts with a user message
 // and holds no tool message without the assistant call before it.
-func testRandomHistories(t *testing.T, s runtime.Store) {
+func testRandomHistories(t *testing.T, s store.Store) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for conv := range 5 {
 		id := fmt.Sprintf("r%d", conv)
 		turns := 1 + rng.IntN(8)
-		var all []runtime.Message
+		var all []model.Message
 		for i := range turns {
-			msgs := []runtime.Message{{Role: runtime.RoleUser, Content: fmt.Sprint("q", i)}}
+			msgs := []model.Message{{Role: model.RoleUser, Content: fmt.Sprint("q", i)}}
 			for r := range rng.IntN(3) {
-				var calls []runtime.ToolCall
+				var calls []model.ToolCall
 				for c := range 1 + rng.IntN(3) {
-					calls = append(calls, runtime.ToolCall{ID: fmt.Sprintf("c%d_%d_%d", i, r, c), Name: "t", Arguments: "{}"})
+					calls = append(calls, model.ToolCall{ID: fmt.Sprintf("c%d_%d_%d", i, r, c), Name: "t", Arguments: "{}"})
 				}
-				msgs = append(msgs, runtime.Message{Role: runtime.RoleAssistant, ToolCalls: calls})
+				msgs = append(msgs, model.Message{Role: model.RoleAssistant, ToolCalls: calls})
 				for _, c := range calls {
-					msgs = append(msgs, runtime.Message{Role: runtime.RoleTool, ToolCallID: c.ID, Content: "r"})
+					msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Content: "r"})
 				}
 			}
-			msgs = append(msgs, runtime.Message{Role: runtime.RoleAssistant, Content: fmt.Sprint("a", i)})
-			commit(t, s, runtime.Record{UserID: "u", Conversation: id, Messages: msgs})
+			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: fmt.Sprint("a", i)})
+			commit(t, s, store.Record{UserID: "u", Conversation: id, Messages: msgs})
 			all = append(all, msgs...)
 		}
 		for window := 0; window <= turns+1; window++ {
@@ -346,7 +347,7 @@ func testRandomHistories(t *testing.T, s runtime.Store) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := runtime.LastTurns(all, window)
+			want := model.LastTurns(all, window)
 			if !reflect.DeepEqual(normalize(c.Messages), normalize(want)) {
 				t.Fatalf("conversation %s, window %d: got %d messages, want %d", id, window, len(c.Messages), len(want))
 			}
@@ -355,19 +356,19 @@ func testRandomHistories(t *testing.T, s runtime.Store) {
 	}
 }
 
-func checkPaired(t *testing.T, msgs []runtime.Message) {
+func checkPaired(t *testing.T, msgs []model.Message) {
 	t.Helper()
-	if len(msgs) > 0 && msgs[0].Role != runtime.RoleUser {
+	if len(msgs) > 0 && msgs[0].Role != model.RoleUser {
 		t.Fatalf("history starts with %s", msgs[0].Role)
 	}
 	open := map[string]bool{}
 	for _, m := range msgs {
 		switch m.Role {
-		case runtime.RoleAssistant:
+		case model.RoleAssistant:
 			for _, c := range m.ToolCalls {
 				open[c.ID] = true
 			}
-		case runtime.RoleTool:
+		case model.RoleTool:
 			if !open[m.ToolCallID] {
 				t.Fatalf("orphan tool message %s", m.ToolCallID)
 			}

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
-func testSeen(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1", "A2"}}})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A2", "A3"}, "cards": {"x"}}})
+func testSeen(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Seen: map[string][]string{"orders": {"A1", "A2"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A2", "A3"}, "cards": {"x"}}})
 	seen := seenOf(t, s, "c1")
 	orders := slices.Sorted(slices.Values(seen["orders"]))
 	if !slices.Equal(orders, []string{"A1", "A2", "A3"}) || !slices.Equal(seen["cards"], []string{"x"}) {
@@ -25,7 +25,7 @@ func testSeen(t *testing.T, s runtime.Store) {
 
 // A record carries only what its run revealed; the store merges it into what the
 // conversation has: each kind oldest first, an entity revealed again the newest.
-func testSeenMerge(t *testing.T, s runtime.Store) {
+func testSeenMerge(t *testing.T, s store.Store) {
 	commits := []map[string][]string{
 		{"orders": {"A1", "A2", "A3"}, "cards": {"x"}},
 		{"orders": {"A4"}},
@@ -34,9 +34,9 @@ func testSeenMerge(t *testing.T, s runtime.Store) {
 		{"cards": {"y", "x"}},
 	}
 	for _, seen := range commits {
-		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: seen})
+		commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Seen: seen})
 	}
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "other", Seen: map[string][]string{"orders": {"Z9"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "other", Seen: map[string][]string{"orders": {"Z9"}}})
 	seen := seenOf(t, s, "c1")
 	want := map[string][]string{"orders": {"A1", "A3", "A4", "A2", "A5"}, "cards": {"y", "x"}, "tickets": {"T1"}}
 	if !reflect.DeepEqual(seen, want) {
@@ -57,9 +57,9 @@ func testSeenMerge(t *testing.T, s runtime.Store) {
 
 // Beyond MaxSeen the store drops the oldest entities of the kind that outgrew it,
 // and only of that kind and conversation; an entity revealed again is new again.
-func testSeenCap(t *testing.T, s runtime.Store) {
-	rec := func(conv string, seen map[string][]string) runtime.Record {
-		return runtime.Record{UserID: "u1", Conversation: conv, Seen: seen, MaxSeen: 3}
+func testSeenCap(t *testing.T, s store.Store) {
+	rec := func(conv string, seen map[string][]string) store.Record {
+		return store.Record{UserID: "u1", Conversation: conv, Seen: seen, MaxSeen: 3}
 	}
 	commit(t, s, rec("c1", map[string][]string{"orders": {"A1", "A2"}, "cards": {"x", "y", "z"}}))
 	commit(t, s, rec("c2", map[string][]string{"orders": {"A1", "A2", "A3"}}))
@@ -88,7 +88,7 @@ func testSeenCap(t *testing.T, s runtime.Store) {
 	}
 	// Without a cap nothing is dropped; a later cap applies when the kind grows again.
 	for i := range 5 {
-		commit(t, s, runtime.Record{UserID: "u1", Conversation: "c3", Seen: map[string][]string{"orders": {fmt.Sprint("B", i)}}})
+		commit(t, s, store.Record{UserID: "u1", Conversation: "c3", Seen: map[string][]string{"orders": {fmt.Sprint("B", i)}}})
 	}
 	if c3 := seenOf(t, s, "c3"); len(c3["orders"]) != 5 {
 		t.Errorf("MaxSeen 0 dropped entities: %v", c3)
@@ -100,18 +100,18 @@ func testSeenCap(t *testing.T, s runtime.Store) {
 }
 
 // Runs committing entities to one conversation at once lose none of them.
-func testSeenConcurrent(t *testing.T, s runtime.Store) {
+func testSeenConcurrent(t *testing.T, s store.Store) {
 	const n = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*n)
 	for i := range n {
 		wg.Go(func() {
 			// Each run reveals its own entities and two every run reveals.
-			errs <- s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, false), MaxSeen: 1000,
+			errs <- s.Commit(ctx, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(i, false), MaxSeen: 1000,
 				Seen: map[string][]string{"orders": {fmt.Sprint("A", i), "shared-1", fmt.Sprint("B", i), "shared-2"}}})
 		})
 		wg.Go(func() { // and another conversation, with its own cap
-			errs <- s.Commit(ctx, runtime.Record{UserID: "u1", Conversation: "c2", MaxSeen: 5,
+			errs <- s.Commit(ctx, store.Record{UserID: "u1", Conversation: "c2", MaxSeen: 5,
 				Seen: map[string][]string{"orders": {fmt.Sprint("C", i)}}})
 		})
 	}
@@ -145,12 +145,12 @@ func testSeenConcurrent(t *testing.T, s runtime.Store) {
 
 // Seen answers for one entity — of this conversation and kind only, as kept under
 // MaxSeen — whatever characters the ids hold.
-func testSeenLookup(t *testing.T, s runtime.Store) {
+func testSeenLookup(t *testing.T, s store.Store) {
 	odd := "c:1%3A" // ':' and '%' in ids must not collide with a store's key syntax
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3,
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3,
 		Seen: map[string][]string{"orders": {"A1", "A2", "A3"}, "cards": {"x"}}})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c2", Seen: map[string][]string{"orders": {"Z9"}}})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: odd, Seen: map[string][]string{"orders": {"订单 1", "a:b", "100%"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c2", Seen: map[string][]string{"orders": {"Z9"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: odd, Seen: map[string][]string{"orders": {"订单 1", "a:b", "100%"}}})
 	check := func(step, conv, kind, id string, want bool) {
 		t.Helper()
 		found, err := s.Seen(ctx, conv, kind, id)
@@ -181,7 +181,7 @@ func testSeenLookup(t *testing.T, s runtime.Store) {
 		check("initially", c.conv, c.kind, c.id, c.want)
 	}
 	// A2 renewed, then two new ones under a cap of 3: A1 and A3, the oldest, go.
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3, Seen: map[string][]string{"orders": {"A2", "A4", "A5"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", MaxSeen: 3, Seen: map[string][]string{"orders": {"A2", "A4", "A5"}}})
 	check("after the cap", "c1", "orders", "A1", false)
 	check("after the cap", "c1", "orders", "A3", false)
 	for _, id := range []string{"A2", "A4", "A5"} {
@@ -197,9 +197,9 @@ func testSeenLookup(t *testing.T, s runtime.Store) {
 }
 
 // SeenEntities returns the kinds asked for, or all; a kind without entities is absent.
-func testSeenEntities(t *testing.T, s runtime.Store) {
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}, "tickets": {"T1"}}})
-	commit(t, s, runtime.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1"}}})
+func testSeenEntities(t *testing.T, s store.Store) {
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1", "A2"}, "cards": {"x"}, "tickets": {"T1"}}})
+	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Seen: map[string][]string{"orders": {"A1"}}})
 	for _, c := range []struct {
 		kinds []string
 		want  map[string][]string

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/store"
 )
 
 // Open returns a new, empty store for one test; the test cleans it up.
-type Open func(t *testing.T) runtime.Store
+type Open func(t *testing.T) store.Store
 
 // Run runs the whole suite.
 func Run(t *testing.T, open Open) {
@@ -55,7 +56,7 @@ func Run(t *testing.T, open Open) {
 
 var ctx = context.Background()
 
-func commit(t testing.TB, s runtime.Store, rec runtime.Record) {
+func commit(t testing.TB, s store.Store, rec store.Record) {
 	t.Helper()
 	if err := s.Commit(ctx, rec); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -63,23 +64,23 @@ func commit(t testing.TB, s runtime.Store, rec runtime.Record) {
 }
 
 // turn is one stored exchange: a question, optionally a tool round, an answer.
-func turn(i int, withTool bool) []runtime.Message {
-	msgs := []runtime.Message{{Role: runtime.RoleUser, Content: fmt.Sprintf("question %d\n第%d个问题", i, i)}}
+func turn(i int, withTool bool) []model.Message {
+	msgs := []model.Message{{Role: model.RoleUser, Content: fmt.Sprintf("question %d\n第%d个问题", i, i)}}
 	if withTool {
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
 			// Reasoning and a call's provider fields must survive: DeepSeek and Gemini
 			// refuse a later request without them.
-			runtime.Message{Role: runtime.RoleAssistant, ToolCalls: []runtime.ToolCall{{ID: id, Name: "lookup", Arguments: fmt.Sprintf(`{"id":%d}`, i),
+			model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: id, Name: "lookup", Arguments: fmt.Sprintf(`{"id":%d}`, i),
 				Extra: map[string]json.RawMessage{"extra_content": json.RawMessage(`{"google":{"thought_signature":"c2ln"}}`)}}},
-				Reasoning: &runtime.Reasoning{Field: "reasoning_content", Text: fmt.Sprintf("look %d up first", i)}},
-			runtime.Message{Role: runtime.RoleTool, ToolCallID: id, Content: fmt.Sprintf(`{"n":%d}`, i)})
+				Reasoning: &model.Reasoning{Field: "reasoning_content", Text: fmt.Sprintf("look %d up first", i)}},
+			model.Message{Role: model.RoleTool, ToolCallID: id, Content: fmt.Sprintf(`{"n":%d}`, i)})
 	}
-	return append(msgs, runtime.Message{Role: runtime.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
+	return append(msgs, model.Message{Role: model.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
 }
 
 // seenOf is every entity of the conversation, by kind.
-func seenOf(t testing.TB, s runtime.Store, conv string) map[string][]string {
+func seenOf(t testing.TB, s store.Store, conv string) map[string][]string {
 	t.Helper()
 	m, err := s.SeenEntities(ctx, conv)
 	if err != nil {
@@ -88,7 +89,7 @@ func seenOf(t testing.TB, s runtime.Store, conv string) map[string][]string {
 	return m
 }
 
-func valueOf(facts []runtime.Fact, key string) string {
+func valueOf(facts []store.Fact, key string) string {
 	for _, f := range facts {
 		if f.Key == key {
 			return f.Value
@@ -98,8 +99,8 @@ func valueOf(facts []runtime.Fact, key string) string {
 }
 
 // normalize treats nil and empty slices alike.
-func normalize(msgs []runtime.Message) []runtime.Message {
-	out := make([]runtime.Message, len(msgs))
+func normalize(msgs []model.Message) []model.Message {
+	out := make([]model.Message, len(msgs))
 	for i, m := range msgs {
 		if len(m.ToolCalls) == 0 {
 			m.ToolCalls = nil

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentrun/agentrun/internal/pgdb"
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
@@ -190,7 +189,7 @@ func (x *Index) VectorExtensionAvailable() bool { return x.pgvector }
 
 // Knowledge adapts the index to runtime.Knowledge for one agent using emb (see
 // index.NewKnowledge).
-func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge {
 	return index.NewKnowledge(x, emb, collections)
 }
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/agentrun/agentrun/internal/pgdb"
 	"github.com/agentrun/agentrun/internal/pgtest"
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/knowledge/index/sqlite"
@@ -482,7 +481,7 @@ func TestMatchesSQLite(t *testing.T) {
 	ka := lite.Knowledge(emb, nil)
 	kb := pg.Knowledge(emb, nil)
 	for _, q := range qs {
-		cq := runtime.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Version: "v1", Question: q}
+		cq := knowledge.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Version: "v1", Question: q}
 		ha, err := ka.CacheLookup(ctx, cq)
 		if err != nil {
 			t.Fatal(err)
@@ -514,8 +513,8 @@ func TestLearned(t *testing.T) {
 	emb := &knowledge.Local{}
 	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	k := x.Knowledge(emb, nil)
-	q := func(user, question string) runtime.CacheQuery {
-		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: user, Question: question}
+	q := func(user, question string) knowledge.CacheQuery {
+		return knowledge.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: user, Question: question}
 	}
 	if h, err := k.CacheLookup(ctx, q("", "how long do refunds take")); h != nil || err != nil {
 		t.Fatalf("empty cache: %+v, %v", h, err)
@@ -530,7 +529,7 @@ func TestLearned(t *testing.T) {
 		t.Error("a per-user entry without a user was learned")
 	}
 	h, err := k.CacheLookup(ctx, q("bob", "how long do refunds take?"))
-	if err != nil || h == nil || h.Kind != runtime.CacheEntryLearned || h.Answer != "3-5 days" || h.PerUser || h.Score < 0.99 {
+	if err != nil || h == nil || h.Kind != knowledge.CacheEntryLearned || h.Answer != "3-5 days" || h.PerUser || h.Score < 0.99 {
 		t.Errorf("shared entry for bob: %+v, %v", h, err)
 	}
 	h, err = k.CacheLookup(ctx, q("alice", "where is my parcel"))
@@ -542,7 +541,7 @@ func TestLearned(t *testing.T) {
 		t.Errorf("bob sees alice's entry: %+v, %v", h, err)
 	}
 	// Another version of the spec starts afresh.
-	h, err = k.CacheLookup(ctx, runtime.CacheQuery{Agent: "shop", Intent: "faq", Version: "v2", Question: "how long do refunds take"})
+	h, err = k.CacheLookup(ctx, knowledge.CacheQuery{Agent: "shop", Intent: "faq", Version: "v2", Question: "how long do refunds take"})
 	if h != nil || err != nil {
 		t.Errorf("another version: %+v, %v", h, err)
 	}

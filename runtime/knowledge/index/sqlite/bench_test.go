@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 	"github.com/agentrun/agentrun/runtime/knowledge/index/indextest"
@@ -129,8 +128,8 @@ func BenchmarkFAQHit10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	k := x.Knowledge(emb, nil)
-	query := func(i int) runtime.CacheQuery {
-		return runtime.CacheQuery{Collection: "faq", Agent: "shop", Intent: "faq", Version: "v1", User: "u", Question: asked[i*37%n]}
+	query := func(i int) knowledge.CacheQuery {
+		return knowledge.CacheQuery{Collection: "faq", Agent: "shop", Intent: "faq", Version: "v1", User: "u", Question: asked[i*37%n]}
 	}
 	if h, err := k.CacheLookup(ctx, query(0)); err != nil || h == nil { // loads the vectors
 		b.Fatal(h, err)
@@ -142,7 +141,7 @@ func BenchmarkFAQHit10k(b *testing.B) {
 		t0 := time.Now()
 		h, err := k.CacheLookup(ctx, q)
 		timings = append(timings, time.Since(t0))
-		if err != nil || h == nil || h.Kind != runtime.CacheEntryFAQ || h.Answer != fmt.Sprintf("answer %d", i*37%n) {
+		if err != nil || h == nil || h.Kind != knowledge.CacheEntryFAQ || h.Answer != fmt.Sprintf("answer %d", i*37%n) {
 			b.Fatalf("%q: %+v, %v", q.Question, h, err)
 		}
 		i++
@@ -165,9 +164,9 @@ func BenchmarkLearnedHit10k(b *testing.B) {
 	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	questions, users := learnMany(b, x, key, emb, n)
 	k := x.Knowledge(emb, nil)
-	query := func(i int) runtime.CacheQuery {
+	query := func(i int) knowledge.CacheQuery {
 		j := i * 37 % n // 10k/37 ≫ index.MemoSize distinct questions
-		return runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: users[j], Question: questions[j]}
+		return knowledge.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, User: users[j], Question: questions[j]}
 	}
 	t0 := time.Now()
 	if h, err := k.CacheLookup(ctx, query(0)); err != nil || h == nil { // loads the vectors
@@ -193,7 +192,7 @@ func BenchmarkLearnedHit10k(b *testing.B) {
 	b.ReportMetric(at(0.99), "p99-ns")
 
 	// A Learn in this process updates the cache in place of a reload.
-	q := runtime.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, Question: "a question never asked before"}
+	q := knowledge.CacheQuery{Agent: key.Agent, Intent: key.Intent, Version: key.Version, Question: "a question never asked before"}
 	t0 = time.Now()
 	if err := k.CacheLearn(ctx, q, "an answer", false, 0); err != nil {
 		b.Fatal(err)

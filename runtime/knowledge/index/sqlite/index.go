@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/agentrun/agentrun/internal/sqlitedb"
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
@@ -149,7 +148,7 @@ func (x *Index) Close() error {
 
 // Knowledge adapts the index to runtime.Knowledge for one agent using emb (see
 // index.NewKnowledge).
-func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) runtime.Knowledge {
+func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge {
 	return index.NewKnowledge(x, emb, collections)
 }
 

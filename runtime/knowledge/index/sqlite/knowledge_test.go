@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
@@ -19,13 +18,13 @@ func TestCacheLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := x.Knowledge(emb, map[string]string{"help": "shop/help"})
-	q := runtime.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Version: "v1", Question: "How long does the refund take?"}
+	q := knowledge.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Version: "v1", Question: "How long does the refund take?"}
 
 	h, err := k.CacheLookup(ctx, q)
 	if err != nil || h == nil {
 		t.Fatalf("%+v, %v", h, err)
 	}
-	want := runtime.CacheHit{Kind: runtime.CacheEntryFAQ, Entry: "faq.yaml:3", Question: "How long does a refund take?",
+	want := knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Entry: "faq.yaml:3", Question: "How long does a refund take?",
 		Score: h.Score, Answer: "Refunds reach your card in 3-5 working days."}
 	if *h != want || h.Score < float64(knowledge.DefaultCacheThreshold) {
 		t.Errorf("FAQ hit %+v, want %+v above the threshold", *h, want)
@@ -36,18 +35,18 @@ func TestCacheLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, err = k.CacheLookup(ctx, q)
-	if err != nil || h == nil || h.Kind != runtime.CacheEntryLearned || h.Answer != "Three to five days." || h.PerUser ||
+	if err != nil || h == nil || h.Kind != knowledge.CacheEntryLearned || h.Answer != "Three to five days." || h.PerUser ||
 		h.Question != q.Question || h.Score < 0.999 {
 		t.Errorf("learned hit %+v, %v", h, err)
 	}
-	for _, edit := range []func(*runtime.CacheQuery){
-		func(q *runtime.CacheQuery) { q.Version = "v2" },
-		func(q *runtime.CacheQuery) { q.Agent = "bank" },
-		func(q *runtime.CacheQuery) { q.Intent = "orders" },
+	for _, edit := range []func(*knowledge.CacheQuery){
+		func(q *knowledge.CacheQuery) { q.Version = "v2" },
+		func(q *knowledge.CacheQuery) { q.Agent = "bank" },
+		func(q *knowledge.CacheQuery) { q.Intent = "orders" },
 	} {
 		other := q
 		edit(&other)
-		if h, err := k.CacheLookup(ctx, other); err != nil || h == nil || h.Kind != runtime.CacheEntryFAQ {
+		if h, err := k.CacheLookup(ctx, other); err != nil || h == nil || h.Kind != knowledge.CacheEntryFAQ {
 			t.Errorf("%+v: %+v, %v; want the FAQ entry", other, h, err)
 		}
 	}
@@ -76,7 +75,7 @@ func TestCacheLookup(t *testing.T) {
 	// Learned entries only: no collection.
 	learnedOnly := q
 	learnedOnly.Collection = ""
-	if h, err := k.CacheLookup(ctx, learnedOnly); err != nil || h == nil || h.Kind != runtime.CacheEntryLearned {
+	if h, err := k.CacheLookup(ctx, learnedOnly); err != nil || h == nil || h.Kind != knowledge.CacheEntryLearned {
 		t.Errorf("learned only: %+v, %v", h, err)
 	}
 	learnedOnly.Agent = "nobody"
@@ -112,7 +111,7 @@ func TestQuestionEmbeddedOnce(t *testing.T) {
 	k := x.Knowledge(emb, nil)
 	for i := range index.MemoSize + 2 {
 		emb.reset()
-		q := runtime.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Question: fmt.Sprintf("refund question %d ", i)}
+		q := knowledge.CacheQuery{Collection: "help", Agent: "shop", Intent: "faq", Question: fmt.Sprintf("refund question %d ", i)}
 		if _, err := k.CacheLookup(ctx, q); err != nil {
 			t.Fatal(err)
 		}

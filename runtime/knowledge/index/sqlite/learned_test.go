@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
 )
@@ -117,7 +116,7 @@ func TestLearnedExpiry(t *testing.T) {
 	key := index.LearnedKey{Agent: "shop", Intent: "faq", Version: "v1"}
 	k := x.Knowledge(emb, nil)
 	learnOK(t, x, key, emb, "", "How do I reset my password?", "Use the link.", 50*time.Millisecond)
-	q := runtime.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", Question: "How do I reset my password?"}
+	q := knowledge.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", Question: "How do I reset my password?"}
 	if h, err := k.CacheLookup(ctx, q); err != nil || h == nil {
 		t.Fatalf("before expiry: %v, %v", h, err)
 	}
@@ -141,7 +140,7 @@ func TestLearnReplacesInCache(t *testing.T) {
 	x, _ := openIndex(t)
 	ctx := t.Context()
 	k := x.Knowledge(&knowledge.Local{}, nil)
-	q := runtime.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", User: "alice", Question: "Where is my order 42?"}
+	q := knowledge.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", User: "alice", Question: "Where is my order 42?"}
 	var last string
 	for i := range 3 {
 		last = fmt.Sprint("answer ", i)
@@ -170,7 +169,7 @@ func TestLearnedSeenByOtherProcess(t *testing.T) {
 	}
 	defer y.Close()
 	ky := y.Knowledge(emb, nil)
-	q := runtime.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", Question: "Do you deliver on Sundays?"}
+	q := knowledge.CacheQuery{Agent: "shop", Intent: "faq", Version: "v1", Question: "Do you deliver on Sundays?"}
 	if h, err := ky.CacheLookup(ctx, q); err != nil || h == nil || h.Answer != "9 to 5." { // fills y's cache
 		t.Fatalf("%+v, %v", h, err)
 	}
@@ -224,7 +223,7 @@ func TestLearnedNeverServesAnotherUser(t *testing.T) {
 	for trial := range 1000 {
 		user := users[r.IntN(len(users))]
 		question := pool[r.IntN(len(pool))]
-		q := runtime.CacheQuery{Agent: "shop", Intent: "orders", Version: "v1", User: user, Question: question}
+		q := knowledge.CacheQuery{Agent: "shop", Intent: "orders", Version: "v1", User: user, Question: question}
 		if r.IntN(2) == 0 {
 			perUser := user != "" && r.IntN(3) > 0
 			answer := fmt.Sprintf("answer %d for %q", trial, user)
@@ -252,7 +251,7 @@ func TestLearnedNeverServesAnotherUser(t *testing.T) {
 			continue
 		}
 		id, err := strconv.ParseInt(h.Entry, 10, 64)
-		if err != nil || h.Kind != runtime.CacheEntryLearned {
+		if err != nil || h.Kind != knowledge.CacheEntryLearned {
 			t.Fatalf("trial %d: hit %+v", trial, h)
 		}
 		if _, ok := owner[id]; !ok {
@@ -288,7 +287,7 @@ func TestLearnedNeverServesAnotherUser(t *testing.T) {
 	ky := y.Knowledge(emb, nil)
 	for _, user := range users {
 		for _, question := range pool {
-			q := runtime.CacheQuery{Agent: "shop", Intent: "orders", Version: "v1", User: user, Question: question}
+			q := knowledge.CacheQuery{Agent: "shop", Intent: "orders", Version: "v1", User: user, Question: question}
 			h1, err1 := k.CacheLookup(ctx, q)
 			h2, err2 := ky.CacheLookup(ctx, q)
 			if err1 != nil || err2 != nil || (h1 == nil) != (h2 == nil) || h1 != nil && (h1.Entry != h2.Entry || h1.Answer != h2.Answer) {
@@ -309,7 +308,7 @@ func TestLearnedConcurrent(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 20 {
-				q := runtime.CacheQuery{Agent: "a", Intent: "i", Version: "v", User: fmt.Sprint("u", w), Question: fmt.Sprint("question ", i)}
+				q := knowledge.CacheQuery{Agent: "a", Intent: "i", Version: "v", User: fmt.Sprint("u", w), Question: fmt.Sprint("question ", i)}
 				if err := k.CacheLearn(ctx, q, "answer", w%2 == 0, 0); err != nil {
 					t.Error(err)
 					return

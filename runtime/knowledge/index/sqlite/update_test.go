@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/knowledge/index"
-	"github.com/agentrun/agentrun/runtime/openai"
+	"github.com/agentrun/agentrun/runtime/model/openai"
 )
 
 // fake is an Embedder that answers with Local's vectors, except that call bad
