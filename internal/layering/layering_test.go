@@ -15,7 +15,8 @@ import (
 )
 
 // A group is a set of our packages, by module-relative import path ("" is the root
-// package); a pattern ending in "/..." takes that package and all below it.
+// package); a pattern ending in "/..." takes that package and all below it, one
+// ending in "/**" only those below it.
 type group struct {
 	name     string // as a list of allowed imports names it
 	long     string // as the subject of a rule names it; name when empty
@@ -24,6 +25,9 @@ type group struct {
 
 func (g group) has(rel string) bool {
 	for _, p := range g.patterns {
+		if base, below := strings.CutSuffix(p, "/**"); below && strings.HasPrefix(rel, base+"/") {
+			return true
+		}
 		if base, tree := strings.CutSuffix(p, "/..."); tree && (rel == base || strings.HasPrefix(rel, base+"/")) {
 			return true
 		}
@@ -47,6 +51,15 @@ var (
 	examplesPkg = group{name: "examples", patterns: []string{"examples"}}
 	specPkg     = group{name: "spec", patterns: []string{"spec"}}
 	runtimePkgs = group{name: "runtime/...", patterns: []string{"runtime/..."}}
+	// Inside runtime: the engine, the interface package of each family, the
+	// implementations beneath them, and the two packages that wrap the engine.
+	enginePkg     = group{name: "runtime", long: "the engine (runtime)", patterns: []string{"runtime"}}
+	interfacePkgs = group{
+		name:     "the interface packages",
+		long:     "an interface package (runtime/model, runtime/tool, runtime/store, runtime/knowledge)",
+		patterns: families,
+	}
+	wrapperPkgs = group{name: "runtime/telemetry and runtime/temporal", patterns: []string{"runtime/telemetry", "runtime/temporal"}}
 	skillsPkg   = group{name: "skills", patterns: []string{"skills"}}
 	builtinPkg  = group{name: "builtin", patterns: []string{"builtin"}}
 	scenarioPkg = group{name: "scenario", patterns: []string{"scenario"}}
@@ -70,6 +83,25 @@ var (
 	examplePkgs = group{name: "examples/...", patterns: []string{"examples/..."}}
 )
 
+// families are the interface packages; each one's implementations live beneath it.
+var families = []string{"runtime/model", "runtime/tool", "runtime/store", "runtime/knowledge"}
+
+// implementations is the group of one family's implementations.
+func implementations(family string) group {
+	return group{name: family + "/...", long: "an implementation of " + family, patterns: []string{family + "/**"}}
+}
+
+// familyRules: an implementation imports the interface packages, its own family,
+// spec, schema and internal helpers — never the engine, never another family's
+// implementation (a store is not built on a model, an index not on a store).
+func familyRules() []rule {
+	var out []rule
+	for _, f := range families {
+		out = append(out, rule{pkgs: implementations(f), only: []group{interfacePkgs, implementations(f), specPkg, schemaPkg, internalPkgs}})
+	}
+	return out
+}
+
 // layers are the groups every package of the module must belong to, so a new
 // top-level package fails the test until someone decides where it stands.
 var layers = []group{schemaPkg, examplesPkg, specPkg, middle, assembly, servePkg, cmdPkgs, benchPkgs, internalPkgs, examplePkgs}
@@ -87,12 +119,17 @@ type rule struct {
 // layer but lean only on schema, spec and each other (pgtest on pgdb). Inside the middle layer runtime stays
 // ignorant of what plugs into it (builtin tools, skill packs, scenario tests), skills
 // only turns packs into spec fragments, and builtin and scenario stay apart.
-var rules = []rule{
+var rules = append([]rule{
 	{pkgs: schemaPkg, only: []group{internalPkgs}},
 	{pkgs: examplesPkg, only: []group{}},
 	{pkgs: specPkg, only: []group{schemaPkg, internalPkgs}},
 	{pkgs: middle, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: runtimePkgs, not: []group{builtinPkg, skillsPkg, scenarioPkg}},
+	{pkgs: enginePkg, only: []group{interfacePkgs, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: interfacePkgs, only: []group{interfacePkgs, specPkg, schemaPkg, internalPkgs}},
+	{pkgs: wrapperPkgs, only: []group{enginePkg, interfacePkgs, specPkg, schemaPkg, internalPkgs}},
+	// builtin tools implement runtime/tool's interface, like the tool kinds beneath it.
+	{pkgs: builtinPkg, only: []group{interfacePkgs, implementations("runtime/tool"), specPkg, schemaPkg, internalPkgs}},
 	{pkgs: skillsPkg, not: []group{runtimePkgs, builtinPkg, scenarioPkg}},
 	{pkgs: builtinPkg, not: []group{scenarioPkg, skillsPkg}},
 	{pkgs: scenarioPkg, not: []group{builtinPkg, skillsPkg}},
@@ -102,7 +139,7 @@ var rules = []rule{
 	{pkgs: benchPkgs, only: []group{servePkg, assembly, middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: examplePkgs, only: []group{examplePkgs, servePkg, assembly, middle, specPkg, schemaPkg}},
 	{pkgs: internalPkgs, only: []group{internalPkgs, schemaPkg, specPkg}},
-}
+}, familyRules()...)
 
 // violations checks an import graph of our packages — module-relative path ("" for
 // the root package) → the packages of ours it imports — against the rules and says,
@@ -233,33 +270,41 @@ func relative(module, path string) (string, bool) {
 	return rel, ok
 }
 
-// today is the module's import graph as of this writing, plus the root package
-// (assembly) that is on its way and a helper leaning on spec: all of it legal.
+// today is the module's import graph as of this writing, plus a helper leaning on
+// spec: all of it legal.
 var today = map[string][]string{
-	"":                               {"builtin", "runtime", "runtime/kinds", "runtime/knowledge", "runtime/knowledge/index", "runtime/knowledge/index/sqlite", "runtime/mcp", "runtime/openai", "runtime/store/sqlite", "scenario", "skills", "spec"},
-	"builtin":                        {"runtime", "runtime/kinds", "spec"},
-	"cmd/agentrun":                   {"", "builtin", "runtime", "runtime/knowledge/index", "runtime/offline", "runtime/store", "scenario", "schema", "skills", "spec", "internal/fixture"},
-	"internal/fixture":               nil,
-	"internal/helper":                {"spec", "schema"},
-	"runtime":                        {"spec"},
-	"runtime/kinds":                  {"runtime", "spec"},
-	"runtime/mcp":                    {"runtime", "spec"},
-	"runtime/offline":                {"runtime", "spec"},
-	"runtime/openai":                 {"runtime", "spec"},
-	"runtime/store":                  nil,
-	"runtime/store/memory":           {"runtime"},
-	"runtime/store/sqlite":           {"runtime", "internal/sqlitedb"},
-	"runtime/store/storetest":        {"runtime"},
-	"scenario":                       {"runtime", "runtime/offline", "runtime/store/memory", "spec"},
-	"schema":                         nil,
-	"skills":                         {"spec", "schema"},
-	"spec":                           {"schema", "internal/fixture"},
-	"internal/layering":              nil,
-	"runtime/store/redis":            {"runtime"},
-	"runtime/knowledge/index":        {"runtime", "runtime/knowledge"},
-	"runtime/knowledge/index/sqlite": {"runtime", "runtime/knowledge", "runtime/knowledge/index", "internal/sqlitedb"},
-	"internal/sqlitedb":              nil,
-	"runtime/telemetry":              {"runtime", "runtime/knowledge", "spec"},
+	"":                                  {"builtin", "runtime", "runtime/knowledge", "runtime/knowledge/index", "runtime/knowledge/index/postgres", "runtime/knowledge/index/sqlite", "runtime/model", "runtime/model/offline", "runtime/model/openai", "runtime/store", "runtime/store/memory", "runtime/store/postgres", "runtime/store/redis", "runtime/store/sqlite", "runtime/telemetry", "runtime/tool", "runtime/tool/kinds", "runtime/tool/mcp", "skills", "spec"},
+	"builtin":                           {"runtime/tool", "runtime/tool/kinds", "spec"},
+	"cmd/agentrun":                      {"", "builtin", "runtime", "runtime/knowledge/index", "runtime/model/offline", "runtime/store", "scenario", "schema", "skills", "spec", "internal/fixture"},
+	"internal/fixture":                  nil,
+	"internal/helper":                   {"spec", "schema"},
+	"internal/sqlitedb":                 nil,
+	"internal/tracecontext":             nil,
+	"internal/layering":                 nil,
+	"runtime":                           {"internal/words", "runtime/knowledge", "runtime/model", "runtime/store", "runtime/tool", "spec"},
+	"runtime/knowledge":                 {"internal/words", "spec"},
+	"runtime/knowledge/index":           {"runtime/knowledge"},
+	"runtime/knowledge/index/indextest": {"runtime/knowledge"},
+	"runtime/knowledge/index/postgres":  {"internal/pgdb", "runtime/knowledge", "runtime/knowledge/index"},
+	"runtime/knowledge/index/sqlite":    {"internal/sqlitedb", "runtime/knowledge", "runtime/knowledge/index"},
+	"runtime/model":                     nil,
+	"runtime/model/offline":             {"runtime/model", "spec"},
+	"runtime/model/openai":              {"runtime/knowledge", "runtime/model", "spec"},
+	"runtime/store":                     {"runtime/model"},
+	"runtime/store/memory":              {"runtime/model", "runtime/store"},
+	"runtime/store/postgres":            {"internal/pgdb", "runtime/model", "runtime/store"},
+	"runtime/store/redis":               {"runtime/model", "runtime/store"},
+	"runtime/store/sqlite":              {"internal/sqlitedb", "runtime/model", "runtime/store"},
+	"runtime/store/storetest":           {"runtime/model", "runtime/store"},
+	"runtime/telemetry":                 {"runtime", "runtime/knowledge", "runtime/model", "runtime/tool", "spec"},
+	"runtime/temporal":                  {"runtime", "runtime/knowledge", "runtime/model", "runtime/store", "runtime/tool", "spec"},
+	"runtime/tool":                      {"runtime/model", "spec"},
+	"runtime/tool/kinds":                {"internal/tracecontext", "runtime/tool", "spec"},
+	"runtime/tool/mcp":                  {"internal/tracecontext", "runtime/model", "runtime/tool", "spec"},
+	"scenario":                          {"runtime", "runtime/knowledge", "runtime/model/offline", "runtime/store", "runtime/store/memory", "runtime/tool", "spec"},
+	"schema":                            nil,
+	"skills":                            {"spec", "schema"},
+	"spec":                              {"schema", "internal/fixture"},
 }
 
 // with returns today's graph plus the edges of extra.
@@ -276,6 +321,12 @@ func with(extra map[string][]string) map[string][]string {
 
 func TestViolations(t *testing.T) {
 	const middleOnly = "the middle layer (runtime/..., skills, builtin, scenario) may import only the middle layer, spec, schema and internal/..."
+	const engineOnly = "the engine (runtime) may import only the interface packages, spec, schema and internal/..."
+	const interfaceOnly = "an interface package (runtime/model, runtime/tool, runtime/store, runtime/knowledge) may import only the interface packages, spec, schema and internal/..."
+	const builtinOnly = "builtin may import only the interface packages, runtime/tool/..., spec, schema and internal/..."
+	implOnly := func(family string) string {
+		return "the interface packages, " + family + "/..., spec, schema and internal/..."
+	}
 	withoutRoot := with(nil)
 	delete(withoutRoot, "")
 	withoutRoot["cmd/agentrun"] = slices.DeleteFunc(withoutRoot["cmd/agentrun"], func(s string) bool { return s == "" })
@@ -293,18 +344,49 @@ func TestViolations(t *testing.T) {
 		{name: "schema imports spec", graph: with(map[string][]string{"schema": {"spec"}}),
 			want: []string{"schema imports spec: schema may import only internal/..."}},
 		{name: "runtime imports builtin", graph: with(map[string][]string{"runtime": {"builtin"}}),
-			want: []string{"runtime imports builtin: runtime/... must not import builtin, skills or scenario"}},
-		{name: "a runtime sub-package imports scenario", graph: with(map[string][]string{"runtime/kinds": {"scenario"}}),
-			want: []string{"runtime/kinds imports scenario: runtime/... must not import builtin, skills or scenario"}},
-		{name: "runtime/openai imports the root package", graph: with(map[string][]string{"runtime/openai": {""}}),
-			want: []string{"runtime/openai imports the root package: " + middleOnly}},
+			want: []string{"runtime imports builtin: runtime/... must not import builtin, skills or scenario", "runtime imports builtin: " + engineOnly}},
+		{name: "a runtime sub-package imports scenario", graph: with(map[string][]string{"runtime/tool/kinds": {"scenario"}}),
+			want: []string{
+				"runtime/tool/kinds imports scenario: runtime/... must not import builtin, skills or scenario",
+				"runtime/tool/kinds imports scenario: an implementation of runtime/tool may import only " + implOnly("runtime/tool"),
+			}},
+		{name: "runtime/model/openai imports the root package", graph: with(map[string][]string{"runtime/model/openai": {""}}),
+			want: []string{
+				"runtime/model/openai imports the root package: " + middleOnly,
+				"runtime/model/openai imports the root package: an implementation of runtime/model may import only " + implOnly("runtime/model"),
+			}},
 		{name: "runtime imports cmd", graph: with(map[string][]string{"runtime": {"cmd/agentrun"}}),
-			want: []string{"runtime imports cmd/agentrun: " + middleOnly}},
-		{name: "skills imports runtime", graph: with(map[string][]string{"skills": {"runtime/offline"}}),
-			want: []string{"skills imports runtime/offline: skills must not import runtime/..., builtin or scenario"}},
+			want: []string{"runtime imports cmd/agentrun: " + middleOnly, "runtime imports cmd/agentrun: " + engineOnly}},
+		{name: "skills imports runtime", graph: with(map[string][]string{"skills": {"runtime/model/offline"}}),
+			want: []string{"skills imports runtime/model/offline: skills must not import runtime/..., builtin or scenario"}},
+		{name: "the engine imports an implementation", graph: with(map[string][]string{"runtime": {"runtime/model/openai", "runtime/store/sqlite", "runtime/tool/mcp", "runtime/knowledge/index/sqlite"}}),
+			want: []string{
+				"runtime imports runtime/knowledge/index/sqlite: " + engineOnly,
+				"runtime imports runtime/model/openai: " + engineOnly,
+				"runtime imports runtime/store/sqlite: " + engineOnly,
+				"runtime imports runtime/tool/mcp: " + engineOnly,
+			}},
+		{name: "the engine imports a wrapper", graph: with(map[string][]string{"runtime": {"runtime/telemetry"}}),
+			want: []string{"runtime imports runtime/telemetry: " + engineOnly}},
+		{name: "an interface package imports the engine", graph: with(map[string][]string{"runtime/tool": {"runtime"}}),
+			want: []string{"runtime/tool imports runtime: " + interfaceOnly}},
+		{name: "an interface package imports an implementation", graph: with(map[string][]string{"runtime/store": {"runtime/store/sqlite"}}),
+			want: []string{"runtime/store imports runtime/store/sqlite: " + interfaceOnly}},
+		{name: "an implementation imports the engine", graph: with(map[string][]string{"runtime/store/redis": {"runtime"}}),
+			want: []string{"runtime/store/redis imports runtime: an implementation of runtime/store may import only " + implOnly("runtime/store")}},
+		{name: "an implementation imports another family's implementation", graph: with(map[string][]string{"runtime/knowledge/index/sqlite": {"runtime/store/sqlite"}}),
+			want: []string{"runtime/knowledge/index/sqlite imports runtime/store/sqlite: an implementation of runtime/knowledge may import only " + implOnly("runtime/knowledge")}},
+		{name: "an implementation imports a wrapper", graph: with(map[string][]string{"runtime/tool/kinds": {"runtime/telemetry"}}),
+			want: []string{"runtime/tool/kinds imports runtime/telemetry: an implementation of runtime/tool may import only " + implOnly("runtime/tool")}},
+		{name: "a wrapper imports an implementation", graph: with(map[string][]string{"runtime/temporal": {"runtime/store/sqlite"}}),
+			want: []string{"runtime/temporal imports runtime/store/sqlite: runtime/telemetry and runtime/temporal may import only runtime, the interface packages, spec, schema and internal/..."}},
+		{name: "builtin imports the engine", graph: with(map[string][]string{"builtin": {"runtime"}}),
+			want: []string{"builtin imports runtime: " + builtinOnly}},
 		{name: "builtin imports skills and scenario", graph: with(map[string][]string{"builtin": {"skills", "scenario"}}),
 			want: []string{
+				"builtin imports scenario: " + builtinOnly,
 				"builtin imports scenario: builtin must not import scenario or skills",
+				"builtin imports skills: " + builtinOnly,
 				"builtin imports skills: builtin must not import scenario or skills",
 			}},
 		{name: "scenario imports builtin", graph: with(map[string][]string{"scenario": {"builtin"}}),
