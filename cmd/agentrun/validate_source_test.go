@@ -53,7 +53,7 @@ func TestValidateUnderline(t *testing.T) {
 		{"scalar", "  max_turns: zero  # comment", at(1, 14), at(1, 18), "             ^^^^"},
 		{"quoted scalar", `  stop: "halt"`, at(1, 9), at(1, 15), "        ^^^^^^"},
 		{"CJK scalar", "  max_turns: 停止", at(1, 14), at(1, 16), "             ^^^^"},
-		{"after CJK", "  名前: 停止", at(1, 7), at(1, 9), "       ^^^^"},
+		{"after CJK", "  名前: 停止", at(1, 7), at(1, 9), "        ^^^^"},
 		{"key", "modle: {name: gpt-4o}", at(1, 1), at(1, 6), "^^^^^"},
 		{"expression in a template", `instructions: "Hi {{ usr.id }}"`, at(1, 22), at(1, 25), "                     ^^^"},
 		{"tabs", "	key:	value", at(1, 7), at(1, 12), "	    	^^^^^"},
