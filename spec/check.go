@@ -305,10 +305,10 @@ func (c *checker) registerSkillTools() {
 				notes = append(notes, Note{Pos: ref.Pos, Message: "the skill as this agent uses it"})
 			}
 		}
-		c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: t.Pos, Path: t.Path + ".name",
+		c.diags = append(c.diags, c.withEnd(Diagnostic{Severity: Error, Pos: t.Pos, Path: t.Path + ".name",
 			Message: fmt.Sprintf("tool %q of skill %s is also declared by %s", t.Name, t.Skill, where),
 			Hint:    "rename one of them; tool names are shared by the agent and all its skills",
-			Notes:   notes})
+			Notes:   notes}))
 	}
 }
 
@@ -512,7 +512,7 @@ func (c *checker) checkSeenIn(src string, kinds []string, at location) {
 		if slices.Contains(kinds, kind) {
 			continue
 		}
-		at.pos = c.posInScalar(at.node, m[2])
+		at.pos, at.end = c.spanInScalar(at.node, m[2], m[3])
 		hint := suggest(kind, kinds)
 		if hint == "" {
 			hint = fmt.Sprintf("declare collect: {%s: …} on the tool whose results reveal them", kind)

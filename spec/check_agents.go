@@ -40,7 +40,7 @@ func (c *checker) checkAgentName(name string, at location, seen map[string]int, 
 		if pos.Line > 0 {
 			d.Notes = []Note{{Pos: pos, Message: note}}
 		}
-		c.diags = append(c.diags, d)
+		c.diags = append(c.diags, c.withEnd(d))
 	}
 	switch {
 	case !ToolNameValid(name):
@@ -159,8 +159,8 @@ func (c *checker) checkPlan() {
 		if i < c.ownTools {
 			at = c.nameAt(i)
 		}
-		c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: at.pos, Path: at.path, Hint: hint, Notes: on[:1],
-			Message: fmt.Sprintf("tool %q has the name of the built-in plan tool", t.Name)})
+		c.diags = append(c.diags, c.withEnd(Diagnostic{Severity: Error, Pos: at.pos, Path: at.path, Hint: hint, Notes: on[:1],
+			Message: fmt.Sprintf("tool %q has the name of the built-in plan tool", t.Name)}))
 	}
 	for i, srv := range s.MCPServers {
 		for j, t := range srv.Tools {
@@ -168,9 +168,9 @@ func (c *checker) checkPlan() {
 				continue
 			}
 			at := c.at("mcp_servers", strconv.Itoa(i), "tools", strconv.Itoa(j))
-			c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: at.pos, Path: at.path, Notes: on[:1],
+			c.diags = append(c.diags, c.withEnd(Diagnostic{Severity: Error, Pos: at.pos, Path: at.path, Notes: on[:1],
 				Hint:    "give the server a prefix: plan mode offers its own " + PlanToolName + " tool",
-				Message: fmt.Sprintf("MCP tool %q has the name of the built-in plan tool", PlanToolName)})
+				Message: fmt.Sprintf("MCP tool %q has the name of the built-in plan tool", PlanToolName)}))
 		}
 	}
 }

@@ -92,10 +92,10 @@ func (c *checker) checkBudget() {
 			if nameAt.node == nil {
 				nameAt = c.at(m.at...).keyPos(c.file)
 			}
-			c.diags = append(c.diags, Diagnostic{Severity: Error, Pos: costAt.pos, Path: costAt.path,
+			c.diags = append(c.diags, c.withEnd(Diagnostic{Severity: Error, Pos: costAt.pos, Path: costAt.path,
 				Message: fmt.Sprintf("max_cost needs the price of every model the run calls: model %s has none", who),
 				Hint:    hint,
-				Notes:   []Note{{Pos: nameAt.pos, Message: "the model"}}})
+				Notes:   []Note{{Pos: nameAt.pos, Message: "the model"}}}))
 		}
 	}
 	tokensAt := c.at("guards", "max_tokens")

@@ -491,7 +491,7 @@ func (c *checker) stepRefsRunBefore(wc *workflowCheck, src string, visible types
 		}
 		pos := at
 		if at.node != nil && at.node.Kind == yaml.ScalarNode {
-			pos.pos = c.posInScalar(at.node, m[2])
+			pos.pos, pos.end = c.spanInScalar(at.node, m[2], m[3])
 		}
 		declAt := c.at(decl...)
 		c.errorf(pos, fmt.Sprintf("a step reads only the steps before it (itself or a later one would be a cycle), and a parallel branch only its own; %q is at line %d", name, declAt.pos.Line),

@@ -43,9 +43,12 @@ func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil
 type Diagnostic struct {
 	Severity Severity `json:"severity"`
 	Pos      Pos      `json:"pos"`
-	Path     string   `json:"path,omitempty"` // YAML path, e.g. tools[2].accept
-	Message  string   `json:"message"`
-	Hint     string   `json:"hint,omitempty"`
+	// End is just past the text the diagnostic is about, on the line of Pos or a
+	// later one; the zero Pos when only Pos is known, a point.
+	End     Pos    `json:"end,omitzero"`
+	Path    string `json:"path,omitempty"` // YAML path, e.g. tools[2].accept
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
 	// Notes point at other places that explain the problem: the first declaration
 	// of a duplicate name, the agent that pulled in a skill.
 	Notes []Note `json:"notes,omitempty"`

@@ -163,7 +163,7 @@ func (d *document) compileTemplate(t *Template, env exprEnv, at location) {
 		}
 		closing := strings.Index(src[open+2:], "}}")
 		if closing < 0 {
-			at.pos = d.posInScalar(at.node, open)
+			at.pos, at.end = d.spanInScalar(at.node, open, len(src))
 			d.errorf(at, "close it with }}", "template: unclosed {{")
 			return
 		}
@@ -171,7 +171,7 @@ func (d *document) compileTemplate(t *Template, env exprEnv, at location) {
 		trimmed := strings.TrimSpace(inner)
 		start := open + 2 + strings.Index(inner, trimmed)
 		if trimmed == "" {
-			at.pos = d.posInScalar(at.node, open)
+			at.pos, at.end = d.spanInScalar(at.node, open, open+2+closing+2)
 			d.errorf(at, "", "template: empty {{ }}")
 			return
 		}
@@ -193,7 +193,8 @@ func (d *document) exprError(err error, src string, base int, env exprEnv, at lo
 	var fe *file.Error
 	if errors.As(err, &fe) {
 		msg = fe.Message
-		at.pos = d.posInScalar(at.node, base+offsetOf(src, fe.Line, fe.Column))
+		from := offsetOf(src, fe.Line, fe.Column)
+		at.pos, at.end = d.spanInScalar(at.node, base+from, base+wordEnd(src, from))
 	}
 	if strings.HasPrefix(msg, "unexpected token EOF") {
 		hint = "the expression ends early; inside {…} or […] a comma ends a value, so quote the expression"

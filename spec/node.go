@@ -34,10 +34,17 @@ type document struct {
 	// expanding holds the aliased nodes being converted, to catch an alias inside
 	// the value it names, which would expand forever.
 	expanding map[*yaml.Node]bool
+	// scalars indexes the scalar nodes by where they start, built on the first
+	// diagnostic, to find the extent of the one a diagnostic points at.
+	scalars map[[2]int]*yaml.Node
 }
 
 func (d *document) report(sev Severity, at location, msg, hint string) {
-	d.diags = append(d.diags, Diagnostic{Severity: sev, Pos: at.pos, Path: at.path, Message: msg, Hint: hint})
+	end := at.end
+	if end.Line == 0 {
+		end = d.endAt(at.pos)
+	}
+	d.diags = append(d.diags, Diagnostic{Severity: sev, Pos: at.pos, End: end, Path: at.path, Message: msg, Hint: hint})
 }
 
 func (d *document) errorf(at location, hint, format string, args ...any) {
@@ -77,6 +84,7 @@ type unsetRef struct {
 type location struct {
 	path string
 	pos  Pos
+	end  Pos        // just past the text at pos when known; else found from the source
 	key  *yaml.Node // the mapping key that names the value, when there is one
 	node *yaml.Node // the value itself; nil when the path does not exist
 }
@@ -85,6 +93,7 @@ type location struct {
 func (l location) keyPos(file string) location {
 	if l.key != nil {
 		l.pos = Pos{File: file, Line: l.key.Line, Col: l.key.Column}
+		l.end = Pos{}
 	}
 	return l
 }

@@ -103,9 +103,9 @@ func (l *Loader) loadSkills(d *document, s *Spec, lookup func(string) (string, b
 			if r := pd.at("requires"); r.node != nil {
 				at = r.keyPos(pd.file)
 			}
-			d.diags = append(d.diags, Diagnostic{Severity: Warning, Pos: at.pos, Path: at.path,
+			d.diags = append(d.diags, pd.withEnd(Diagnostic{Severity: Warning, Pos: at.pos, Path: at.path,
 				Message: fmt.Sprintf("skill %s needs %s, which this machine lacks", pack.Name, m),
-				Hint:    "runs fail until it is there", Notes: []Note{{Pos: s.Skills[ls.ref].Pos, Message: "the skill as this agent uses it"}}})
+				Hint:    "runs fail until it is there", Notes: []Note{{Pos: s.Skills[ls.ref].Pos, Message: "the skill as this agent uses it"}}}))
 		}
 		s.Tools = append(s.Tools, pack.Tools...)
 		s.Filters = append(s.Filters, pack.Filters...)
@@ -375,7 +375,9 @@ func (d *document) substituteOptions(n *yaml.Node, path string, values map[strin
 				for _, o := range decl {
 					names = append(names, o.Name)
 				}
-				d.errorf(location{pos: d.posInScalar(n, m[0]), path: path}, suggest(name, names), "no option %q is declared", name)
+				at := location{path: path}
+				at.pos, at.end = d.spanInScalar(n, m[0], m[1])
+				d.errorf(at, suggest(name, names), "no option %q is declared", name)
 			}
 			if len(matches) == 1 && m[0] == 0 && m[1] == len(n.Value) {
 				n.Value, n.Tag = "", "!!null" // an option that is not set is no value at all

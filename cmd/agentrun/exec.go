@@ -489,36 +489,66 @@ func (p *progress) Observe(e runtime.Event) {
 }
 
 func (p *progress) print(w io.Writer, e runtime.Event) {
-	switch e.Kind {
-	case runtime.EventAgent, runtime.EventPlan, runtime.EventStep:
-		printFlow(w, e)
-	case runtime.EventModelRequest, runtime.EventModelResponse:
-		printModel(w, e)
-	case runtime.EventToolCall, runtime.EventToolResult, runtime.EventToolRefused, runtime.EventBindDiscarded, runtime.EventCollect:
-		printTool(w, e)
-	case runtime.EventApprovalRequested, runtime.EventApprovalDecided:
-		printApproval(w, e)
-	case runtime.EventGuard:
-		fmt.Fprintf(w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
-	case runtime.EventIntent:
-		fmt.Fprintf(w, "[%d] intent %s · by %s%s\n", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy, suffix(" · ", e.Message))
-	case runtime.EventMemory:
-		printMemory(w, e)
-	case runtime.EventVerdict:
-		if *e.Passed {
-			fmt.Fprintf(w, "[%d] ✓ judge passed the draft\n", e.Turn)
-		} else {
-			fmt.Fprintf(w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
-		}
-	case runtime.EventFilter:
-		fmt.Fprintf(w, "[%d] ! filter %s: %s: %s%s\n", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message), parenthesized(e.Error))
-	case runtime.EventCache:
-		p.cache(w, e)
-	case runtime.EventRetrieve:
-		printRetrieve(w, e)
-	case runtime.EventStop:
-		p.printStop(w, e)
+	if printer, ok := printers[e.Kind]; ok {
+		printer(p, w, e)
 	}
+}
+
+// eventPrinter prints one event of the kinds it is in printers for.
+type eventPrinter func(p *progress, w io.Writer, e runtime.Event)
+
+// printers is what progress prints for each kind of event. A kind missing here
+// must be in silentKinds (TestEveryEventKindIsPrintedOrSilent).
+var printers = map[runtime.EventKind]eventPrinter{
+	runtime.EventAgent:             stateless(printFlow),
+	runtime.EventPlan:              stateless(printFlow),
+	runtime.EventStep:              stateless(printFlow),
+	runtime.EventModelRequest:      stateless(printModel),
+	runtime.EventModelResponse:     stateless(printModel),
+	runtime.EventToolCall:          stateless(printTool),
+	runtime.EventToolResult:        stateless(printTool),
+	runtime.EventToolRefused:       stateless(printTool),
+	runtime.EventBindDiscarded:     stateless(printTool),
+	runtime.EventCollect:           stateless(printTool),
+	runtime.EventApprovalRequested: stateless(printApproval),
+	runtime.EventApprovalDecided:   stateless(printApproval),
+	runtime.EventGuard:             stateless(printGuard),
+	runtime.EventIntent:            stateless(printIntent),
+	runtime.EventMemory:            stateless(printMemory),
+	runtime.EventVerdict:           stateless(printVerdict),
+	runtime.EventFilter:            stateless(printFilter),
+	runtime.EventCache:             (*progress).cache,
+	runtime.EventRetrieve:          stateless(printRetrieve),
+	runtime.EventStop:              (*progress).printStop,
+}
+
+// silentKinds are the events progress deliberately does not print: the state
+// machine's moves are for traces, the steps they lead to are printed.
+var silentKinds = []runtime.EventKind{runtime.EventState}
+
+// stateless is a printer that needs nothing of the progress it prints on.
+func stateless(print func(io.Writer, runtime.Event)) eventPrinter {
+	return func(_ *progress, w io.Writer, e runtime.Event) { print(w, e) }
+}
+
+func printGuard(w io.Writer, e runtime.Event) {
+	fmt.Fprintf(w, "[%d] ! guard %s %s %s\n", e.Turn, e.Guard, e.Tool, e.Message)
+}
+
+func printIntent(w io.Writer, e runtime.Event) {
+	fmt.Fprintf(w, "[%d] intent %s · by %s%s\n", e.Turn, cmp.Or(e.Intent, "(none)"), e.RoutedBy, suffix(" · ", e.Message))
+}
+
+func printVerdict(w io.Writer, e runtime.Event) {
+	if *e.Passed {
+		fmt.Fprintf(w, "[%d] ✓ judge passed the draft\n", e.Turn)
+	} else {
+		fmt.Fprintf(w, "[%d] ✗ judge rejected the draft (%s): %s\n", e.Turn, e.Verdict, clip(e.Missing, 160))
+	}
+}
+
+func printFilter(w io.Writer, e runtime.Event) {
+	fmt.Fprintf(w, "[%d] ! filter %s: %s: %s%s\n", e.Turn, e.Filter, e.Stage, cmp.Or(string(e.Action), e.Message), parenthesized(e.Error))
 }
 
 // suffix is sep+s, or nothing when s is empty.

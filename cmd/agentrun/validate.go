@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentrun/agentrun/serve"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/spf13/cobra"
+	"golang.org/x/text/width"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -211,7 +213,7 @@ func formatDiagnostics(ds spec.Diagnostics) string {
 	for _, d := range ds {
 		b.WriteString(d.String())
 		b.WriteByte('\n')
-		writeSourceLine(&b, sources, d.Pos)
+		writeSourceLine(&b, sources, d.Pos, d.End)
 		if d.Hint != "" {
 			fmt.Fprintf(&b, "    hint: %s\n", d.Hint)
 		}
@@ -223,8 +225,10 @@ func formatDiagnostics(ds spec.Diagnostics) string {
 }
 
 // writeSourceLine shows the line at pos, as the file has it (before any ${VAR} is
-// expanded), with a caret under pos's column; nothing when the file cannot be read.
-func writeSourceLine(b *strings.Builder, sources map[string][]string, pos spec.Pos) {
+// expanded), with carets under the range from pos to end (to the end of the line
+// when end is on a later one; one caret when end is unknown); nothing when the file
+// cannot be read.
+func writeSourceLine(b *strings.Builder, sources map[string][]string, pos, end spec.Pos) {
 	if pos.Line <= 0 || pos.File == "" {
 		return
 	}
@@ -241,19 +245,56 @@ func writeSourceLine(b *strings.Builder, sources map[string][]string, pos spec.P
 	line := strings.TrimRight(lines[pos.Line-1], "\r")
 	number := strconv.Itoa(pos.Line)
 	fmt.Fprintf(b, "    %s | %s\n", number, line)
-	// The caret keeps the line's tabs, so it stands under the column in any editor.
-	var pad strings.Builder
-	for i, r := range []rune(line) {
-		if i >= pos.Col-1 {
+	fmt.Fprintf(b, "    %s | %s\n", strings.Repeat(" ", len(number)), underline(line, pos, end))
+}
+
+// underline is the line under a source line that marks the columns [pos, end) with
+// carets. It keeps the line's tabs, so it stands under the columns in any editor,
+// and gives a wide (East Asian) character two columns, as terminals do.
+func underline(line string, pos, end spec.Pos) string {
+	runes := []rune(line)
+	from := pos.Col - 1
+	to := from + 1
+	switch {
+	case end.Line == pos.Line && end.Col > pos.Col:
+		to = end.Col - 1
+	case end.Line > pos.Line:
+		to = len(runes)
+	}
+	var u strings.Builder
+	for i, r := range runes {
+		if i >= to {
 			break
 		}
-		if r == '\t' {
-			pad.WriteRune('\t')
-		} else {
-			pad.WriteByte(' ')
+		switch {
+		case r == '\t':
+			u.WriteRune('\t')
+		case i < from:
+			u.WriteString(strings.Repeat(" ", runeWidth(r)))
+		default:
+			u.WriteString(strings.Repeat("^", runeWidth(r)))
 		}
 	}
-	fmt.Fprintf(b, "    %s | %s^\n", strings.Repeat(" ", len(number)), pad.String())
+	if !strings.Contains(u.String(), "^") { // past the line's end, or only tabs
+		for i := len(runes); i < from; i++ {
+			u.WriteByte(' ')
+		}
+		u.WriteByte('^')
+	}
+	return u.String()
+}
+
+// runeWidth is the columns a terminal gives r: two for wide and full-width
+// characters, none for combining marks, one for the rest.
+func runeWidth(r rune) int {
+	if unicode.Is(unicode.Mn, r) {
+		return 0
+	}
+	switch width.LookupRune(r).Kind() {
+	case width.EastAsianWide, width.EastAsianFullwidth:
+		return 2
+	}
+	return 1
 }
 
 func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
@@ -261,6 +302,8 @@ func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
 		File     string      `json:"file"`
 		Line     int         `json:"line"`
 		Col      int         `json:"col"`
+		EndLine  int         `json:"end_line,omitempty"`
+		EndCol   int         `json:"end_col,omitempty"`
 		Severity string      `json:"severity"`
 		Path     string      `json:"path,omitempty"`
 		Message  string      `json:"message"`
@@ -275,7 +318,7 @@ func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
 		Diagnostics []diagnostic `json:"diagnostics"`
 	}{Files: files, Errors: errs, Warnings: warns, Diagnostics: []diagnostic{}}
 	for _, d := range ds {
-		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Severity.String(), d.Path, d.Message, d.Hint, d.Notes})
+		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.End.Line, d.End.Col, d.Severity.String(), d.Path, d.Message, d.Hint, d.Notes})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -294,13 +337,23 @@ func writeGitHub(w io.Writer, files int, ds spec.Diagnostics) error {
 		for _, n := range d.Notes {
 			msg += fmt.Sprintf("\nnote: %s: %s", n.Pos, n.Message)
 		}
-		fmt.Fprintf(&b, "::%s file=%s,line=%d,col=%d,title=agentrun validate::%s\n",
-			d.Severity, ghProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, ghData(msg))
+		fmt.Fprintf(&b, "::%s file=%s,line=%d,col=%d%s,title=agentrun validate::%s\n",
+			d.Severity, ghProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, ghEnd(d), ghData(msg))
 	}
 	b.WriteString(summary(files, ds))
 	b.WriteByte('\n')
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ghEnd is the end of an annotation: its line and last column. The runner refuses
+// columns on an annotation over several lines, so a range that goes on past its
+// first line ends there, as the text format underlines it.
+func ghEnd(d spec.Diagnostic) string {
+	if d.End.Line != d.Pos.Line || d.End.Col <= d.Pos.Col {
+		return ""
+	}
+	return fmt.Sprintf(",endLine=%d,endColumn=%d", d.End.Line, d.End.Col-1)
 }
 
 // ghData and ghProperty escape values the way the Actions runner unescapes them.
