@@ -1,12 +1,13 @@
-// Package store holds what the memory stores share: their URLs (spec.StoreKindOf
-// says which store a URL names). Each store lives in a
-// sub-package (memory, sqlite, redis, postgres) and implements runtime.Store; storetest is the
-// conformance suite every store passes. A run never reads a conversation's seen
-// entities whole unless a rule asks for the list: Store.Seen must answer for one
-// entity by an index, at a cost that does not grow with the entities kept.
+// Package store is what the engine asks of its memory: Store (facts, conversations,
+// seen entities, the one-transaction Commit), PausedRuns (runs waiting for approval)
+// and Blobs, with the records they exchange; and what the stores share, their URLs
+// (spec.StoreKindOf says which store a URL names).
 //
-// store imports nothing of agentrun but runtime's types through its sub-packages; it
-// must not import cmd.
+// Each store lives beneath it (memory, sqlite, redis, postgres) and imports this
+// package, runtime/model and spec, never the engine; storetest is the conformance
+// suite every store passes. A run never reads a conversation's seen entities whole
+// unless a rule asks for the list: Store.Seen must answer for one entity by an index,
+// at a cost that does not grow with the entities kept.
 package store
 
 import (
