@@ -30,36 +30,50 @@ func (s *Server) HTTPServer() *http.Server {
 		ReadTimeout: s.limits.ReadTimeout, IdleTimeout: 2 * time.Minute}
 }
 
+// A route is one endpoint of the API: its pattern (method and path, as
+// http.ServeMux reads it) and its handler, which gets the authenticated principal.
+// Every route but the probes is authenticated, and every one is observed (access log,
+// metrics) and bounded by the server's limits.
+type route struct {
+	pattern string
+	handle  func(http.ResponseWriter, *http.Request, Principal)
+}
+
+// routes are the authenticated endpoints; docs/serve.md documents each, and
+// TestEveryRouteIsAuthenticatedAndDocumented fails for one it does not or that
+// answers without a token.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /v1/agents", s.listAgents},
+		{"POST /v1/agents/{name}/runs", s.createRun},
+		{"GET /v1/runs/{id}", s.getRun},
+		{"GET /v1/runs/{id}/events", s.runEvents},
+		{"POST /v1/runs/{id}/cancel", s.cancelRun},
+		{"GET /v1/runs/{id}/approvals", s.getApprovals},
+		{"POST /v1/runs/{id}/approvals/{call_id}", s.decide},
+		{"GET /v1/approvals", s.listApprovals},
+		{"GET /v1/conversations", s.listConversations},
+		{"GET /v1/conversations/{id}", s.getConversation},
+		{"DELETE /v1/conversations/{id}", s.deleteConversation},
+		{"GET /v1/me/memory", s.getMemory},
+		{"DELETE /v1/me/memory", s.forgetMemory},
+		{"GET /v1/models", s.listModels},
+		{"POST /v1/chat/completions", s.chatCompletions},
+	}
+}
+
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	open := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.observe(pattern, h)) }
-	authed := func(pattern string, h func(http.ResponseWriter, *http.Request, Principal)) {
-		mux.Handle(pattern, s.observe(pattern, s.authenticate(h)))
-	}
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	open("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", s.metrics.Handler())
-
-	authed("GET /v1/agents", s.listAgents)
-	authed("POST /v1/agents/{name}/runs", s.createRun)
-	authed("GET /v1/runs/{id}", s.getRun)
-	authed("GET /v1/runs/{id}/events", s.runEvents)
-	authed("POST /v1/runs/{id}/cancel", s.cancelRun)
-	authed("GET /v1/runs/{id}/approvals", s.getApprovals)
-	authed("POST /v1/runs/{id}/approvals/{call_id}", s.decide)
-	authed("GET /v1/approvals", s.listApprovals)
-	authed("GET /v1/conversations", s.listConversations)
-	authed("GET /v1/conversations/{id}", s.getConversation)
-	authed("DELETE /v1/conversations/{id}", s.deleteConversation)
-	authed("GET /v1/me/memory", s.getMemory)
-	authed("DELETE /v1/me/memory", s.forgetMemory)
-
-	authed("GET /v1/models", s.listModels)
-	authed("POST /v1/chat/completions", s.chatCompletions)
-
+	for _, rt := range s.routes() {
+		mux.Handle(rt.pattern, s.observe(rt.pattern, s.authenticate(rt.handle)))
+	}
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
