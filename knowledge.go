@@ -53,7 +53,7 @@ type KnowledgeIndex interface {
 	// UpdateWith makes collection hold exactly chunks, embedding only what the index
 	// lacks, in one transaction.
 	UpdateWith(ctx context.Context, collection string, chunks []knowledge.Chunk, emb knowledge.Embedder, opts kindex.UpdateOptions) (kindex.Stats, error)
-	// Knowledge adapts the index to runtime.Knowledge for an agent using emb.
+	// Knowledge adapts the index to knowledge.Knowledge for an agent using emb.
 	Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge
 	// ListLearned and ClearLearned list and delete learned FAQ-cache entries.
 	ListLearned(ctx context.Context, f kindex.LearnedFilter) ([]kindex.LearnedEntry, error)

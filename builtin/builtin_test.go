@@ -144,7 +144,7 @@ func TestDescribeExamplesAreValidArguments(t *testing.T) {
 			tl := mustBuild(t, name, with, dir)
 			d, ok := tl.(tool.Describer)
 			if !ok {
-				t.Fatal("tool does not implement runtime.Describer")
+				t.Fatal("tool does not implement tool.Describer")
 			}
 			info := d.Describe()
 			if info.Description == "" {

@@ -38,7 +38,7 @@ const (
 )
 
 // stubModel answers the agent's requests and the judge's (JSONSchema.Name ==
-// runtime.SchemaVerdict) from a list of replies each, in order, and records every
+// model.SchemaVerdict) from a list of replies each, in order, and records every
 // request. A request past the end of its list fails, so an unexpected extra call
 // shows up as a model_error stop or a judge error. The stub is used by the tests in
 // judge_test.go, filters_test.go and machine_test.go.

@@ -204,7 +204,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 
 // clientHistory holds a client's history (user and assistant messages, oldest
 // first) to the bounds of a stored one: its last window turns, as
-// runtime.LastTurns cuts a stored conversation, and of those only the newest that
+// model.LastTurns cuts a stored conversation, and of those only the newest that
 // fit within budget characters, each turn whole. Messages before the first user message are no turn's, empty
 // ones say nothing, and consecutive ones of one role are joined into one, so a
 // turn is at most two messages however a client splits it.

@@ -13,7 +13,7 @@ import (
 
 // WrapTool returns t with a span `execute_tool {tool}` around every call
 // (gen_ai.tool.name and gen_ai.tool.call.id from the ToolInput). The result keeps
-// t's runtime.Describer, the one interface the runtime asks tools for. A nil tp
+// t's tool.Describer, the one interface the runtime asks tools for. A nil tp
 // means the global provider; opts is at most one Options.
 func WrapTool(t tool.Tool, tp trace.TracerProvider, opts ...Options) tool.Tool {
 	return wrapTool(t, "", tracerOf(tp), option(opts))

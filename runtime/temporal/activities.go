@@ -57,13 +57,13 @@ type ModelCall struct {
 
 // modelFailure is a model's error as it crosses the history.
 type modelFailure struct {
-	Plain   bool        `json:"plain,omitempty"` // not a runtime.ModelError: its text as it was
+	Plain   bool        `json:"plain,omitempty"` // not a model.Error: its text as it was
 	Status  int         `json:"status"`
 	Message string      `json:"message"`
 	Usage   model.Usage `json:"usage"`
 }
 
-// ToolCall is one tool call of a run: what runtime.ToolInput holds.
+// ToolCall is one tool call of a run: what tool.Input holds.
 type ToolCall struct {
 	Target
 	Name           string         `json:"name"`

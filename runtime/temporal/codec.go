@@ -18,7 +18,7 @@ import (
 const blobEncoding = "agentrun/blob"
 
 // Codec keeps payloads larger than Limit — a long tool output, a model request
-// with a long conversation — in a store (runtime.Blobs), the history holding
+// with a long conversation — in a store (store.Blobs), the history holding
 // only their key: histories stay small however much a run reads. Keys are the
 // payloads' SHA-256, so a payload sent twice (the same conversation in the next
 // model request) is stored once. Every worker and client of a task queue must

@@ -10,7 +10,7 @@
 // (words lower-cased and plural-folded, CJK runs as bigrams), reciprocal rank
 // fusion of the vector and BM25 rankings over a storage's Snapshot (Fuse, BestFAQ),
 // the learned entries' cache grouped by user (LearnedCache), the incremental
-// Update over a storage's UpdateTx, and the runtime.Knowledge adapter over any
+// Update over a storage's UpdateTx, and the knowledge.Knowledge adapter over any
 // Backend (NewKnowledge). Both storages thus rank alike and score bit for bit
 // equally.
 package index

@@ -41,7 +41,7 @@ type Backend interface {
 	LearnVector(ctx context.Context, key LearnedKey, embedder string, q []float32, user, question, answer string, ttl time.Duration) (int64, error)
 }
 
-// NewKnowledge adapts b to runtime.Knowledge for one agent using emb.
+// NewKnowledge adapts b to knowledge.Knowledge for one agent using emb.
 // collections maps the spec's collection names to the index's collection keys; a
 // name it lacks is an error (a nil map takes names as keys). The result is safe for
 // concurrent use.

@@ -1,8 +1,8 @@
 // Package openai is the model provider for any OpenAI-compatible chat completions
 // server (OpenAI, vLLM, Ollama, llama.cpp, DeepSeek, DashScope, Gemini, …), built on
-// github.com/openai/openai-go/v3. It implements runtime.Model: it turns runtime
+// github.com/openai/openai-go/v3. It implements model.Model: it turns runtime
 // messages and tools into a request, streams when asked, retries transient failures
-// and reports the rest as *runtime.ModelError.
+// and reports the rest as *model.Error.
 //
 // What real servers send that the protocol does not say:
 //   - Streamed tool calls are assembled by index, id and name: a new index, a new

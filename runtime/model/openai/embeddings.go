@@ -45,7 +45,7 @@ type EmbedderConfig struct {
 //
 // Vectors are checked and then L2-normalised (OpenAI's already are; some compatible
 // servers' are not), so that a dot product is the cosine, as knowledge.Embedder
-// promises. A response is refused as a *runtime.ModelError when it has a different
+// promises. A response is refused as a *model.Error when it has a different
 // number of vectors than inputs, an index out of range or repeated, an empty vector,
 // a NaN or infinite value, or a vector whose length differs from the configured
 // dimension or from the first vector this Embedder ever received.

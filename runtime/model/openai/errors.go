@@ -16,7 +16,7 @@ import (
 )
 
 // fail turns an SDK error into what Complete returns: the context's error when the
-// caller gave up, else a *runtime.ModelError whose text never holds the API key.
+// caller gave up, else a *model.Error whose text never holds the API key.
 // res is the last HTTP response, if any.
 func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -57,7 +57,7 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	if detail != "" {
 		text += ": " + detail
 	}
-	// The configuration errors (see runtime.ModelError.Misconfigured) name what is
+	// The configuration errors (see model.Error.Misconfigured) name what is
 	// wrong, so that whoever reads them knows which setting to change.
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:

@@ -168,7 +168,7 @@ func modelError(t *testing.T, err error) *model.Error {
 	t.Helper()
 	var me *model.Error
 	if !errors.As(err, &me) {
-		t.Fatalf("error %v (%T) is not a *runtime.ModelError", err, err)
+		t.Fatalf("error %v (%T) is not a *model.Error", err, err)
 	}
 	if strings.Contains(err.Error(), testKey) {
 		t.Errorf("the error message carries the API key: %v", err)

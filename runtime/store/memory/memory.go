@@ -1,7 +1,7 @@
-// Package memory is the process-local runtime.Store: for tests, and for runs that
+// Package memory is the process-local store.Store: for tests, and for runs that
 // need no memory beyond the process. Each kind of seen entities keeps an index, so
-// Seen is a map lookup. It keeps paused runs (runtime.PausedRuns) and blobs
-// (runtime.Blobs) too, which end with the process like everything else.
+// Seen is a map lookup. It keeps paused runs (store.PausedRuns) and blobs
+// (store.Blobs) too, which end with the process like everything else.
 package memory
 
 import (
@@ -36,7 +36,7 @@ type Store struct {
 // commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
 const commitKeyTTL = 7 * 24 * time.Hour
 
-// blob is a value of runtime.Blobs; expires is zero for one that never expires.
+// blob is a value of store.Blobs; expires is zero for one that never expires.
 type blob struct {
 	data    []byte
 	expires time.Time

@@ -1,4 +1,4 @@
-// Package postgres is the runtime.Store on PostgreSQL (pgx v5, a connection pool):
+// Package postgres is the store.Store on PostgreSQL (pgx v5, a connection pool):
 // for agents served by several processes that share their memory in a database
 // they already run. Open takes a postgres:// or postgresql:// URL (see
 // spec.StoreKindOf and internal/pgdb: schema=NAME, pool_max_conns,
@@ -15,10 +15,10 @@
 //	seen_kinds(conversation_id, kind, entities)             how many entities of a kind are kept
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
 //	paused_runs(id, user_id, agent, status, version,        runs paused for approvals
-//	            created_at, created_nanos, expires_at,      (runtime.PausedRuns); times to the
+//	            created_at, created_nanos, expires_at,      (store.PausedRuns); times to the
 //	            expires_nanos, state BYTEA)                  nanosecond
 //	blobs(key, data BYTEA, expires)                         large values kept by key for a
-//	                                                         while (runtime.Blobs)
+//	                                                         while (store.Blobs)
 //	commits(key, at)                                        the keys of commits made
 //	                                                         (Record.Key), kept a week
 //

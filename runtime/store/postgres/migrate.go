@@ -87,7 +87,7 @@ var migrations = []string{
 	CREATE INDEX paused_runs_user ON paused_runs(user_id, created_at DESC, created_nanos DESC, id);
 	CREATE INDEX paused_runs_expires ON paused_runs(expires_at, expires_nanos, id);`,
 
-	// 2: blobs (runtime.Blobs), the values a durable engine's history holds by
+	// 2: blobs (store.Blobs), the values a durable engine's history holds by
 	// reference. expires is NULL for a blob that never expires; the partial index
 	// finds the expired ones for the sweep.
 	`CREATE TABLE blobs (
@@ -97,7 +97,7 @@ var migrations = []string{
 	);
 	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
 
-	// 3: the keys of the commits made (runtime.Record.Key), so that a commit retried
+	// 3: the keys of the commits made (store.Record.Key), so that a commit retried
 	// is made once; commits_at finds the old ones for the sweep.
 	`CREATE TABLE commits (
 		key TEXT PRIMARY KEY,

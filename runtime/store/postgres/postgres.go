@@ -19,7 +19,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 )
 
-// Store is a runtime.Store in a PostgreSQL schema.
+// Store is a store.Store in a PostgreSQL schema.
 type Store struct {
 	db  *pgdb.DB
 	ttl time.Duration

@@ -496,11 +496,11 @@ func TestForgetLeavesNoRows(t *testing.T) {
 			case tb.name == "agentrun_migrations":
 				continue
 			case tb.name == "blobs":
-				// runtime.Blobs are keyed by content, not by user: they leave by their
+				// store.Blobs are keyed by content, not by user: they leave by their
 				// ttl, which their writer must keep short for what a user may forget.
 				continue
 			case tb.name == "commits":
-				// Commit keys (runtime.Record.Key) name commits, not users, and hold
+				// Commit keys (store.Record.Key) name commits, not users, and hold
 				// no user's data: they leave after a week.
 				continue
 			default:

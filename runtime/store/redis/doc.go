@@ -1,4 +1,4 @@
-// Package redis is the runtime.Store on a Redis server (github.com/redis/go-redis/v9):
+// Package redis is the store.Store on a Redis server (github.com/redis/go-redis/v9):
 // for agents served by several processes that share their memory, with optional
 // expiry of conversations. Open takes a redis:// or rediss:// URL (see spec.StoreKindOf).
 //
@@ -8,7 +8,7 @@
 // entity kinds are escaped ('%' → "%25", ':' → "%3A") so that ':' only ever separates
 // the parts of a key and no two ids share a key.
 //
-//	<prefix>conv:<id>:turns          LIST   one JSON array of runtime.Message per turn, oldest first
+//	<prefix>conv:<id>:turns          LIST   one JSON array of model.Message per turn, oldest first
 //	<prefix>conv:<id>:meta           HASH   user (its owner), turns (count), updated (RFC 3339, UTC),
 //	                                        reveals (entities revealed so far, counted)
 //	<prefix>conv:<id>:seen           SET    the entity kinds revealed in the conversation
@@ -22,7 +22,7 @@
 //	                                        (Unix milliseconds)
 //	<prefix>paused:expires           ZSET   the ids of every paused run, scored by expires
 //	                                        (Unix milliseconds)
-//	<prefix>blob:<key>               STRING a blob (runtime.Blobs), its ttl the key's expiry (PX)
+//	<prefix>blob:<key>               STRING a blob (store.Blobs), its ttl the key's expiry (PX)
 //	<prefix>commit:<key>             STRING "1": the commit of Record.Key <key> was made; expires
 //	                                        after a week
 //

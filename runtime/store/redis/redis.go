@@ -121,7 +121,7 @@ func (s *Store) expiringKey() string              { return s.prefix + "paused:ex
 // A blob's key is apart from every conversation's, user's and run's.
 func (s *Store) blobKey(key string) string { return s.prefix + "blob:" + escaper.Replace(key) }
 
-// commitKey marks the commit of a runtime.Record.Key as made, for commitKeyTTL.
+// commitKey marks the commit of a store.Record.Key as made, for commitKeyTTL.
 func (s *Store) commitKey(key string) string { return s.prefix + "commit:" + escaper.Replace(key) }
 
 // commitKeyTTL is how long a commit's key is kept: a retry later than that is made again.
@@ -301,10 +301,10 @@ func (s *Store) seenEntities(ctx context.Context, conversation string, kinds []s
 
 // Commit reads the facts it changes, the conversation's owner and the users of the
 // paused runs it ends or writes under WATCH, computes the new facts with
-// runtime.ApplyFact, and writes everything in one MULTI/EXEC; a concurrent writer to
+// store.ApplyFact, and writes everything in one MULTI/EXEC; a concurrent writer to
 // the same keys makes EXEC fail, and the commit starts over on what that writer left.
-// The paused runs' versions are checked on what it read (see runtime.Record): a
-// commit that starts over on a changed run fails with runtime.ErrPausedConflict.
+// The paused runs' versions are checked on what it read (see store.Record): a
+// commit that starts over on a changed run fails with store.ErrPausedConflict.
 // A record with a Key watches its commit key too and sets it in the MULTI/EXEC: a
 // key found set ends the commit with nothing written, and of two commits with one
 // key the second's EXEC fails, and it starts over to find the key set.
@@ -384,7 +384,7 @@ type committed struct {
 }
 
 // checkPaused tells whether rec's Resumed and Pause may be written over the stored
-// runs' versions: runtime.ErrPausedConflict if not.
+// runs' versions: store.ErrPausedConflict if not.
 func checkPaused(rec store.Record, versions map[string]int) error {
 	if rec.Resumed != "" {
 		if v, ok := versions[rec.Resumed]; !ok || v != rec.ResumedVersion {

@@ -1,4 +1,4 @@
-// Package sqlite is the default runtime.Store: conversations and user facts in one
+// Package sqlite is the default store.Store: conversations and user facts in one
 // SQLite file, on the pure-Go driver modernc.org/sqlite (no cgo). Several goroutines
 // and several agentrun processes may share the file: the database runs in WAL mode,
 // every write is one IMMEDIATE transaction and waits up to five seconds for the lock.
@@ -14,9 +14,9 @@
 //	seen_kinds(conversation_id, kind, entities)             how many entities of a kind are kept
 //	facts(user_id, key, value, source, updated_at)          long-term facts about users
 //	paused_runs(id, user_id, agent, status, version,        runs paused for approvals
-//	            created_at, expires_at, state)               (runtime.PausedRuns)
+//	            created_at, expires_at, state)               (store.PausedRuns)
 //	blobs(key, data, expires)                               large values kept by key for a
-//	                                                         while (runtime.Blobs)
+//	                                                         while (store.Blobs)
 //	commits(key, at)                                        the keys of commits made
 //	                                                         (Record.Key), kept a week
 //

@@ -68,11 +68,11 @@ var migrations = []string{
 	) WITHOUT ROWID;
 	INSERT INTO seen_kinds SELECT conversation_id, kind, count(*) FROM seen GROUP BY conversation_id, kind;`,
 
-	// 3: an assistant message's reasoning (JSON of runtime.Reasoning, NULL without),
+	// 3: an assistant message's reasoning (JSON of model.Reasoning, NULL without),
 	// which providers such as DeepSeek require back with the messages that called tools.
 	`ALTER TABLE messages ADD COLUMN reasoning TEXT;`,
 
-	// 4: runs paused for approvals (runtime.PausedRun), state its JSON kept as given.
+	// 4: runs paused for approvals (store.PausedRun), state its JSON kept as given.
 	// Their times are RFC 3339 in UTC with all nine fractional digits (pausedTime), so
 	// that the text sorts as the times do and the indexes serve PausedRuns' order and
 	// its expiry bound.
@@ -89,7 +89,7 @@ var migrations = []string{
 	CREATE INDEX paused_runs_user ON paused_runs(user_id, created_at);
 	CREATE INDEX paused_runs_expires ON paused_runs(expires_at);`,
 
-	// 5: blobs (runtime.Blobs), the values a durable engine's history holds by
+	// 5: blobs (store.Blobs), the values a durable engine's history holds by
 	// reference. expires is Unix milliseconds, NULL for a blob that never expires;
 	// the partial index finds the expired ones for PutBlob's sweep. A rowid table:
 	// its rows may be megabytes, which WITHOUT ROWID handles poorly.
@@ -100,7 +100,7 @@ var migrations = []string{
 	);
 	CREATE INDEX blobs_expires ON blobs(expires) WHERE expires IS NOT NULL;`,
 
-	// 6: the keys of the commits made (runtime.Record.Key), so that a commit retried
+	// 6: the keys of the commits made (store.Record.Key), so that a commit retried
 	// is made once. at is when, in Unix milliseconds; commits_at finds the keys old
 	// enough for a commit's sweep.
 	`CREATE TABLE commits (

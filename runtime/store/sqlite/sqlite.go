@@ -16,7 +16,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 )
 
-// Store is a runtime.Store in one SQLite file.
+// Store is a store.Store in one SQLite file.
 type Store struct {
 	// write has a single connection, so this process's writers queue in database/sql
 	// instead of spinning in SQLite's busy handler; other processes are held off by

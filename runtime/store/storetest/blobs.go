@@ -16,7 +16,7 @@ func blobsOf(t testing.TB, s store.Store) store.Blobs {
 	t.Helper()
 	b, ok := s.(store.Blobs)
 	if !ok {
-		t.Fatalf("%T does not implement runtime.Blobs", s)
+		t.Fatalf("%T does not implement store.Blobs", s)
 	}
 	return b
 }

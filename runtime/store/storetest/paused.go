@@ -18,7 +18,7 @@ func pausedRuns(t testing.TB, s store.Store) store.PausedRuns {
 	t.Helper()
 	p, ok := s.(store.PausedRuns)
 	if !ok {
-		t.Fatalf("%T does not implement runtime.PausedRuns", s)
+		t.Fatalf("%T does not implement store.PausedRuns", s)
 	}
 	return p
 }

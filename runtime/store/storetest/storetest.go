@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite of runtime.Store, runtime.PausedRuns and
-// runtime.Blobs: every store — memory, sqlite, redis, postgres — runs the same tests.
+// Package storetest is the conformance suite of store.Store, store.PausedRuns and
+// store.Blobs: every store — memory, sqlite, redis, postgres — runs the same tests.
 package storetest
 
 import (

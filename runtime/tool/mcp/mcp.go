@@ -37,7 +37,7 @@ type AuditRecord struct {
 	User         string         `json:"user"`
 	Conversation string         `json:"conversation,omitempty"`
 	// Credential is the fingerprint of the bearer token a forward_auth server's call
-	// carried (runtime.Credential.Fingerprint), never the token; User is its subject.
+	// carried (tool.Credential.Fingerprint), never the token; User is its subject.
 	Credential string `json:"credential,omitempty"`
 	// Outcome is ok, tool_error, protocol_error, interrupted: the server stopped
 	// during the call, which may have taken effect, and it was not sent again; or
@@ -590,7 +590,7 @@ func answer(res *sdk.CallToolResult) (string, string, error) {
 }
 
 // MetaIdempotencyKey is the _meta key under which a call carries its idempotency
-// key (runtime.ToolInput.IdempotencyKey): the same on every attempt of one call.
+// key (tool.Input.IdempotencyKey): the same on every attempt of one call.
 const MetaIdempotencyKey = "agentrun.dev/idempotency-key"
 
 // callParams builds the parameters of one attempt. Each attempt gets its own _meta

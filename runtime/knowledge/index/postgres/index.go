@@ -187,7 +187,7 @@ func (x *Index) Schema() string { return x.db.Schema }
 // extension ("vector"); VectorSearch says whether the index uses it.
 func (x *Index) VectorExtensionAvailable() bool { return x.pgvector }
 
-// Knowledge adapts the index to runtime.Knowledge for one agent using emb (see
+// Knowledge adapts the index to knowledge.Knowledge for one agent using emb (see
 // index.NewKnowledge).
 func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge {
 	return index.NewKnowledge(x, emb, collections)

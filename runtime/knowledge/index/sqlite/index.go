@@ -146,7 +146,7 @@ func (x *Index) Close() error {
 	return errors.Join(err, x.read.Close(), x.write.Close())
 }
 
-// Knowledge adapts the index to runtime.Knowledge for one agent using emb (see
+// Knowledge adapts the index to knowledge.Knowledge for one agent using emb (see
 // index.NewKnowledge).
 func (x *Index) Knowledge(emb knowledge.Embedder, collections map[string]string) knowledge.Knowledge {
 	return index.NewKnowledge(x, emb, collections)
