@@ -94,6 +94,9 @@ type stepCheck struct {
 	visible types.Map
 	item    types.Type // a for_each step's item; nil in a step without for_each
 	added   types.Map
+	// args and schema are a tool step's args and a model step's output schema as
+	// JSON values, decoded before any check (nil when the step has none).
+	args, schema any
 }
 
 // sub is the path of a key inside the step.
@@ -113,7 +116,7 @@ func (st *stepCheck) addNew(after types.Map) {
 // the steps inside it.
 func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible types.Map) types.Map {
 	st := &stepCheck{wc: wc, s: s, tokens: tokens, at: c.at(tokens...), visible: visible, added: types.Map{}}
-	s.Source = Source{Pos: st.at.pos, Path: st.at.path}
+	c.decodeStep(st)
 	c.checkStepName(st)
 	c.checkStepKinds(st)
 	c.checkMisplacedStepKeys(st)
@@ -139,6 +142,33 @@ func (c *checker) checkStep(wc *workflowCheck, s *Step, tokens []string, visible
 		st.added[s.Name] = s.Output
 	}
 	return st.added
+}
+
+// decodeStep reads what the step's YAML holds beyond its typed fields — where it
+// is, its fallback, a tool step's args and a model step's schema as JSON values — so
+// the checks that follow only read the step.
+func (c *checker) decodeStep(st *stepCheck) {
+	s := st.s
+	s.Source = Source{Pos: st.at.pos, Path: st.at.path}
+	if fb := c.at(st.sub("fallback")...); fb.node != nil {
+		s.HasFallback = true
+		c.budget = maxJSONNodes
+		s.Fallback, _ = c.toJSON(fb.node, fb.path)
+	}
+	switch s.Kind() {
+	case StepTool:
+		if a := c.at(st.sub("args")...); a.node != nil {
+			c.budget = maxJSONNodes
+			st.args, _ = c.toJSON(a.node, a.path)
+			s.Args, _ = st.args.(map[string]any)
+		}
+	case StepModelK:
+		if a := c.at(st.sub("model", "schema")...); a.node != nil && !c.failed[a.path] {
+			c.budget = maxJSONNodes
+			st.schema, _ = c.toJSON(a.node, a.path)
+			s.Model.Schema, _ = st.schema.(map[string]any)
+		}
+	}
 }
 
 // checkStepName checks that the step has a valid name no other step has.
@@ -207,9 +237,6 @@ func (c *checker) checkMisplacedStepKeys(st *stepCheck) {
 func (c *checker) checkStepOnError(st *stepCheck) {
 	s := st.s
 	if fb := c.at(st.sub("fallback")...); fb.node != nil {
-		s.HasFallback = true
-		c.budget = maxJSONNodes
-		s.Fallback, _ = c.toJSON(fb.node, fb.path)
 		if s.OnError != OnErrorFallback {
 			c.errorf(fb.keyPos(c.file), "set on_error: fallback to use it", "fallback without on_error: fallback")
 		}
@@ -261,13 +288,9 @@ func (c *checker) checkStepAgentRef(st *stepCheck) {
 func (c *checker) checkToolStep(st *stepCheck) {
 	s := st.s
 	c.toolRef(s.Tool, st.sub("tool")...)
-	if a := c.at(st.sub("args")...); a.node != nil {
+	if st.args != nil {
 		s.ArgTemplates = map[string]*Template{}
-		c.budget = maxJSONNodes
-		v, _ := c.toJSON(a.node, a.path)
-		args, _ := v.(map[string]any)
-		s.Args = args
-		c.walkArgs(st.wc, s, v, st.sub("args"), "", st.visible, st.item)
+		c.walkArgs(st.wc, s, st.args, st.sub("args"), "", st.visible, st.item)
 	}
 	if !c.failed[c.at(st.sub("args")...).path] {
 		c.checkStepArgs(s, st.sub)
@@ -279,14 +302,10 @@ func (c *checker) checkToolStep(st *stepCheck) {
 func (c *checker) checkModelStep(st *stepCheck) {
 	s := st.s
 	c.compileWorkflowTemplate(st.wc, &s.Model.Prompt, st.visible, st.item, c.at(st.sub("model", "prompt")...))
-	a := c.at(st.sub("model", "schema")...)
-	if a.node == nil || c.failed[a.path] {
+	if st.schema == nil {
 		return
 	}
-	c.budget = maxJSONNodes
-	v, _ := c.toJSON(a.node, a.path)
-	s.Model.Schema, _ = v.(map[string]any)
-	if err := c.loader.schemas.meta.Validate(v); err != nil {
+	if err := c.loader.schemas.meta.Validate(st.schema); err != nil {
 		c.schemaErrors(err, c.loader.schemas, st.sub("model", "schema"))
 		s.Model.Schema = nil
 	} else if typ, ok := s.Model.Schema["type"]; ok && typ != "object" {
