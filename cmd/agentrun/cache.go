@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,15 +52,9 @@ func newCacheCommand() *cobra.Command {
 		Short: "Print the learned entries: id, intent, scope, question, answer, expiry",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			idx, f, err := open(cmd, args[0])
+			entries, err := onIndex(cmd, args[0], open, agentrun.KnowledgeIndex.ListLearned)
 			if err != nil {
 				return err
-			}
-			defer idx.Close()
-			entries, err := idx.ListLearned(cmd.Context(), f)
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
-				return exitError{1}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -82,15 +77,9 @@ func newCacheCommand() *cobra.Command {
 		Short: "Delete the learned entries the flags select",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			idx, f, err := open(cmd, args[0])
+			n, err := onIndex(cmd, args[0], open, agentrun.KnowledgeIndex.ClearLearned)
 			if err != nil {
 				return err
-			}
-			defer idx.Close()
-			n, err := idx.ClearLearned(cmd.Context(), f)
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
-				return exitError{1}
 			}
 			noun := "learned entries"
 			if n == 1 {
@@ -108,6 +97,27 @@ func newCacheCommand() *cobra.Command {
 	list.Flags().BoolVar(&asJSON, "json", false, "print the entries as JSON")
 	cmd.AddCommand(list, clear)
 	return cmd
+}
+
+// indexOpener opens the index of the spec at path, with the filter the flags say.
+type indexOpener func(cmd *cobra.Command, path string) (agentrun.KnowledgeIndex, kindex.LearnedFilter, error)
+
+// onIndex runs op, a method of the index such as ListLearned, on the index open
+// opens for the spec at path, and closes it again. op's error is the index's own,
+// not a usage error: it is shown on stderr, exit status 1.
+func onIndex[T any](cmd *cobra.Command, path string, open indexOpener, op func(agentrun.KnowledgeIndex, context.Context, kindex.LearnedFilter) (T, error)) (T, error) {
+	var zero T
+	idx, f, err := open(cmd, path)
+	if err != nil {
+		return zero, err
+	}
+	defer idx.Close()
+	v, err := op(idx, cmd.Context(), f)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentrun: %v\n", err)
+		return zero, exitError{1}
+	}
+	return v, nil
 }
 
 // scope says who is served an entry.

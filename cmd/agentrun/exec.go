@@ -72,12 +72,7 @@ func newExecCommand() *cobra.Command {
 			"  agentrun exec --engine temporal --temporal 127.0.0.1:7233 shop.yaml \"Where is my order?\"\n" +
 			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -\n" +
 			"  agentrun exec --ask --user u-42 shop.yaml \"Cancel order A2002\"",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return fmt.Errorf("exec takes a spec and a question, got %d argument(s)\n\n%s", len(args), cmd.UsageString())
-			}
-			return nil
-		},
+		Args: argsOf(2, "a spec and a question"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.askSet = cmd.Flags().Changed("ask")
 			return runExec(cmd, args[0], args[1], o)
@@ -99,6 +94,17 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+")")
 	o.temporal.add(f, true)
 	return cmd
+}
+
+// argsOf is cobra.ExactArgs(n) with an error that says what the command takes, in
+// words, and then its usage, so that a wrong call shows how to make a right one.
+func argsOf(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s takes %s, got %d argument(s)\n\n%s", cmd.Name(), what, len(args), cmd.UsageString())
+		}
+		return nil
+	}
 }
 
 // telemetryLogger is where telemetry's warnings go: stderr, even under -q, since

@@ -50,12 +50,7 @@ func newResumeCommand() *cobra.Command {
 			"  agentrun resume run_3f2a… --reject call_1 --reason \"the customer called back\"\n" +
 			"  agentrun resume run_3f2a… --approve call_1 --reject call_2 --store redis://127.0.0.1:6379/0\n" +
 			"  agentrun resume run_3f2a…    # after the approvals expired: approval.on_timeout decides",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return fmt.Errorf("resume takes one run id, got %d argument(s)\n\n%s", len(args), cmd.UsageString())
-			}
-			return nil
-		},
+		Args: argsOf(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runResume(cmd, args[0], o)
 		},

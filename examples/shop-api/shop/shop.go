@@ -146,29 +146,40 @@ func (s *Shop) detail(w http.ResponseWriter, r *http.Request) {
 
 // cancel answers cancel_order: only the user's own unpaid orders can be cancelled.
 func (s *Shop) cancel(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if !readJSON(w, r, &body) {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.find(r.Header.Get("X-User-Id"), r.PathValue("number"))
-	switch {
-	case o == nil:
-		writeError(w, http.StatusNotFound, "no such order")
-	case o.Status != "unpaid":
-		writeError(w, http.StatusConflict, fmt.Sprintf("order %s is %s: only unpaid orders can be cancelled", o.Number, o.Status))
-	default:
+	s.onOwnOrder(w, r, func(o *Order, _ string) {
+		if o.Status != "unpaid" {
+			writeError(w, http.StatusConflict, fmt.Sprintf("order %s is %s: only unpaid orders can be cancelled", o.Number, o.Status))
+			return
+		}
 		o.Status, o.Courier = "cancelled", nil
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "number": o.Number, "status": o.Status})
-	}
+	})
 }
 
 // refund answers request_refund: a delivered order of the user's gets a refund
 // request; above ¥200 it is reviewed by a person.
 func (s *Shop) refund(w http.ResponseWriter, r *http.Request) {
+	s.onOwnOrder(w, r, func(o *Order, reason string) {
+		switch {
+		case o.Status != "done":
+			writeError(w, http.StatusConflict, fmt.Sprintf("order %s is %s: only delivered orders can be refunded", o.Number, o.Status))
+		case reason == "":
+			writeError(w, http.StatusBadRequest, "say what was wrong with the order")
+		default:
+			s.refunds++
+			status := "approved"
+			if o.Amount > 200 {
+				status = "in review"
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "refund": fmt.Sprintf("R-%d", 76+s.refunds), "order": o.Number, "status": status})
+		}
+	})
+}
+
+// onOwnOrder is what cancel and refund share: it reads the {"reason"} body and, with
+// s.mu held, hands act the order the path names if it is the calling user's
+// (X-User-Id), else answers 404 — someone else's order is as unknown as a missing one.
+func (s *Shop) onOwnOrder(w http.ResponseWriter, r *http.Request, act func(o *Order, reason string)) {
 	var body struct {
 		Reason string `json:"reason"`
 	}
@@ -178,21 +189,11 @@ func (s *Shop) refund(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o := s.find(r.Header.Get("X-User-Id"), r.PathValue("number"))
-	switch {
-	case o == nil:
+	if o == nil {
 		writeError(w, http.StatusNotFound, "no such order")
-	case o.Status != "done":
-		writeError(w, http.StatusConflict, fmt.Sprintf("order %s is %s: only delivered orders can be refunded", o.Number, o.Status))
-	case body.Reason == "":
-		writeError(w, http.StatusBadRequest, "say what was wrong with the order")
-	default:
-		s.refunds++
-		status := "approved"
-		if o.Amount > 200 {
-			status = "in review"
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "refund": fmt.Sprintf("R-%d", 76+s.refunds), "order": o.Number, "status": status})
+		return
 	}
+	act(o, body.Reason)
 }
 
 // setAddress answers update_address: the user's default delivery address.

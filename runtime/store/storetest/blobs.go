@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -12,13 +13,15 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 )
 
-func blobsOf(t testing.TB, s store.Store) store.Blobs {
+// implementing is the store as T, one of the interfaces besides store.Store that the
+// suite tests (PausedRuns, Blobs), or fails the test when the store lacks it.
+func implementing[T any](t testing.TB, s store.Store) T {
 	t.Helper()
-	b, ok := s.(store.Blobs)
+	v, ok := s.(T)
 	if !ok {
-		t.Fatalf("%T does not implement store.Blobs", s)
+		t.Fatalf("%T does not implement %v", s, reflect.TypeFor[T]())
 	}
-	return b
+	return v
 }
 
 func putBlob(t testing.TB, b store.Blobs, key string, data []byte, ttl time.Duration) {
@@ -58,7 +61,7 @@ func checkNoBlob(t testing.TB, b store.Blobs, key string) {
 // a megabyte — under keys that a store must not confuse with one another or with its
 // own keys; writing again replaces the value.
 func testBlobsRoundTrip(t *testing.T, s store.Store) {
-	b := blobsOf(t, s)
+	b := implementing[store.Blobs](t, s)
 	checkNoBlob(t, b, "missing")
 	every := make([]byte, 256)
 	for i := range every {
@@ -122,7 +125,7 @@ func testBlobsRoundTrip(t *testing.T, s store.Store) {
 // at their own resolution, so the test waits for the expiry to show, within bounds,
 // instead of asserting its moment.
 func testBlobsExpiry(t *testing.T, s store.Store) {
-	b := blobsOf(t, s)
+	b := implementing[store.Blobs](t, s)
 	const ttl = 1500 * time.Millisecond
 	start := time.Now()
 	putBlob(t, b, "forever", []byte("kept"), 0)
@@ -167,7 +170,7 @@ func testBlobsExpiry(t *testing.T, s store.Store) {
 
 // Writers and readers at once: each reader sees one whole value written to the key.
 func testBlobsConcurrent(t *testing.T, s store.Store) {
-	b := blobsOf(t, s)
+	b := implementing[store.Blobs](t, s)
 	const n = 8
 	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 4096+i) }
 	putBlob(t, b, "shared", value(0), 0)

@@ -13,16 +13,6 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 )
 
-// pausedRuns is the store as a keeper of paused runs: every store is one.
-func pausedRuns(t testing.TB, s store.Store) store.PausedRuns {
-	t.Helper()
-	p, ok := s.(store.PausedRuns)
-	if !ok {
-		t.Fatalf("%T does not implement store.PausedRuns", s)
-	}
-	return p
-}
-
 // pauseBase is the paused runs' clock: nanoseconds in it, so a store that kept times
 // less precisely would show.
 var pauseBase = time.Date(2030, 1, 2, 3, 4, 5, 123_456_789, time.UTC)
@@ -80,7 +70,7 @@ func pausedIDs(t testing.TB, p store.PausedRuns, q store.PausedQuery) []string {
 // back field for field, whatever the location of its times; an unknown id is
 // ErrRunNotFound.
 func testPausedRoundTrip(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	checkNoPaused(t, p, "run_1")
 	want := pausedRun("run_1", "u1", 0, time.Hour)
 	want.Created = want.Created.In(time.FixedZone("UTC+8", 8*3600))
@@ -111,7 +101,7 @@ func testPausedRoundTrip(t *testing.T, s store.Store) {
 // before its own) with exactly the one given, even one of another user; the old
 // user's list loses it.
 func testPausedReplace(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	first := pausedRun("r1", "u1", 0, time.Hour)
 	commit(t, s, store.Record{UserID: "u1", Pause: &first})
 	claimed := first
@@ -136,7 +126,7 @@ func testPausedReplace(t *testing.T, s store.Store) {
 
 // A pause is written with the rest of its run's record: turn, entities and facts.
 func testPausedWithConversation(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	run := pausedRun("r1", "u1", 0, time.Hour)
 	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, true), Pause: &run,
 		Seen:  map[string][]string{"orders": {"A1"}},
@@ -155,7 +145,7 @@ func testPausedWithConversation(t *testing.T, s store.Store) {
 
 // A commit to another user's conversation writes no pause and ends no paused run.
 func testPausedForeign(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	commit(t, s, store.Record{UserID: "alice", Conversation: "c1", Messages: turn(1, false)})
 	waiting := pausedRun("m0", "mallory", 0, time.Hour)
 	commit(t, s, store.Record{UserID: "mallory", Pause: &waiting})
@@ -179,7 +169,7 @@ func testPausedForeign(t *testing.T, s store.Store) {
 // resumed execution's turn; a run resumed under its id may pause again in the same
 // commit, with a record written as new whatever its version.
 func testPausedResumed(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	r1, r2 := pausedRun("r1", "u1", 0, time.Hour), pausedRun("r2", "u1", time.Second, time.Hour)
 	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Pause: &r1})
 	commit(t, s, store.Record{UserID: "u1", Pause: &r2})
@@ -234,7 +224,7 @@ func takeSnapshot(t testing.TB, s store.Store, user, conversation string, paused
 	}
 	snap.paused = map[string]*store.PausedRun{}
 	for _, id := range paused {
-		switch r, err := pausedRuns(t, s).PausedRun(ctx, id); {
+		switch r, err := implementing[store.PausedRuns](t, s).PausedRun(ctx, id); {
 		case err == nil:
 			snap.paused[id] = &r
 		case errors.Is(err, store.ErrRunNotFound):
@@ -289,7 +279,7 @@ func commitConflict(t testing.TB, s store.Store, what string, rec store.Record) 
 // it fails whole with ErrPausedConflict, so a slow execution whose claim was taken
 // over cannot delete or overwrite the record of the one that took it.
 func testPausedConflict(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	run, other := pausedRun("r1", "u1", 0, time.Hour), pausedRun("r2", "u1", time.Second, time.Hour)
 	commit(t, s, store.Record{UserID: "u1", Conversation: "c1", Messages: turn(1, false), Pause: &run,
 		Seen:  map[string][]string{"orders": {"A1"}},
@@ -360,7 +350,7 @@ func testPausedConflict(t *testing.T, s store.Store) {
 // Of commits ending or re-pausing a run from the same version at once exactly one
 // succeeds, turn and all; the others fail with ErrPausedConflict and write nothing.
 func testPausedCommitRace(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	const n = 8
 	for round := range 4 {
 		id := fmt.Sprint("r", round)
@@ -407,7 +397,7 @@ func testPausedCommitRace(t *testing.T, s store.Store) {
 
 // UpdatePaused replaces the run only over the version before its own.
 func testPausedUpdate(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	run := pausedRun("r1", "u1", 0, time.Hour)
 	if err := p.UpdatePaused(ctx, run); !errors.Is(err, store.ErrRunNotFound) {
 		t.Errorf("updating a run never paused: %v", err)
@@ -443,7 +433,7 @@ func testPausedUpdate(t *testing.T, s store.Store) {
 // Of processes updating a run from the same version at once exactly one succeeds; the
 // others learn that they lost.
 func testPausedUpdateRace(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	const n = 8
 	for round := range 3 {
 		run := pausedRun(fmt.Sprint("r", round), "u1", 0, time.Hour)
@@ -472,7 +462,7 @@ func testPausedUpdateRace(t *testing.T, s store.Store) {
 // to the nanosecond, whatever precision a store's index keeps, and at whole seconds,
 // whose RFC 3339 text is shorter.
 func testPausedList(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	second := -time.Duration(pauseBase.Nanosecond()) // from pauseBase to its whole second
 	runs := []store.PausedRun{
 		pausedRun("w1", "u4", second, second+10*time.Hour),
@@ -519,7 +509,7 @@ func testPausedList(t *testing.T, s store.Store) {
 
 // Forget deletes the user's paused runs; DeleteConversation leaves them.
 func testPausedForget(t *testing.T, s store.Store) {
-	p := pausedRuns(t, s)
+	p := implementing[store.PausedRuns](t, s)
 	runs := []store.PausedRun{pausedRun("r1", "u1", 0, time.Hour), pausedRun("r2", "u1", time.Second, time.Hour),
 		pausedRun("r3", "u2", 0, time.Hour)}
 	for i := range runs {
