@@ -119,7 +119,7 @@ func (u *Usage) Add(o Usage) {
 	u.CachedPromptTokens += o.CachedPromptTokens
 }
 
-// ModelRequest is one chat completion request.
+// Request is one chat completion request.
 type Request struct {
 	Messages []Message
 	Tools    []ToolDef
@@ -151,7 +151,7 @@ type JSONSchemaFormat struct {
 	Schema map[string]any
 }
 
-// ModelResponse is the model's answer: text, tool calls or both.
+// Response is the model's answer: text, tool calls or both.
 type Response struct {
 	Message      Message
 	FinishReason FinishReason
@@ -177,7 +177,7 @@ type Model interface {
 	Complete(ctx context.Context, req *Request) (*Response, error)
 }
 
-// ModelError is a failure of the model service after retries.
+// Error is a failure of the model service after retries.
 type Error struct {
 	Status int // HTTP status, 0 when none (a connection or stream failure)
 	Err    error

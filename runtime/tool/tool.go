@@ -71,7 +71,7 @@ type Tool interface {
 	Call(ctx context.Context, in Input) (string, error)
 }
 
-// ToolInput is what a tool call receives.
+// Input is what a tool call receives.
 type Input struct {
 	Args         map[string]any // the model's arguments plus bound parameters
 	User         User
@@ -89,14 +89,13 @@ type Input struct {
 	// runs elsewhere (a durable engine's activity) is given it there.
 	Timeout time.Duration
 
-	// vars are the run's variables, so templates see user exactly as the spec's
-	// checks typed it (every declared attribute, "" when unset).
-	// Values are the run's values for the call's templates, set by the engine
-	// (nil for a caller outside a run).
+	// Values are the run's values for the call's templates, set by the engine, so
+	// templates see user exactly as the spec's checks typed it (every declared
+	// attribute, "" when unset); nil for a caller outside a run.
 	Values *spec.Values
 }
 
-// ErrToolTimeout is a call that took longer than its timeout where the context
+// ErrTimeout is a call that took longer than its timeout where the context
 // could not say so (it ran elsewhere): the run reports it as a timeout.
 var ErrTimeout = errors.New("the tool call timed out")
 
@@ -109,12 +108,14 @@ type UserPasser interface {
 	PassesUser() bool
 }
 
+// PassesUser reports whether t's calls may pass the user on: true unless t is a
+// UserPasser that says otherwise.
 func PassesUser(t Tool) bool {
 	p, ok := t.(UserPasser)
 	return !ok || p.PassesUser()
 }
 
-// ToolInfo is what a tool tells the model about itself when the spec does not say:
+// Info is what a tool tells the model about itself when the spec does not say:
 // builtins and MCP tools bring their description and parameters.
 type Info struct {
 	Description string
@@ -126,7 +127,7 @@ type Describer interface {
 	Describe() Info
 }
 
-// ToolFactory builds the tool a spec entry declares. dir is the directory of the spec
+// Factory builds the tool a spec entry declares. dir is the directory of the spec
 // file, against which relative paths in the tool's configuration resolve. An error
 // is reported as a diagnostic on the tool.
 type Factory func(t *spec.Tool, dir string) (Tool, error)
