@@ -244,3 +244,42 @@ func wordEnd(src string, i int) int {
 	}
 	return j
 }
+
+// FillEnds gives each diagnostic that has no end the end of the text it points at,
+// read from its file as it is on disk: the diagnostics made after loading
+// (runtime.Compile's, a knowledge source's, serve's own checks) carry a start only.
+// A file that cannot be read leaves its diagnostics as they are.
+func FillEnds(ds Diagnostics) Diagnostics {
+	docs := map[string]*document{}
+	for i := range ds {
+		d := &ds[i]
+		if d.End.Line != 0 || d.Pos.File == "" || d.Pos.Line == 0 {
+			continue
+		}
+		doc, seen := docs[d.Pos.File]
+		if !seen {
+			doc = readDocument(d.Pos.File)
+			docs[d.Pos.File] = doc
+		}
+		if doc != nil {
+			*d = doc.withEnd(*d)
+		}
+	}
+	return ds
+}
+
+// readDocument is path as a document whose ranges can be found; nil when it cannot
+// be read as UTF-8 text. A file that is not valid YAML still has lines, and the
+// ranges found from the text alone.
+func readDocument(path string) *document {
+	src, err := ReadFile(path, MaxFileSize)
+	if err != nil || !utf8.Valid(src) {
+		return nil
+	}
+	d := &document{file: path, src: src}
+	var root yaml.Node
+	if yaml.Unmarshal(src, &root) == nil && len(root.Content) > 0 {
+		d.root = root.Content[0]
+	}
+	return d
+}

@@ -71,7 +71,7 @@ func newValidateCommand() *cobra.Command {
 					}
 				}
 			}
-			all = dropRepeats(all)
+			all = spec.FillEnds(dropRepeats(all))
 			if err := write(cmd.OutOrStdout(), len(found), all); err != nil {
 				return err
 			}

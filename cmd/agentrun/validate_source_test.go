@@ -39,6 +39,26 @@ func TestValidateShowsTheSourceLine(t *testing.T) {
 	}
 }
 
+// A diagnostic only the runtime finds (a builtin's configuration, found by
+// Compile after loading) is underlined like the loader's, in text and JSON.
+func TestValidateUnderlinesWhatCompileFinds(t *testing.T) {
+	dir := t.TempDir()
+	spec := "version: 1\nname: s\nmodel: {provider: test}\ninstructions: hi\ntools:\n  - builtin: read_file\n    with: {bogus: 1}\n"
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := runCLI(t, "validate", path)
+	want := "    6 |   - builtin: read_file\n      |     ^^^^^^^\n"
+	if code != 1 || !strings.Contains(stdout, `unknown key "bogus"`) || !strings.Contains(stdout, want) {
+		t.Fatalf("exit %d, stdout:\n%s\nwant the builtin's error underlined:\n%s", code, stdout, want)
+	}
+	_, stdout, _ = runCLI(t, "validate", "--format", "json", path)
+	if !strings.Contains(stdout, `"end_line": 6`) || !strings.Contains(stdout, `"end_col": 12`) {
+		t.Fatalf("json has no end for the builtin's error:\n%s", stdout)
+	}
+}
+
 // The underline marks the range's columns: a scalar, a quoted scalar with its
 // quotes, wide characters with two carets each (and two spaces before), a key, a
 // name inside a template; tabs stay tabs; a range past its line ends with the line;
