@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestReasoningGoesBackWithToolCalls(t *testing.T) {
 	if res.Answer != "It is A1." || strings.Contains(res.Answer, "answer.") {
 		t.Fatalf("answer %q", res.Answer)
 	}
-	if got := model.agentReqs[1].Messages[2]; got.Reasoning == nil || *got.Reasoning != *think {
+	if got := model.agentReqs[1].Messages[2]; got.Reasoning == nil || !reflect.DeepEqual(*got.Reasoning, *think) {
 		t.Errorf("the tool-call message went back without its reasoning: %+v", got)
 	}
 	kept := res.Messages

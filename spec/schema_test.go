@@ -130,6 +130,8 @@ func (w *schemaWalker) walk(path string, s map[string]any, typ reflect.Type) {
 // exactly its schema enum.
 var vocabularies = map[reflect.Type][]string{
 	reflect.TypeFor[Provider]():           values(Providers),
+	reflect.TypeFor[ModelAPI]():           values(ModelAPIs),
+	reflect.TypeFor[ReasoningEffort]():    values(ReasoningEfforts),
 	reflect.TypeFor[IntentKind]():         values(IntentKinds),
 	reflect.TypeFor[MemoryLevel]():        values(MemoryLevels),
 	reflect.TypeFor[Recognizer]():         values(Recognizers),

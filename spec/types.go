@@ -42,6 +42,8 @@ type Spec struct {
 	Plan         *Plan       `yaml:"plan"`
 	Agents       []SubAgent  `yaml:"agents"`
 	Workflow     *Workflow   `yaml:"workflow"`
+	// Output asks for a structured answer: a JSON value valid against a schema.
+	Output *Output `yaml:"output"`
 
 	// Unset lists the ${VAR} references that had no value and no default. They are
 	// not errors at load (a missing API key must not fail validate); whoever needs
@@ -77,7 +79,41 @@ type Model struct {
 	// Pricing is what the model costs; nil means the bundled price table's entry
 	// for Name, if any (see PriceOf).
 	Pricing *Pricing `yaml:"pricing"`
+
+	// API is the OpenAI provider's wire protocol: chat completions (the default)
+	// or the Responses API.
+	API ModelAPI `yaml:"api"`
+	// Reasoning sets how much a reasoning model thinks before it answers.
+	Reasoning *ModelReasoning `yaml:"reasoning"`
+	// Cache turns the provider's prompt caching of the stable prefix (system
+	// prompt, tools) on or off where the request must ask for it (Anthropic); nil
+	// means on.
+	Cache *bool `yaml:"cache"`
+	// Fallback are the models tried, in order, when this one fails with a
+	// retryable fault after its own retries.
+	Fallback []Model `yaml:"fallback"`
 }
+
+// ModelReasoning is a reasoning model's thinking settings: an effort level
+// (OpenAI, Gemini), or a budget of thinking tokens (Anthropic's extended thinking,
+// Gemini's thinking budget).
+type ModelReasoning struct {
+	Effort       ReasoningEffort `yaml:"effort"`
+	BudgetTokens int             `yaml:"budget_tokens"`
+}
+
+// Output asks for a final answer that is a JSON value valid against Schema.
+type Output struct {
+	Source
+	Schema map[string]any `yaml:"schema"`
+	// Retries is how many times a draft that does not validate goes back to the
+	// model with the errors before the run stops; nil means DefaultOutputRetries.
+	Retries *int `yaml:"retries"`
+}
+
+// DefaultOutputRetries is how many invalid structured drafts a run sends back
+// before it stops.
+const DefaultOutputRetries = 2
 
 // Pricing is a model's price in US dollars per million tokens.
 type Pricing struct {
@@ -242,6 +278,9 @@ type Intent struct {
 	PlanOff bool  `yaml:"-"`
 	// Agent names an agents entry the intent hands its runs to.
 	Agent string `yaml:"agent"`
+	// Output is the structured answer the intent's runs give, instead of the
+	// agent's.
+	Output *Output `yaml:"output"`
 }
 
 // IntentCache is an intent's FAQ semantic cache: nil when off. `cache: true` is the

@@ -14,13 +14,39 @@ import (
 type Provider string
 
 const (
-	ProviderOpenAI Provider = "openai" // any OpenAI-compatible server
-	ProviderTest   Provider = "test"   // offline: calls each offered tool once, then answers
-	ProviderScript Provider = "script" // offline: plays scripted turns
+	ProviderOpenAI    Provider = "openai"    // any OpenAI-compatible server
+	ProviderAnthropic Provider = "anthropic" // Anthropic's Messages API
+	ProviderGemini    Provider = "gemini"    // Google's Gemini API or Vertex AI
+	ProviderTest      Provider = "test"      // offline: calls each offered tool once, then answers
+	ProviderScript    Provider = "script"    // offline: plays scripted turns
 )
 
 // Providers lists every provider.
-var Providers = []Provider{ProviderOpenAI, ProviderTest, ProviderScript}
+var Providers = []Provider{ProviderOpenAI, ProviderAnthropic, ProviderGemini, ProviderTest, ProviderScript}
+
+// ModelAPI is the wire protocol of the OpenAI provider.
+type ModelAPI string
+
+const (
+	APIChat      ModelAPI = "chat"      // chat completions: every compatible server
+	APIResponses ModelAPI = "responses" // OpenAI's Responses API
+)
+
+// ModelAPIs lists every model API.
+var ModelAPIs = []ModelAPI{APIChat, APIResponses}
+
+// ReasoningEffort is how hard a reasoning model thinks.
+type ReasoningEffort string
+
+const (
+	EffortMinimal ReasoningEffort = "minimal"
+	EffortLow     ReasoningEffort = "low"
+	EffortMedium  ReasoningEffort = "medium"
+	EffortHigh    ReasoningEffort = "high"
+)
+
+// ReasoningEfforts lists every reasoning effort.
+var ReasoningEfforts = []ReasoningEffort{EffortMinimal, EffortLow, EffortMedium, EffortHigh}
 
 // IntentKind decides which tools an intent gets.
 type IntentKind string

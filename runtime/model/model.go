@@ -74,13 +74,52 @@ type Message struct {
 	// provider that requires it back gets it back, and it is stored with the
 	// messages that made tool calls.
 	Reasoning *Reasoning `json:"reasoning,omitempty"`
+	// Parts are the files a user message carries besides its text: images and
+	// documents, sent to each provider in its own form.
+	Parts []Part `json:"parts,omitempty"`
 }
 
 // Reasoning is the reasoning a model sent with a message and the wire field it came
 // in, so it goes back the way it came.
 type Reasoning struct {
-	Field string `json:"field"` // reasoning_content or reasoning
-	Text  string `json:"text"`
+	Field string `json:"field"` // reasoning_content or reasoning; the block type for native providers
+	Text  string `json:"text"`  // what can be read of it, for --json, traces and --record
+	// Provider names the API whose Blocks these are (ProviderAnthropic, …); any
+	// other provider ignores them.
+	Provider string `json:"provider,omitempty"`
+	// Blocks are the provider's reasoning as it came on the wire, sent back byte
+	// for byte on the next request of a tool round: Anthropic's thinking and
+	// redacted_thinking blocks with their signatures, the Responses API's
+	// reasoning items, Gemini's thought parts.
+	Blocks []json.RawMessage `json:"blocks,omitempty"`
+}
+
+// The APIs whose own reasoning blocks a Reasoning may carry.
+const (
+	ProviderAnthropic = "anthropic"
+	ProviderGemini    = "gemini"
+	ProviderResponses = "openai-responses"
+)
+
+// PartKind is what a message part holds.
+type PartKind string
+
+const (
+	PartImage PartKind = "image" // image/png, image/jpeg, image/gif, image/webp
+	PartFile  PartKind = "file"  // a document: application/pdf, text/plain, …
+)
+
+// Part is a file sent with a user message. It holds its bytes (Data) or a URL the
+// provider fetches itself; once stored, Ref is the blob store's reference to the
+// bytes, and a stored conversation keeps the reference, never the bytes.
+type Part struct {
+	Kind      PartKind `json:"kind"`
+	MediaType string   `json:"media_type"`
+	Name      string   `json:"name,omitempty"` // a file name, for the model and for people
+	Data      []byte   `json:"data,omitempty"`
+	URL       string   `json:"url,omitempty"`
+	Ref       string   `json:"ref,omitempty"`
+	Size      int64    `json:"size,omitempty"` // of Data, also once Data was dropped for Ref
 }
 
 // ToolCall is a model's request to run a tool. Arguments is the raw JSON text the
@@ -107,8 +146,13 @@ type Usage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
 	// CachedPromptTokens are the prompt tokens the provider served from its prompt
-	// cache (priced lower); part of PromptTokens.
+	// cache (priced lower; Anthropic's cache_read_input_tokens); part of
+	// PromptTokens.
 	CachedPromptTokens int64 `json:"cached_prompt_tokens,omitempty"`
+	// CacheWriteTokens are the prompt tokens the provider wrote to its prompt
+	// cache (priced higher; Anthropic's cache_creation_input_tokens); part of
+	// PromptTokens.
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 }
 
 // Add accumulates u into the receiver.
@@ -117,6 +161,7 @@ func (u *Usage) Add(o Usage) {
 	u.CompletionTokens += o.CompletionTokens
 	u.TotalTokens += o.TotalTokens
 	u.CachedPromptTokens += o.CachedPromptTokens
+	u.CacheWriteTokens += o.CacheWriteTokens
 }
 
 // Request is one chat completion request.
@@ -184,6 +229,10 @@ type Error struct {
 	// Usage is what the call was billed for when a response arrived and was
 	// refused (tool call arguments cut off at max_tokens): the run still spent it.
 	Usage Usage
+	// Refused marks a failure without a status that no retry can fix: a
+	// response that arrived and was unusable (cut-off tool arguments, too large),
+	// or a request this provider cannot send (a part type it does not take).
+	Refused bool
 }
 
 func (e *Error) Error() string {
@@ -199,6 +248,20 @@ func (e *Error) Unwrap() error { return e.Err }
 // the API key (401, 403) or has no such model or endpoint (404).
 func (e *Error) Misconfigured() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusNotFound
+}
+
+// Retryable reports a fault another try, or another model, may not meet: no
+// answer (a connection failure or a timeout), 408, 409, 429, a 5xx or Anthropic's
+// 529 overloaded. A refused request (400, 401, 403, 404, 413, 422) is not: another
+// model would be asked the same wrong thing.
+func (e *Error) Retryable() bool {
+	switch {
+	case e.Status == 0:
+		return !e.Refused
+	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusConflict, e.Status == http.StatusTooManyRequests:
+		return true
+	}
+	return e.Status >= 500
 }
 
 // LastTurns keeps the last n turns of messages: everything from the n-th last user

@@ -222,7 +222,7 @@ func checkTruncated(r *model.Response) error {
 	}
 	for _, tc := range r.Message.ToolCalls {
 		if !json.Valid([]byte(tc.Arguments)) {
-			return &model.Error{Err: fmt.Errorf("the arguments of tool call %s (%s) were cut off at max_tokens", tc.ID, tc.Name), Usage: r.Usage}
+			return &model.Error{Err: fmt.Errorf("the arguments of tool call %s (%s) were cut off at max_tokens", tc.ID, tc.Name), Usage: r.Usage, Refused: true}
 		}
 	}
 	return nil

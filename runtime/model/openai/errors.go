@@ -23,7 +23,7 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 		return ctxErr
 	}
 	if errors.Is(err, errResponseTooLarge) {
-		return &model.Error{Err: fmt.Errorf("the response is larger than %d MiB, the most one model call reads", MaxResponseBytes>>20)}
+		return &model.Error{Err: fmt.Errorf("the response is larger than %d MiB, the most one model call reads", MaxResponseBytes>>20), Refused: true}
 	}
 	var apiErr *oai.Error
 	status := 0

@@ -319,7 +319,7 @@ func TestProviderFieldsGoBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			msg := resp.Message
-			if msg.Reasoning == nil || *msg.Reasoning != (model.Reasoning{Field: "reasoning_content", Text: reasoning}) || msg.Content != "" {
+			if msg.Reasoning == nil || !reflect.DeepEqual(*msg.Reasoning, model.Reasoning{Field: "reasoning_content", Text: reasoning}) || msg.Content != "" {
 				t.Fatalf("reasoning %+v, content %q", msg.Reasoning, msg.Content)
 			}
 			checkCalls(t, msg.ToolCalls, []model.ToolCall{
