@@ -290,3 +290,12 @@ type OrderedModel interface {
 	// Ordered reports whether the order of calls decides the answers.
 	Ordered() bool
 }
+
+// PartTaker is a model that can be sent message parts. TakesPart says whether it
+// takes p (its kind, media type, size, and whether it comes as bytes or a URL),
+// and if not, why, in words for the person who sent it; a model that does not
+// implement PartTaker takes no parts. Runs check every part before the first
+// call, so a part a provider cannot take is refused, never silently dropped.
+type PartTaker interface {
+	TakesPart(p Part) error
+}
