@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 
 	oai "github.com/openai/openai-go/v3"
 
@@ -68,7 +69,7 @@ func (m *Model) checkParts(msgs []model.Message) error {
 				err = fmt.Errorf("part %s is only a reference (%s): its bytes were not loaded", partName(p), p.Ref)
 			}
 			if err == nil && msg.Role != model.RoleUser {
-				err = fmt.Errorf("part %s is on a %s message; only user messages carry parts", partName(p), msg.Role)
+				err = fmt.Errorf("part %s is on a message of role %s; only user messages carry parts", partName(p), msg.Role)
 			}
 			if err != nil {
 				return &model.Error{Err: fmt.Errorf("message %d: %w", i, err), Refused: true}
@@ -95,7 +96,9 @@ func orUnknown(s string) string {
 	return s
 }
 
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
+// mib is n bytes in MiB, rounded up so that a size just past a limit never
+// reads as the limit.
+func mib(n int64) float64 { return math.Ceil(float64(n)*10/(1<<20)) / 10 }
 
 // dataURL is p's bytes as a data: URL, the form both APIs take inline files in.
 func dataURL(p model.Part) string {
