@@ -9,6 +9,7 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/respjson"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentrun/agentrun/runtime/model"
 )
@@ -23,10 +24,21 @@ func (m *Model) params(req *model.Request) (oai.ChatCompletionNewParams, error) 
 	if m.temperature != nil {
 		p.Temperature = oai.Float(*m.temperature)
 	}
+	if m.effort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(m.effort)
+	}
 	if n := cmp.Or(req.MaxTokens, m.maxTokens); n > 0 {
-		// max_tokens rather than max_completion_tokens: every compatible server
-		// takes it, though OpenAI's reasoning models only take the latter.
-		p.MaxTokens = oai.Int(int64(n))
+		// OpenAI's reasoning models refuse max_tokens and take only
+		// max_completion_tokens (which counts the reasoning tokens too), while many
+		// compatible servers (older vLLM, llama.cpp, gateways) know only
+		// max_tokens. A spec that sets reasoning.effort names a reasoning model,
+		// so it gets the new field; every other model keeps the one every server
+		// takes.
+		if m.effort != "" {
+			p.MaxCompletionTokens = oai.Int(int64(n))
+		} else {
+			p.MaxTokens = oai.Int(int64(n))
+		}
 	}
 	for _, t := range req.Tools {
 		def := oai.FunctionDefinitionParam{Name: t.Name, Parameters: oai.FunctionParameters(t.Parameters)}
@@ -43,7 +55,7 @@ func (m *Model) params(req *model.Request) (oai.ChatCompletionNewParams, error) 
 		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &oai.ResponseFormatJSONObjectParam{}}
 	case f != nil:
 		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oai.ResponseFormatJSONSchemaParam{
-			JSONSchema: oai.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name, Schema: f.Schema, Strict: oai.Bool(true)},
+			JSONSchema: oai.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name, Schema: f.Schema, Strict: oai.Bool(strictCompatible(f.Schema))},
 		}}
 	}
 	return p, nil
@@ -56,7 +68,7 @@ func messages(in []model.Message) ([]oai.ChatCompletionMessageParamUnion, error)
 		case model.RoleSystem:
 			out = append(out, oai.SystemMessage(msg.Content))
 		case model.RoleUser:
-			out = append(out, oai.UserMessage(msg.Content))
+			out = append(out, userMessage(msg))
 		case model.RoleTool:
 			out = append(out, oai.ToolMessage(msg.Content, msg.ToolCallID))
 		case model.RoleAssistant:

@@ -4,6 +4,13 @@
 // messages and tools into a request, streams when asked, retries transient failures
 // and reports the rest as *model.Error.
 //
+// With model.api: responses the same model speaks OpenAI's Responses API instead
+// (responses.go, responses_stream.go): stateless (store: false), with the
+// reasoning items of a tool round sent back byte for byte, encrypted, on the next
+// request. Both APIs take images and PDFs (parts.go; model.PartTaker says which),
+// and ask for strict structured output only where strict mode takes the schema
+// (strict.go).
+//
 // What real servers send that the protocol does not say:
 //   - Streamed tool calls are assembled by index, id and name: a new index, a new
 //     id or — in a delta with neither — a function name for a call that has one

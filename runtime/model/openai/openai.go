@@ -11,6 +11,7 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
@@ -28,8 +29,13 @@ type Model struct {
 	temperature *float64
 	maxTokens   int
 	timeout     time.Duration
+	// api is the wire protocol: chat completions unless it is APIResponses.
+	api spec.ModelAPI
+	// effort is the reasoning effort to ask for; "" leaves it to the model.
+	effort string
 
-	chat oai.ChatCompletionService
+	chat      oai.ChatCompletionService
+	responses responses.ResponseService
 	// stream replaces the service's client for streamed requests: it bounds only
 	// the wait for the response headers, because a long answer may stream for
 	// minutes (an idle timer guards the body instead).
@@ -120,23 +126,36 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 
 	// openai.NewClient would first read OPENAI_API_KEY, OPENAI_BASE_URL,
 	// OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the process;
-	// building the service directly takes only the options given here.
-	chat := oai.NewChatCompletionService(append([]option.RequestOption{
+	// building the services directly takes only the options given here.
+	opts := append([]option.RequestOption{
 		option.WithBaseURL(baseURL),
 		option.WithAPIKey(key),
 		option.WithHTTPClient(plain),
 		option.WithMaxRetries(retries),
-	}, extra...)...)
-	return &Model{
+	}, extra...)
+	out := &Model{
 		name:        name,
 		baseURL:     baseURL,
 		key:         key,
 		temperature: m.Temperature,
 		maxTokens:   m.MaxTokens,
 		timeout:     timeout,
-		chat:        chat,
 		stream:      stream,
-	}, nil
+	}
+	if m.Reasoning != nil {
+		out.effort = string(m.Reasoning.Effort)
+	}
+	switch m.API {
+	case "", spec.APIChat:
+		out.api = spec.APIChat
+		out.chat = oai.NewChatCompletionService(opts...)
+	case spec.APIResponses:
+		out.api = spec.APIResponses
+		out.responses = responses.NewResponseService(opts...)
+	default:
+		return nil, fmt.Errorf("openai: unknown api %q (want chat or responses)", m.API)
+	}
+	return out, nil
 }
 
 // Name is the model name sent with each request.
@@ -145,8 +164,15 @@ func (m *Model) Name() string { return m.name }
 // BaseURL is the server the requests go to.
 func (m *Model) BaseURL() string { return m.baseURL }
 
-// Complete sends one chat completion request, streamed when req.OnDelta is set.
+// Complete sends one request, streamed when req.OnDelta is set: a chat
+// completion, or a response of the Responses API when the spec says api: responses.
 func (m *Model) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if err := m.checkParts(req.Messages); err != nil {
+		return nil, err
+	}
+	if m.api == spec.APIResponses {
+		return m.completeResponses(ctx, req)
+	}
 	params, err := m.params(req)
 	if err != nil {
 		return nil, err

@@ -31,54 +31,101 @@ var errStreamTotal = errors.New("stream too long")
 func (m *Model) completeStream(ctx context.Context, params oai.ChatCompletionNewParams, onDelta func(string)) (*model.Response, error) {
 	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	clock, sctx := newStreamClock(ctx)
+	defer clock.stop()
 	var httpRes *http.Response
-	// The start of the attempt that answered: the stream's time counts from there.
-	var attempt time.Time
-	started := option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		attempt = time.Now()
-		return next(req)
-	})
 	// NewStreaming returns once the response headers are in, after the SDK's
 	// retries; the body is read below.
-	s := m.chat.NewStreaming(sctx, params, option.WithHTTPClient(m.stream), option.WithResponseInto(&httpRes), started)
+	s := m.chat.NewStreaming(sctx, params, option.WithHTTPClient(m.stream), option.WithResponseInto(&httpRes), clock.started())
 	defer s.Close()
-	if s.Err() == nil && !attempt.IsZero() { // else the request failed: no stream to time
-		deadline := time.AfterFunc(time.Until(attempt.Add(m.timeout)), func() { cancel(errStreamTotal) })
-		defer deadline.Stop()
-	}
+	clock.arm(s.Err() == nil, m.timeout)
 
 	var acc accumulator
 	for s.Next() {
 		acc.add(s.Current(), onDelta)
 	}
 	if err := s.Err(); err != nil {
-		if ctx.Err() == nil && errors.Is(context.Cause(sctx), errStreamTotal) {
-			what := "the stream did not finish"
-			if acc.chunks == 0 {
-				what = "no data came from the stream"
-			}
-			return nil, &model.Error{Err: fmt.Errorf("%s within %s (model.timeout)", what, m.timeout)}
-		}
-		return nil, m.fail(ctx, err, httpRes)
+		return nil, m.streamFailed(ctx, clock, err, acc.chunks, httpRes)
 	}
 	if acc.finishReason == "" {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if acc.chunks == 0 && httpRes != nil {
-			if ct := httpRes.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-				return nil, &model.Error{Err: fmt.Errorf("the server did not stream (Content-Type %q)", ct)}
-			}
-		}
-		return nil, &model.Error{Err: errors.New("the stream ended before the response was complete (no finish_reason)")}
+		return nil, unfinished(ctx, acc.chunks, httpRes, "no finish_reason")
 	}
 	out := acc.response()
 	if err := checkTruncated(out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// streamFailed is the error of a stream that broke after events events.
+func (m *Model) streamFailed(ctx context.Context, clock *streamClock, err error, events int, httpRes *http.Response) error {
+	if clock.expired(ctx) {
+		what := "the stream did not finish"
+		if events == 0 {
+			what = "no data came from the stream"
+		}
+		return &model.Error{Err: fmt.Errorf("%s within %s (model.timeout)", what, m.timeout)}
+	}
+	return m.fail(ctx, err, httpRes)
+}
+
+// unfinished is the error of a stream that ended without its last event (what
+// names it): the caller gave up, the server did not stream at all, or it stopped.
+func unfinished(ctx context.Context, events int, httpRes *http.Response, what string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if events == 0 && httpRes != nil {
+		if ct := httpRes.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+			return &model.Error{Err: fmt.Errorf("the server did not stream (Content-Type %q)", ct)}
+		}
+	}
+	return &model.Error{Err: fmt.Errorf("the stream ended before the response was complete (%s)", what)}
+}
+
+// streamClock bounds a streamed attempt as a whole: from the start of the attempt
+// that answered (the SDK may have retried before it) to the end of its stream.
+type streamClock struct {
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	attempt time.Time
+	timer   *time.Timer
+}
+
+// newStreamClock derives the context the stream runs in.
+func newStreamClock(ctx context.Context) (*streamClock, context.Context) {
+	c := &streamClock{}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	return c, c.ctx
+}
+
+// started is the request option that notes when each attempt starts.
+func (c *streamClock) started() option.RequestOption {
+	return option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		c.attempt = time.Now()
+		return next(req)
+	})
+}
+
+// arm starts the countdown once a stream answered (ok); a request that failed
+// has no stream to time.
+func (c *streamClock) arm(ok bool, timeout time.Duration) {
+	if ok && !c.attempt.IsZero() {
+		c.timer = time.AfterFunc(time.Until(c.attempt.Add(timeout)), func() { c.cancel(errStreamTotal) })
+	}
+}
+
+func (c *streamClock) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.cancel(nil)
+}
+
+// expired reports whether the stream was cut off by the clock rather than by the
+// caller giving up (parent).
+func (c *streamClock) expired(parent context.Context) bool {
+	return parent.Err() == nil && errors.Is(context.Cause(c.ctx), errStreamTotal)
 }
 
 // accumulator assembles choice 0 of a streamed response. It is written here rather
