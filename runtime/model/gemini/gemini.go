@@ -51,7 +51,7 @@ const maxIdlePerHost = 64
 // Vertex AI's credentials, found the SDK's default way (Application Default
 // Credentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud, the metadata server).
 func New(m spec.Model, env func(string) (string, bool)) (*Model, error) {
-	return build(m, env, defaultBackoff)
+	return build(m, env, nil)
 }
 
 // settings are what New resolves before it builds the client.
@@ -62,8 +62,9 @@ type settings struct {
 	baseURL           string
 }
 
-// build is New with the backoff between retries given, which tests shorten.
-func build(m spec.Model, env func(string) (string, bool), backoff func(int) time.Duration) (*Model, error) {
+// build is New with a hook on the retrying transport, which tests use to record
+// the waits between attempts instead of sleeping.
+func build(m spec.Model, env func(string) (string, bool), tune func(*retryTransport)) (*Model, error) {
 	if m.Provider != spec.ProviderGemini {
 		return nil, fmt.Errorf("gemini: provider %q is not gemini", m.Provider)
 	}
@@ -89,10 +90,14 @@ func build(m spec.Model, env func(string) (string, bool), backoff func(int) time
 	}
 	transport.MaxIdleConnsPerHost = maxIdlePerHost
 	transport.MaxIdleConns = 4 * maxIdlePerHost
-	client := &http.Client{Transport: &retryTransport{
+	retry := &retryTransport{
 		base:    cappedTransport{base: transport, limit: MaxResponseBytes},
-		retries: retries, timeout: timeout, backoff: backoff, maxWait: maxRetryWait,
-	}}
+		retries: retries, timeout: timeout, backoff: defaultBackoff, maxWait: maxRetryWait, wait: sleep,
+	}
+	if tune != nil {
+		tune(retry)
+	}
+	client := &http.Client{Transport: retry}
 
 	cc := &genai.ClientConfig{
 		Backend:    genai.BackendGeminiAPI,

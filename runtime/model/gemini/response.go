@@ -24,16 +24,16 @@ const madeIDPrefix = "gemini_call_"
 // each function call whole, and the finish reason and the final usage in the
 // last chunk.
 type accumulator struct {
-	chunks       int
-	model        string
-	content      strings.Builder
-	thoughts     strings.Builder
-	texts        []*block // the text parts, consecutive pieces merged
-	signed       bool     // a text part carried a thought signature, or was a thought
-	calls        []model.ToolCall
-	finish       genai.FinishReason
-	blocked      genai.BlockedReason
-	usage        *genai.GenerateContentResponseUsageMetadata
+	chunks   int
+	model    string
+	content  strings.Builder
+	thoughts strings.Builder
+	texts    []*block // the text parts, consecutive pieces merged
+	signed   bool     // a text part carried a thought signature, or was a thought
+	calls    []model.ToolCall
+	finish   genai.FinishReason
+	blocked  genai.BlockedReason
+	usage    *genai.GenerateContentResponseUsageMetadata
 }
 
 func (a *accumulator) add(r *genai.GenerateContentResponse, onDelta func(string)) {

@@ -82,6 +82,8 @@ type retryTransport struct {
 	// maxWait is the longest wait a server may ask for; a longer one is not
 	// waited out: the answer goes back as it is (a fallback model may answer).
 	maxWait time.Duration
+	// wait sleeps for d unless ctx ends first (tests record the waits instead).
+	wait func(ctx context.Context, d time.Duration) bool
 }
 
 // maxRetryWait is the longest Retry-After honoured.
@@ -101,7 +103,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if last {
 				return nil, err
 			}
-			if !t.sleep(req.Context(), t.backoff(n+1)) {
+			if !t.wait(req.Context(), t.backoff(n+1)) {
 				return nil, req.Context().Err()
 			}
 			continue
@@ -122,7 +124,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			res.Body = io.NopCloser(bytes.NewReader(body))
 			return res, nil
 		}
-		if !t.sleep(req.Context(), wait) {
+		if !t.wait(req.Context(), wait) {
 			return nil, req.Context().Err()
 		}
 	}
@@ -149,7 +151,7 @@ func (t *retryTransport) attempt(req *http.Request, n int) (*http.Response, erro
 	return res, err, ctx, stop
 }
 
-func (t *retryTransport) sleep(ctx context.Context, d time.Duration) bool {
+func sleep(ctx context.Context, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
