@@ -300,3 +300,16 @@ func asJSON(v any) string {
 }
 
 var _ = model.RoleUser
+
+// stall is a handler that streams one chunk and then waits until block closes.
+func stall(block chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hel\"}],\"role\":\"model\"},\"index\":0}]}\r\n\r\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	})
+}
