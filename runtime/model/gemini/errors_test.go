@@ -183,7 +183,9 @@ func TestConfigurationErrors(t *testing.T) {
 	t.Run("wrong key", func(t *testing.T) {
 		f := newFake(t)
 		m, err := build(spec.Model{Provider: spec.ProviderGemini, Name: "gemini-2.5-flash", BaseURL: f.srv.URL, APIKeyEnv: "MY_KEY"},
-			func(k string) (string, bool) { return map[string]string{"MY_KEY": "AIza-wrong", "GEMINI_API_KEY": testKey}[k], true }, nil)
+			func(k string) (string, bool) {
+				return map[string]string{"MY_KEY": "AIza-wrong", "GEMINI_API_KEY": testKey}[k], true
+			}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,9 +132,9 @@ func TestStreamedToolRound(t *testing.T) {
 // the API does, and the refusal is a 400 no retry or fallback repeats.
 func TestToolRoundRefusals(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(msgs []model.Message) []model.Message
-		want  string
+		want   string
 	}{
 		{"signature missing", func(msgs []model.Message) []model.Message {
 			msgs[2].ToolCalls[0].Extra = nil
