@@ -81,7 +81,7 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.cause }
 
 func clip(s string) string {
-	const limit = 300
+	const limit = 800
 	if len(s) <= limit {
 		return s
 	}

@@ -225,3 +225,34 @@ func TestOtherProvidersReasoningIgnored(t *testing.T) {
 		t.Errorf("thinkingConfig %s", got)
 	}
 }
+
+// A call that came with an id goes back with it, and so does its response.
+func TestCallIDsGoBack(t *testing.T) {
+	f := newFake(t, reply{body: candidate(`{"functionCall":{"id":"fc-7x2","name":"get_weather","args":{"city":"Oslo"}},"thoughtSignature":"`+textSig+`"}`, "STOP")})
+	m, _ := testModel(t, f, spec.Model{})
+	resp, err := m.Complete(context.Background(), &model.Request{Messages: hello, Tools: []model.ToolDef{weatherTool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].ID != "fc-7x2" {
+		t.Fatalf("calls %+v", resp.Message.ToolCalls)
+	}
+	f.then(reply{file: "generate_text.json"})
+	msgs := append(append([]model.Message(nil), hello...), resp.Message, model.Message{Role: model.RoleTool, ToolCallID: "fc-7x2", Content: "-3°C"})
+	if _, err := m.Complete(context.Background(), &model.Request{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	body := f.requests()[1].body
+	if got := asJSON(jsonPath(t, body, "contents", 1, "parts", 0)); got != `{"functionCall":{"args":{"city":"Oslo"},"id":"fc-7x2","name":"get_weather"},"thoughtSignature":"`+textSig+`"}` {
+		t.Errorf("call sent back as %s", got)
+	}
+	if got := asJSON(jsonPath(t, body, "contents", 2, "parts", 0)); got != `{"functionResponse":{"id":"fc-7x2","name":"get_weather","response":{"result":"-3°C"}}}` {
+		t.Errorf("response sent as %s", got)
+	}
+
+	// A result for a call the conversation never made is an error, not a guess.
+	msgs[len(msgs)-1].ToolCallID = "fc-nope"
+	if _, err := m.Complete(context.Background(), &model.Request{Messages: msgs}); err == nil || !strings.Contains(err.Error(), `call "fc-nope" follows no call`) {
+		t.Errorf("err %v", err)
+	}
+}
