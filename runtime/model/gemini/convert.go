@@ -76,11 +76,17 @@ func convertMessages(msgs []model.Message) (*genai.Content, []*genai.Content, er
 	for i, msg := range msgs {
 		switch msg.Role {
 		case model.RoleSystem:
+			if msg.Content == "" {
+				continue
+			}
 			if system == nil {
 				system = &genai.Content{Role: genai.RoleUser}
 			}
 			system.Parts = append(system.Parts, &genai.Part{Text: msg.Content})
 		case model.RoleUser:
+			if msg.Content == "" && len(msg.Parts) == 0 {
+				continue // the API refuses a part without data
+			}
 			c, n, err := userContent(msg)
 			if err != nil {
 				return nil, nil, fmt.Errorf("gemini: message %d: %w", i, err)
@@ -97,7 +103,9 @@ func convertMessages(msgs []model.Message) (*genai.Content, []*genai.Content, er
 			for _, tc := range msg.ToolCalls {
 				calls[tc.ID] = tc.Name
 			}
-			out = append(out, c)
+			if len(c.Parts) > 0 { // an empty answer (a blocked one) has nothing to send
+				out = append(out, c)
+			}
 		case model.RoleTool:
 			part, err := functionResponse(msg, calls)
 			if err != nil {
@@ -124,7 +132,7 @@ func isResponses(c *genai.Content) bool {
 // inline.
 func userContent(msg model.Message) (c *genai.Content, n int, err error) {
 	c = &genai.Content{Role: genai.RoleUser}
-	if msg.Content != "" || len(msg.Parts) == 0 {
+	if msg.Content != "" {
 		c.Parts = append(c.Parts, &genai.Part{Text: msg.Content})
 	}
 	for _, p := range msg.Parts {
@@ -159,7 +167,7 @@ func modelContent(msg model.Message) (*genai.Content, error) {
 			}
 			c.Parts = append(c.Parts, p)
 		}
-	} else if msg.Content != "" || len(msg.ToolCalls) == 0 {
+	} else if msg.Content != "" {
 		c.Parts = append(c.Parts, &genai.Part{Text: msg.Content})
 	}
 	for _, tc := range msg.ToolCalls {

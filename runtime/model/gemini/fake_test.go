@@ -203,6 +203,24 @@ func (f *fakeGemini) check(body []byte) string {
 	if len(req.Contents) == 0 {
 		return "* GenerateContentRequest.contents: contents is not specified\n"
 	}
+	var shape struct {
+		Contents []struct {
+			Parts []map[string]json.RawMessage `json:"parts"`
+		} `json:"contents"`
+	}
+	json.Unmarshal(body, &shape)
+	for i, c := range shape.Contents {
+		if len(c.Parts) == 0 {
+			return fmt.Sprintf("* GenerateContentRequest.contents[%d].parts: contents.parts must not be empty.\n", i)
+		}
+		for j, p := range c.Parts {
+			delete(p, "thoughtSignature")
+			delete(p, "thought")
+			if len(p) == 0 {
+				return fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].data: required oneof field 'data' must have one initialized field\n", i, j)
+			}
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, c := range req.Contents {

@@ -256,3 +256,27 @@ func TestCallIDsGoBack(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// An empty answer (a blocked one) and an empty message have nothing Gemini
+// would take: they are left out rather than sent as a part without data.
+func TestEmptyMessagesLeftOut(t *testing.T) {
+	f := newFake(t, reply{file: "generate_text.json"})
+	m, _ := testModel(t, f, spec.Model{})
+	msgs := []model.Message{
+		{Role: model.RoleSystem, Content: ""},
+		{Role: model.RoleUser, Content: "Something blocked"},
+		{Role: model.RoleAssistant},
+		{Role: model.RoleUser, Content: ""},
+		{Role: model.RoleUser, Content: "Capital of France?"},
+	}
+	if _, err := m.Complete(context.Background(), &model.Request{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	body := f.requests()[0].body
+	if got := asJSON(jsonPath(t, body, "contents")); got != `[{"parts":[{"text":"Something blocked"}],"role":"user"},{"parts":[{"text":"Capital of France?"}],"role":"user"}]` {
+		t.Errorf("contents %s", got)
+	}
+	if jsonPath(t, body, "systemInstruction") != nil {
+		t.Errorf("an empty system instruction was sent")
+	}
+}
