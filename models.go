@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/gemini"
 	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/spec"
@@ -18,6 +19,8 @@ func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) 
 	switch m.Provider {
 	case "", spec.ProviderOpenAI:
 		return openai.New(m, lookup)
+	case spec.ProviderGemini:
+		return gemini.New(m, lookup)
 	case spec.ProviderTest:
 		return offline.Test{}, nil
 	case spec.ProviderScript:
