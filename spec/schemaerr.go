@@ -244,6 +244,10 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 	case *kind.Type:
 		d.errorf(at, "", "expected %s, got %s", strings.Join(k.Want, " or "), describe(k.Got))
 	case *kind.Enum:
+		if (d.kind == scriptFile || d.kind == testFile) && tokens[len(tokens)-1] == "finish_reason" {
+			d.finishReasonError(at, k.Got)
+			return
+		}
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
 			want[i] = fmt.Sprint(w)

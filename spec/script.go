@@ -173,6 +173,9 @@ func (d *document) checkScriptReasoning(r *ScriptReasoning, at func(keys ...stri
 	}
 	for j, b := range r.Blocks {
 		bat := at("blocks", strconv.Itoa(j))
+		if d.failed[bat.path] {
+			continue
+		}
 		var block map[string]any
 		if json.Unmarshal(b.JSON, &block) != nil || block == nil {
 			d.errorf(bat, "write the block as a mapping, or as its JSON text", "a reasoning block must be a JSON object")
@@ -182,6 +185,17 @@ func (d *document) checkScriptReasoning(r *ScriptReasoning, at func(keys ...stri
 			d.errorf(bat, hint, "%s", msg)
 		}
 	}
+}
+
+// finishReasonError words an unknown finish reason better than the schema's enum,
+// whose list of every provider's words is too long to read.
+func (d *document) finishReasonError(at location, got any) {
+	name, _ := got.(string)
+	hint := suggest(name, ScriptFinishReasonNames())
+	if hint == "" {
+		hint = "use stop, tool_calls, length or content_filter, or a provider's word for one (docs/testing.md lists them)"
+	}
+	d.errorf(at, hint, "unknown finish reason %s", quoteValue(got))
 }
 
 // reasoningBlockKeys are the string fields each native block type needs, by
@@ -211,9 +225,9 @@ func checkReasoningBlock(provider string, block map[string]any) (msg, hint strin
 			hint = fmt.Sprintf("%s reasoning blocks are of type %s", provider, strings.Join(names, " or "))
 		}
 		if typ == "" {
-			return fmt.Sprintf("a %s reasoning block needs a type", provider), hint
+			return fmt.Sprintf("%s reasoning blocks need a type", provider), hint
 		}
-		return fmt.Sprintf("%q is not a %s reasoning block type", typ, provider), hint
+		return fmt.Sprintf("%s has no reasoning block of type %q", provider, typ), hint
 	}
 	for _, k := range need {
 		if s, _ := block[k].(string); s == "" {
