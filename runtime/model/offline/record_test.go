@@ -91,7 +91,7 @@ func TestRecordReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	inputs := []struct{ spec, input string }{
-		{recordSpec, "Where is A1?"}, // a tool round with thinking blocks, a rejected draft, an answer
+		{recordSpec, "Where is A1?"},    // a tool round with thinking blocks, a rejected draft, an answer
 		{recordSpec, "And the refund?"}, // cut off at max_tokens
 		{recordWorkflow, "digest"},      // a structured answer
 	}

@@ -21,7 +21,9 @@ func TestScriptKeys(t *testing.T) {
 	}
 	output := &model.JSONSchemaFormat{Name: "output", Schema: map[string]any{"type": "object"}}
 	verdict := &model.JSONSchemaFormat{Name: model.SchemaVerdict, Schema: map[string]any{"type": "object"}}
-	call := func(id, args string) []model.ToolCall { return []model.ToolCall{{ID: id, Name: "lookup", Arguments: args}} }
+	call := func(id, args string) []model.ToolCall {
+		return []model.ToolCall{{ID: id, Name: "lookup", Arguments: args}}
+	}
 	tests := []struct {
 		name   string
 		schema *model.JSONSchemaFormat
