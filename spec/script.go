@@ -191,7 +191,14 @@ func (d *document) checkScriptReasoning(r *ScriptReasoning, at func(keys ...stri
 // whose list of every provider's words is too long to read.
 func (d *document) finishReasonError(at location, got any) {
 	name, _ := got.(string)
-	hint := suggest(name, ScriptFinishReasonNames())
+	// Names in the case written come first, so a tie goes to them: max_token is
+	// Anthropic's max_tokens, not Gemini's MAX_TOKENS.
+	names := ScriptFinishReasonNames()
+	upper := name != "" && name == strings.ToUpper(name)
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmpBool(a == strings.ToUpper(a) != upper, b == strings.ToUpper(b) != upper)
+	})
+	hint := suggest(name, names)
 	if hint == "" {
 		hint = "use stop, tool_calls, length or content_filter, or a provider's word for one (docs/testing.md lists them)"
 	}
@@ -235,4 +242,15 @@ func checkReasoningBlock(provider string, block map[string]any) (msg, hint strin
 		}
 	}
 	return "", ""
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

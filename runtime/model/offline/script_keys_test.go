@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/spec"
 )
 
 // TestScriptKeys plays testdata/turns/keys.yaml, one turn per key of a script turn,
@@ -78,4 +79,21 @@ func TestScriptKeys(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// The script vocabulary spec keeps (spec cannot import model) names the model's
+// own finish reasons and reasoning providers.
+func TestScriptVocabularyIsTheModels(t *testing.T) {
+	ours := map[string]bool{string(model.FinishStop): true, string(model.FinishToolCalls): true, string(model.FinishLength): true, string(model.FinishContentFilter): true}
+	for name, f := range spec.ScriptFinishReasons {
+		if !ours[f] {
+			t.Errorf("finish reason %s maps to %s, not a model.FinishReason the runtime acts on", name, f)
+		}
+		if got := finishReason(name); string(got) != f {
+			t.Errorf("finishReason(%s) = %s, want %s", name, got, f)
+		}
+	}
+	if want := []string{model.ProviderAnthropic, model.ProviderGemini, model.ProviderResponses}; !reflect.DeepEqual(spec.ReasoningProviders, want) {
+		t.Errorf("spec.ReasoningProviders %v, model's %v", spec.ReasoningProviders, want)
+	}
 }
