@@ -28,9 +28,11 @@ type schemas struct {
 	agent *jsonschema.Schema
 	skill *lazySchema
 	test  *lazySchema
-	serve *lazySchema
-	meta  *lazySchema
-	doc   any // the agent schema as JSON, to list the keys a mapping may have
+	// script is the test schema's definition of a model script file.
+	script *lazySchema
+	serve  *lazySchema
+	meta   *lazySchema
+	doc    any // the agent schema as JSON, to list the keys a mapping may have
 	// testDoc is the test schema as JSON, for the same in test files; set when test
 	// is compiled, which comes before any error it could explain.
 	testDoc any
@@ -59,6 +61,14 @@ func compileSchemas() (*schemas, error) {
 	s := &schemas{agent: agent, doc: doc, compiler: c}
 	s.skill = s.lazy("skill schema", schema.SkillID, schema.SkillJSON, nil)
 	s.test = s.lazy("test schema", schema.TestID, schema.TestJSON, &s.testDoc)
+	s.script = &lazySchema{compile: sync.OnceValues(func() (*jsonschema.Schema, error) {
+		if _, err := s.test.compile(); err != nil { // adds the test schema, which holds the definition
+			return nil, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.compiler.Compile(schema.TestID + "#/definitions/script_file")
+	})}
 	s.serve = s.lazy("serve schema", schema.ServeID, schema.ServeJSON, &s.serveDoc)
 	s.meta = s.lazy("metaschema", metaSchemaURL, nil, nil)
 	return s, nil
@@ -234,6 +244,10 @@ func (d *document) schemaError(e *jsonschema.ValidationError, s *schemas, tokens
 	case *kind.Type:
 		d.errorf(at, "", "expected %s, got %s", strings.Join(k.Want, " or "), describe(k.Got))
 	case *kind.Enum:
+		if (d.kind == scriptFile || d.kind == testFile) && tokens[len(tokens)-1] == "finish_reason" {
+			d.finishReasonError(at, k.Got)
+			return
+		}
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
 			want[i] = fmt.Sprint(w)

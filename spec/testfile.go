@@ -87,17 +87,25 @@ type TestUser struct {
 	Attributes map[string]string `yaml:"attributes"`
 }
 
-// ScriptTurn is one scripted model response: text or tool calls.
+// ScriptTurn is one scripted model response: text or tool calls, with what a
+// provider may send besides (see script.go).
 type ScriptTurn struct {
-	Text      string           `yaml:"text" json:"text,omitempty"`
-	ToolCalls []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
-	// FinishReason overrides the turn's finish reason (stop, or tool_calls).
-	FinishReason string `yaml:"finish_reason" json:"finish_reason,omitempty"`
+	Text      string           `yaml:"text,omitempty" json:"text,omitempty"`
+	ToolCalls []ScriptToolCall `yaml:"tool_calls,omitempty" json:"tool_calls,omitempty"`
+	// Output is a structured answer, sent as its JSON text; it stands for Text.
+	Output JSONValue `yaml:"output,omitempty" json:"output,omitempty"`
+	// Reasoning is the reasoning the response carries.
+	Reasoning *ScriptReasoning `yaml:"reasoning,omitempty" json:"reasoning,omitempty"`
+	// FinishReason overrides the turn's finish reason (stop, or tool_calls): one of
+	// ScriptFinishReasons, a provider's word mapped to the runtime's.
+	FinishReason string `yaml:"finish_reason,omitempty" json:"finish_reason,omitempty"`
+	// Usage replaces the offline estimate of the turn's tokens.
+	Usage *ScriptUsage `yaml:"usage,omitempty" json:"usage,omitempty"`
 }
 
 // ScriptToolCall is a scripted call; Arguments is a mapping or a verbatim string.
 type ScriptToolCall struct {
-	ID        string `yaml:"id" json:"id,omitempty"`
+	ID        string `yaml:"id,omitempty" json:"id,omitempty"`
 	Name      string `yaml:"name" json:"name"`
 	Arguments any    `yaml:"arguments" json:"arguments,omitempty"`
 }
@@ -225,7 +233,9 @@ func (l *Loader) LoadTestFile(file string) (*TestFile, Diagnostics) {
 			c.Turns[j].Source = Source{Pos: tat.pos, Path: tat.path}
 			d.compileAnswer(c.Turns[j].Expect.Answer, "cases", ci, "turns", strconv.Itoa(j), "expect", "answer", "matches")
 			d.checkTestApprovals(c.Turns[j].Approvals, "cases", ci, "turns", strconv.Itoa(j), "approvals")
+			d.checkScriptTurns(c.Turns[j].Model, "cases", ci, "turns", strconv.Itoa(j), "model")
 		}
+		d.checkScriptTurns(c.Model, "cases", ci, "model")
 		d.compileAnswer(c.Expect.Answer, "cases", ci, "expect", "answer", "matches")
 		d.checkTestApprovals(c.Approvals, "cases", ci, "approvals")
 	}

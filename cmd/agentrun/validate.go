@@ -120,7 +120,8 @@ func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
 		case spec.KindFAQ:
 			diags = append(diags, knowledge.CheckSources(filepath.Dir(f.Path), []string{filepath.Base(f.Path)})...)
 		case spec.KindScript:
-			_, err = offline.LoadScript(f.Path)
+			_, ds := offline.LoadScriptWith(loader, f.Path)
+			diags = append(diags, ds...)
 		case spec.KindServe:
 			diags = append(diags, checkServeConfig(f.Path)...)
 		}

@@ -1,7 +1,6 @@
 package offline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
-	"go.yaml.in/yaml/v3"
 )
 
 // Script plays scripted model turns, one per model call, in order:
@@ -20,6 +18,9 @@ import (
 //	      - {name: read_file, arguments: {path: main.go}}
 //	      - {name: calculator, arguments: '{"expression": '}   # a string is sent as is
 //	  - text: The file has 42 lines.
+//	    reasoning: I counted them.       # or {text, provider, blocks}: native blocks
+//	    finish_reason: max_tokens        # ours or a provider's word (spec.ScriptFinishReasons)
+//	  - output: {lines: 42}              # a structured answer, sent as its JSON
 //
 // A call beyond the last turn is an error, so a run that loops fails clearly instead
 // of hanging. The judge's requests are answered from a list of their own, `judge:`
@@ -72,28 +73,42 @@ func (*Script) Ordered() bool { return true }
 // `exec --record` writes scripts and a long run's model output adds up.
 const MaxScriptSize = 16 << 20
 
-// LoadScript reads a script file: a regular file of at most MaxScriptSize.
+// LoadScript reads a script file: a regular file of at most MaxScriptSize, checked
+// as validate checks it. A script with errors fails with its spec.Diagnostics.
 func LoadScript(path string) (*Script, error) {
 	src, err := spec.ReadFile(path, MaxScriptSize)
 	if err != nil {
 		return nil, err
 	}
-	var doc struct {
-		Turns      []ScriptTurn     `yaml:"turns"`
-		Judge      []map[string]any `yaml:"judge"`
-		Classifier []map[string]any `yaml:"classifier"`
+	l, err := spec.NewLoader()
+	if err != nil {
+		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("script %s: %v", path, err)
+	s, diags := loadScript(l, path, src)
+	if diags.HasErrors() {
+		return nil, diags
 	}
-	if len(doc.Turns) == 0 {
-		return nil, fmt.Errorf("script %s: no turns", path)
+	return s, nil
+}
+
+// LoadScriptWith reads a script file with l's schemas; validate reports its
+// diagnostics, warnings too. The script is nil when there are errors.
+func LoadScriptWith(l *spec.Loader, path string) (*Script, spec.Diagnostics) {
+	src, err := spec.ReadFile(path, MaxScriptSize)
+	if err != nil {
+		return nil, spec.Diagnostics{{Severity: spec.Error, Pos: spec.Pos{File: path}, Message: err.Error()}}
+	}
+	return loadScript(l, path, src)
+}
+
+func loadScript(l *spec.Loader, path string, src []byte) (*Script, spec.Diagnostics) {
+	doc, diags := l.LoadScriptFile(path, src)
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	s := NewScript(path, doc.Turns)
 	s.verdicts, s.intents = doc.Judge, doc.Classifier
-	return s, nil
+	return s, diags
 }
 
 // Unused counts the scripted turns no model call has taken yet.
@@ -132,9 +147,11 @@ func (s *Script) Complete(ctx context.Context, req *model.Request) (*model.Respo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if req.JSONSchema != nil {
+	if req.JSONSchema != nil && isRuntimeSchema(req.JSONSchema.Name) {
 		return s.structured(req)
 	}
+	// The agent's own calls take the next turn, a structured answer's too (an
+	// output schema, a workflow step's): its output or text is the JSON.
 	s.mu.Lock()
 	i := s.next
 	s.next++
@@ -142,8 +159,23 @@ func (s *Script) Complete(ctx context.Context, req *model.Request) (*model.Respo
 	if i >= len(s.turns) {
 		return nil, &exhaustedError{name: s.name, calls: i + 1, turns: len(s.turns)}
 	}
+	return s.play(i, req)
+}
+
+// isRuntimeSchema reports whether a structured request is one of the runtime's own
+// (the judge's, the classifier's, fact extraction), which scripts answer from
+// lists of their own rather than from the turns.
+func isRuntimeSchema(name string) bool {
+	return name == model.SchemaVerdict || name == model.SchemaIntent || name == model.SchemaFacts
+}
+
+// play answers req with turn i.
+func (s *Script) play(i int, req *model.Request) (*model.Response, error) {
 	turn := s.turns[i]
 	msg := model.Message{Role: model.RoleAssistant, Content: turn.Text}
+	if len(turn.Output) > 0 {
+		msg.Content = string(turn.Output)
+	}
 	for j, tc := range turn.ToolCalls {
 		args, err := scriptArguments(tc.Arguments)
 		if err != nil {
@@ -155,14 +187,44 @@ func (s *Script) Complete(ctx context.Context, req *model.Request) (*model.Respo
 		}
 		msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: id, Name: tc.Name, Arguments: args})
 	}
+	msg.Reasoning = reasoningOf(turn.Reasoning)
 	if req.OnDelta != nil && msg.Content != "" {
 		req.OnDelta(msg.Content)
 	}
 	resp := respond(msg, req)
 	if turn.FinishReason != "" {
-		resp.FinishReason = model.FinishReason(turn.FinishReason)
+		resp.FinishReason = finishReason(turn.FinishReason)
+	}
+	if u := turn.Usage; u != nil {
+		resp.Usage = model.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+			CachedPromptTokens: u.CachedPromptTokens, CacheWriteTokens: u.CacheWriteTokens}
 	}
 	return resp, nil
+}
+
+// finishReason maps a scripted finish reason to the runtime's. A word not in
+// spec.ScriptFinishReasons (only a script built in Go has one: LoadScript
+// refuses them) is reported as it is, as providers report words of their own.
+func finishReason(name string) model.FinishReason {
+	if f, ok := spec.ScriptFinishReasons[name]; ok {
+		return model.FinishReason(f)
+	}
+	return model.FinishReason(name)
+}
+
+// reasoningOf is a scripted turn's reasoning as a model sends it.
+func reasoningOf(r *spec.ScriptReasoning) *model.Reasoning {
+	if r == nil {
+		return nil
+	}
+	out := &model.Reasoning{Field: r.Field, Text: r.Text, Provider: r.Provider}
+	if out.Field == "" && out.Provider == "" {
+		out.Field = spec.DefaultReasoningField
+	}
+	for _, b := range r.Blocks {
+		out.Blocks = append(out.Blocks, json.RawMessage(b.JSON))
+	}
+	return out
 }
 
 func scriptArguments(v any) (string, error) {
@@ -177,10 +239,10 @@ func scriptArguments(v any) (string, error) {
 	}
 }
 
-// structured answers a request for JSON: the next scripted verdict for the judge or
-// intent for the classifier (past their lists the judge passes and the classifier
-// answers like the test model), facts generated from their schema, and any other
-// request (a workflow's model step) from the next scripted turn.
+// structured answers the runtime's own requests for JSON: the next scripted verdict
+// for the judge or intent for the classifier (past their lists the judge passes
+// and the classifier answers like the test model), and facts generated from their
+// schema.
 func (s *Script) structured(req *model.Request) (*model.Response, error) {
 	v := offlineStructured(req.JSONSchema)
 	s.mu.Lock()
@@ -195,17 +257,6 @@ func (s *Script) structured(req *model.Request) (*model.Response, error) {
 			v = s.intents[s.nextClass]
 		}
 		s.nextClass++
-	case model.SchemaFacts:
-	default:
-		// Any other schema is the agent's own call (a workflow's model step): the
-		// next turn answers it, its text being the JSON, as a real model's would be.
-		i := s.next
-		s.next++
-		s.mu.Unlock()
-		if i >= len(s.turns) {
-			return nil, &exhaustedError{name: s.name, calls: i + 1, turns: len(s.turns)}
-		}
-		return respond(model.Message{Role: model.RoleAssistant, Content: s.turns[i].Text}, req), nil
 	}
 	s.mu.Unlock()
 	b, err := json.Marshal(v)
