@@ -136,7 +136,7 @@ func (c *compilation) compileOutputs() {
 		}
 		st, err := compileStructured(c.schemas, url, model.SchemaAnswer, o.Schema, retries)
 		if err != nil {
-			c.report(o.Source, "output.schema: %v", err)
+			c.report(o.Source, "schema: %v", err)
 		}
 		return st
 	}
