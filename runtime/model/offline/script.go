@@ -132,7 +132,8 @@ func (s *Script) Complete(ctx context.Context, req *model.Request) (*model.Respo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if req.JSONSchema != nil {
+	// The agent's own structured answer comes with its tools: a whole turn plays it.
+	if req.JSONSchema != nil && req.JSONSchema.Name != model.SchemaAnswer {
 		return s.structured(req)
 	}
 	s.mu.Lock()
