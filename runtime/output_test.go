@@ -130,7 +130,7 @@ routing: {fallback: order}
 `
 	for _, tt := range []struct {
 		intent, answer, output string
-		required           []any
+		required               []any
 	}{
 		{"count", `{"n": 3}`, `{"n":3}`, []any{"n"}},
 		{"order", `{"order": "A1", "status": "unpaid"}`, `{"order":"A1","status":"unpaid"}`, []any{"order", "status"}},
