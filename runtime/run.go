@@ -280,6 +280,7 @@ func (r *run) think() *model.Message {
 	req := &model.Request{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
 	if st := r.output(); st != nil {
 		req.JSONSchema = st.format() // providers combine it with the tools natively
+		req.OnDelta = nil            // a draft is shown only once it validates
 	}
 	detail, release := r.overBudget(PurposeAgent, req)
 	if detail != "" {
