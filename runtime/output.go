@@ -182,7 +182,7 @@ func (r *run) checkOutput(draft *model.Message) bool {
 	r.emit(Event{Kind: EventGuard, Guard: GuardOutputInvalid, Message: strings.Join(c.problems, "; ")})
 	r.outputState.rejections++
 	if r.outputState.rejections > st.retries {
-		r.stop(StopOutputInvalid, fmt.Sprintf("%d answers did not match the output schema: %s", r.outputState.rejections, strings.Join(c.problems, "; ")))
+		r.stop(StopOutputInvalid, fmt.Sprintf("no answer matched the output schema (%d sent back with their problems): %s", st.retries, strings.Join(c.problems, "; ")))
 		return false
 	}
 	r.feedback = append(r.feedback, len(r.messages), len(r.messages)+1)
