@@ -175,9 +175,21 @@ func writeStates(b *strings.Builder, st *spec.Settings, m machine) {
 	fmt.Fprintf(b, "    s_%s((%s))\n    s_%s((%s))\n  end\n", runtime.StateFinished, label("FINISHED"), runtime.StateStopped, label("STOPPED · fallback"))
 }
 
+// gateLabels name the triggers of the gates before the judge: the plan's and the
+// output schema's.
+var gateLabels = map[runtime.Trigger]string{
+	runtime.TriggerPlanOpen:                     "plan steps open",
+	runtime.Trigger(runtime.StopPlanIncomplete): "plan_incomplete",
+	runtime.TriggerOutputFeedback:               "answer does not match output.schema",
+	runtime.Trigger(runtime.StopOutputInvalid):  "output_invalid (after output.retries)",
+}
+
 // triggerLabel names a trigger with the setting that governs it; "" leaves out one
 // that cannot happen and needs no note.
 func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
+	if l, ok := gateLabels[t]; ok {
+		return l
+	}
 	g := st.Guards
 	switch t {
 	case runtime.TriggerToolCalls:
@@ -199,14 +211,6 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 			}
 		}
 		return "handoff · " + strings.Join(to, ", ")
-	case runtime.TriggerPlanOpen:
-		return "plan steps open"
-	case runtime.TriggerOutputFeedback:
-		return "answer does not match output.schema"
-	case runtime.Trigger(runtime.StopOutputInvalid):
-		return "output_invalid (after output.retries)"
-	case runtime.Trigger(runtime.StopPlanIncomplete):
-		return "plan_incomplete"
 	case runtime.TriggerCacheHit:
 		var hits []string
 		for _, in := range st.Intents {
