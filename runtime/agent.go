@@ -38,6 +38,10 @@ type Agent struct {
 	clock          func() time.Time
 	subAgents      map[string]*Agent // the agents entries' agents, by name
 	workflow       *workflow         // the spec's workflow; nil: the model decides
+	// output is the structured answer of the agent's runs (output.go), and
+	// intentOutputs each intent's own, which wins; nil: free text.
+	output        *structured
+	intentOutputs map[string]*structured
 }
 
 // now is the clock approvals expire by: the agent's when it has one (tests move

@@ -101,6 +101,7 @@ func Compile(s *spec.Spec, opts Options) (*Agent, spec.Diagnostics) {
 	c.compileSubAgents()
 	c.compileExternalTools()
 	a.compileWorkflow(c.schemas, c.report)
+	c.compileOutputs()
 	if c.diags.HasErrors() {
 		return nil, c.diags
 	}

@@ -84,6 +84,9 @@ const (
 	// GuardPlanOpen: the plan gate refused an answer while plan steps were open (or
 	// before any plan, with plan.required); the run stops after max_rejections.
 	GuardPlanOpen Guard = "plan_open"
+	// GuardOutputInvalid: an answer did not match the output schema; it goes back
+	// to the model with the problems, or the run stops with output_invalid.
+	GuardOutputInvalid Guard = "output_invalid"
 )
 
 // Event is one step of a run, for progress output, traces and audits. Each kind

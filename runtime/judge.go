@@ -41,7 +41,7 @@ type judgeState struct {
 // validate gates a draft answer. A draft the judge fails is not kept: the model gets
 // the judge's feedback and tries again, up to max_retries; then on_exhausted decides.
 func (r *run) validate(draft *model.Message) {
-	if !r.planGate() {
+	if !r.checkOutput(draft) || !r.planGate() {
 		return
 	}
 	if j := r.agent.settings.Judge; j != nil {
@@ -73,7 +73,7 @@ func (r *run) validate(draft *model.Message) {
 			r.emit(Event{Kind: EventGuard, Guard: GuardJudgeExhausted, Message: "on_exhausted: " + string(j.OnExhausted)})
 		}
 	}
-	if !r.filterText(spec.StageAnswer, &draft.Content) {
+	if !r.filterText(spec.StageAnswer, &draft.Content) || !r.acceptOutput(draft) {
 		return
 	}
 	r.messages = append(r.messages, *draft)

@@ -62,7 +62,7 @@ func (m *stubModel) Complete(ctx context.Context, req *model.Request) (*model.Re
 	var n int
 	var tokens int64
 	switch {
-	case req.JSONSchema == nil:
+	case req.JSONSchema == nil || req.JSONSchema.Name == model.SchemaAnswer:
 		m.agentReqs = append(m.agentReqs, cp)
 		replies, n, tokens = m.agent, len(m.agentReqs), stubAgentTokens
 	case req.JSONSchema.Name == model.SchemaVerdict:

@@ -30,6 +30,8 @@ const (
 	TriggerPlanOpen      Trigger = "plan_open"      // the answer came while plan steps were open; refusals remain
 	TriggerHandoff       Trigger = "handoff"        // the intent's agent answered in the run's place
 	TriggerWorkflowDone  Trigger = "workflow_done"  // the workflow's steps ran and its answer passed the answer filters
+	// TriggerOutputFeedback: the answer did not match the output schema; retries remain.
+	TriggerOutputFeedback Trigger = "output_feedback"
 )
 
 // Edge is one transition of the state machine with everything that triggers it.
@@ -47,12 +49,12 @@ var edges = []Edge{
 	// A handoff ends as its agent's run did: the judge's, plan's and duplicate
 	// guard's stops reach THINKING that way.
 	{StateThinking, StateStopped, stops(StopBlocked, StopMaxTurns, StopMaxToolRounds, StopModelError, StopTruncated, StopContentFilter, StopBudget, StopTimeout, StopCanceled,
-		StopDuplicateCall, StopJudgeRejected, StopPlanIncomplete, StopWorkflowFailed)},
+		StopDuplicateCall, StopJudgeRejected, StopPlanIncomplete, StopWorkflowFailed, StopOutputInvalid)},
 	{StateToolExecuting, StateThinking, []Trigger{TriggerResults}},
 	{StateToolExecuting, StateStopped, stops(StopDuplicateCall, StopTimeout, StopCanceled, StopAwaitingApproval, StopApprovalTimeout)},
 	{StateValidating, StateFinished, []Trigger{TriggerAccepted}},
-	{StateValidating, StateThinking, []Trigger{TriggerPlanOpen, TriggerJudgeFeedback}},
-	{StateValidating, StateStopped, stops(StopPlanIncomplete, StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},
+	{StateValidating, StateThinking, []Trigger{TriggerOutputFeedback, TriggerPlanOpen, TriggerJudgeFeedback}},
+	{StateValidating, StateStopped, stops(StopOutputInvalid, StopPlanIncomplete, StopJudgeRejected, StopBlocked, StopBudget, StopTimeout, StopCanceled)},
 }
 
 func stops(reasons ...StopReason) []Trigger {

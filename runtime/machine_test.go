@@ -250,6 +250,7 @@ func machineCases() []machineCase {
 	judge := "judge:\n  criteria: [Complete.]\n"
 	plan := func(steps string) stubReply { return stubCall("c-plan", "update_plan", `{"steps":[`+steps+`]}`) }
 	zero := 0
+	output := "output: {schema: {type: object, properties: {n: {type: integer}}, required: [n]}"
 	return []machineCase{
 		{name: "completed", agent: []stubReply{stubSay("done")},
 			stop: runtime.StopCompleted, path: "VALIDATING FINISHED"},
@@ -299,6 +300,12 @@ func machineCases() []machineCase {
 		{name: "judge_rejected", extra: judge + "  max_retries: 0\n",
 			agent: []stubReply{stubSay("draft")}, judge: []stubReply{stubVerdict(false, "no")},
 			stop: runtime.StopJudgeRejected, path: "VALIDATING STOPPED"},
+		{name: "completed after output feedback", extra: output + "}\n",
+			agent: []stubReply{stubSay("prose"), stubSay(`{"n": 1}`)},
+			stop:  runtime.StopCompleted, path: "VALIDATING THINKING VALIDATING FINISHED"},
+		{name: "output_invalid", extra: output + ", retries: 0}\n",
+			agent: []stubReply{lookup("1"), stubSay(`{"n": "one"}`)},
+			stop:  runtime.StopOutputInvalid, path: "TOOL_EXECUTING THINKING VALIDATING STOPPED"},
 		{name: "completed after plan feedback", plan: &spec.Plan{},
 			agent: []stubReply{plan(`{"step":"look","status":"in_progress"}`), stubSay("early"), plan(`{"step":"look","status":"done"}`), stubSay("done")},
 			stop:  runtime.StopCompleted, path: "TOOL_EXECUTING THINKING VALIDATING THINKING TOOL_EXECUTING THINKING VALIDATING FINISHED"},

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
@@ -83,6 +84,9 @@ const (
 	// StopWorkflowFailed: a workflow step failed with on_error fail (Detail says
 	// which and why); the answer is the fallback message.
 	StopWorkflowFailed StopReason = "workflow_failed"
+	// StopOutputInvalid: the answers did not match the output schema, after
+	// output.retries corrections; the answer is the fallback message.
+	StopOutputInvalid StopReason = "output_invalid"
 )
 
 // StopReasons lists every stop reason. A new one needs its edges into STOPPED in
@@ -90,20 +94,23 @@ const (
 // and a place in this list (TestStopReasonsListsEveryConstant).
 var StopReasons = []StopReason{StopCompleted, StopMaxTurns, StopMaxToolRounds, StopDuplicateCall, StopModelError,
 	StopCanceled, StopTimeout, StopJudgeRejected, StopBlocked, StopTruncated, StopContentFilter, StopBudget,
-	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete, StopWorkflowFailed}
+	StopAwaitingApproval, StopApprovalTimeout, StopPlanIncomplete, StopWorkflowFailed, StopOutputInvalid}
 
 // Result is the outcome of a run. A run that a guard or a fault stopped has the
 // spec's fallback message as its Answer and Stop says why.
 type Result struct {
-	Answer     string      `json:"answer"`
-	Stop       StopReason  `json:"stop"`
-	Detail     string      `json:"detail,omitempty"` // what tripped, for a stopped run
-	Intent     string      `json:"intent,omitempty"`
-	IntentHow  RoutedBy    `json:"intent_how,omitempty"`
-	Turns      int         `json:"turns"`       // model calls
-	ToolRounds int         `json:"tool_rounds"` // responses whose tool calls ran
-	Steps      []Step      `json:"steps"`
-	Usage      model.Usage `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
+	Answer string `json:"answer"`
+	// Output is the answer's JSON value when the run answers with a structured
+	// output (output: in the spec or the intent); Answer is then its text.
+	Output     json.RawMessage `json:"output,omitempty"`
+	Stop       StopReason      `json:"stop"`
+	Detail     string          `json:"detail,omitempty"` // what tripped, for a stopped run
+	Intent     string          `json:"intent,omitempty"`
+	IntentHow  RoutedBy        `json:"intent_how,omitempty"`
+	Turns      int             `json:"turns"`       // model calls
+	ToolRounds int             `json:"tool_rounds"` // responses whose tool calls ran
+	Steps      []Step          `json:"steps"`
+	Usage      model.Usage     `json:"usage"` // of every model call: the agent's, the judge's and the classifier's
 	// ModelConfigStatus is the HTTP status (401, 403, 404) of a model_error stop that
 	// is a configuration error (see ModelError.Misconfigured), 0 otherwise: the key,
 	// the model's name or its base URL is wrong, and the fallback message is no answer

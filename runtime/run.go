@@ -18,7 +18,6 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // run is the state of one Run: the messages of this exchange, counters and the
@@ -52,12 +51,13 @@ type run struct {
 	parent *parentLink
 	depth  int
 
-	judge     judgeState     // judge.go
-	plan      planState      // plan.go
-	budget    budgetState    // budget.go
-	memory    memoryState    // memory.go
-	knowledge knowledgeState // knowledgestage.go
-	resume    resumeState    // resume.go: what earlier executions of the run left
+	judge       judgeState     // judge.go
+	plan        planState      // plan.go
+	budget      budgetState    // budget.go
+	memory      memoryState    // memory.go
+	knowledge   knowledgeState // knowledgestage.go
+	resume      resumeState    // resume.go: what earlier executions of the run left
+	outputState outputState    // output.go
 }
 
 // Run answers one request. It returns an error only for a misuse (no model); every
@@ -278,6 +278,10 @@ func (r *run) think() *model.Message {
 		return nil
 	}
 	req := &model.Request{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
+	if st := r.output(); st != nil {
+		req.JSONSchema = st.format() // providers combine it with the tools natively
+		req.OnDelta = nil            // a draft is shown only once it validates
+	}
 	detail, release := r.overBudget(PurposeAgent, req)
 	if detail != "" {
 		r.stop(StopBudget, detail)
@@ -656,26 +660,9 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// schemaProblems lists a validation error's leaves as "at /path: problem".
+// schemaProblems lists a validation error's leaves as "at /pointer: problem".
 func schemaProblems(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
-	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(printer)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return strings.Join(out, "; ")
+	return strings.Join(schemaProblemList(err), "; ")
 }
 
 // runParallel runs the runnable calls, at most guards.max_parallel_tools at a time.

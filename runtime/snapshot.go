@@ -38,6 +38,7 @@ type pausedState struct {
 	Signatures        map[string]string   `json:"signatures,omitempty"`
 	Rejections        int                 `json:"rejections,omitempty"`
 	PlanRejections    int                 `json:"plan_rejections,omitempty"`
+	OutputRejections  int                 `json:"output_rejections,omitempty"`
 	SpentTurns        int                 `json:"spent_turns,omitempty"` // model calls of the run and its sub-runs
 	FactChanges       []store.FactChange  `json:"fact_changes,omitempty"`
 	Cost              float64             `json:"cost,omitempty"`
@@ -97,10 +98,11 @@ func (a *Agent) restore(ctx context.Context, p *store.PausedRun, st *pausedState
 	r := &run{agent: a, req: rq, ctx: ctx, state: StateToolExecuting, result: &res, messages: st.Messages,
 		signatures: st.Signatures, started: hostOf(req.Host).Now(), seen: newSeenEntities(st.Seen),
 		feedback: st.Feedback, finish: st.Finish, id: p.ID,
-		judge:     judgeState{rejections: st.Rejections},
-		plan:      planState{rejections: st.PlanRejections},
-		memory:    memoryState{profile: st.Profile, block: st.Memory, factChanges: st.FactChanges},
-		knowledge: knowledgeState{rag: st.RAG},
+		judge:       judgeState{rejections: st.Rejections},
+		plan:        planState{rejections: st.PlanRejections},
+		outputState: outputState{rejections: st.OutputRejections},
+		memory:      memoryState{profile: st.Profile, block: st.Memory, factChanges: st.FactChanges},
+		knowledge:   knowledgeState{rag: st.RAG},
 		budget: budgetState{cost: st.Cost, costUnknown: st.CostUnknown, costUnchecked: st.CostUnchecked, tally: &sync.Mutex{},
 			spent: spend{turns: max(st.SpentTurns, res.Turns), tokens: max(res.Usage.TotalTokens, res.Usage.PromptTokens+res.Usage.CompletionTokens), cost: st.Cost}},
 		resume: resumeState{id: p.ID, version: p.Version, decided: st.Decided, turnsBefore: res.Turns},
@@ -145,7 +147,7 @@ func (r *run) snapshot() *pausedState {
 		TraceConversation: r.req.TraceConversation, Intent: r.result.Intent, History: r.req.History,
 		StoredSeen: r.seen.stored.store != nil, SeenError: errText(r.seen.stored.err), Seen: r.req.Seen, Revealed: r.seen.revealedByKind(), Messages: r.messages,
 		Feedback: r.feedback, Profile: r.memory.profile, Memory: r.memory.block, RAG: r.knowledge.rag, Signatures: r.signatures,
-		Rejections: r.judge.rejections, PlanRejections: r.plan.rejections, SpentTurns: r.spentTurns(), FactChanges: r.memory.factChanges, Cost: r.budget.cost, CostUnknown: r.budget.costUnknown,
+		Rejections: r.judge.rejections, PlanRejections: r.plan.rejections, OutputRejections: r.outputState.rejections, SpentTurns: r.spentTurns(), FactChanges: r.memory.factChanges, Cost: r.budget.cost, CostUnknown: r.budget.costUnknown,
 		CostUnchecked: r.budget.costUnchecked, Result: *r.result, Finish: r.finish, Decided: r.resume.decided, Placement: placementOf(r.req.Host)}
 	for _, s := range r.result.Steps {
 		st.StepArgs = append(st.StepArgs, s.modelArgs)

@@ -27,10 +27,10 @@ type workflow struct {
 type flowStep struct {
 	spec     *spec.Step
 	kind     spec.StepKind
-	schema   *jsonschema.Schema // a model step's output schema; nil without one
-	body     []*flowStep        // a loop's steps
-	branches [][]*flowStep      // a parallel step's branches
-	nested   []*spec.Step       // every step inside, marked skipped with it
+	output   *structured   // a model step's output schema; nil without one
+	body     []*flowStep   // a loop's steps
+	branches [][]*flowStep // a parallel step's branches
+	nested   []*spec.Step  // every step inside, marked skipped with it
 }
 
 // compileWorkflow compiles the spec's workflow, if any, reporting what cannot run:
@@ -60,13 +60,10 @@ func (a *Agent) compileWorkflow(compiler *jsonschema.Compiler, report func(src s
 				}
 			case spec.StepModelK:
 				if s.Model.Schema != nil {
-					url := fmt.Sprintf("mem://workflow/%s.json", s.Name)
-					schema, err := normalizeJSON(s.Model.Schema)
-					if err == nil {
-						if err = compiler.AddResource(url, schema); err == nil {
-							fs.schema, err = compiler.Compile(url)
-						}
-					}
+					// Prefixed: a step named verdict or intent must not pass for the
+					// judge's or the classifier's request.
+					var err error
+					fs.output, err = compileStructured(compiler, fmt.Sprintf("mem://workflow/%s.json", s.Name), "step_"+s.Name, s.Model.Schema, spec.DefaultOutputRetries)
 					if err != nil {
 						report(s.Source, "step %s: schema: %v", s.Name, err)
 					}

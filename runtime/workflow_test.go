@@ -246,10 +246,12 @@ workflow:
 		t.Errorf("requests %+v", model.requests)
 	}
 
-	bad := script(say(`{"choice": 3}`))
+	// An answer that does not match goes back with its problems, as an agent's
+	// structured answer does; after the retries the step fails.
+	bad := script(say(`{"choice": 3}`), say(`{"choice": 3}`), say(`{"choice": 3}`))
 	res, _ = runAgent(t, context.Background(), compile(t, src, bad, nil), "x")
-	if res.Stop != runtime.StopWorkflowFailed || !strings.Contains(res.Detail, "does not match the schema") {
-		t.Errorf("stop %s (%s)", res.Stop, res.Detail)
+	if res.Stop != runtime.StopWorkflowFailed || !strings.Contains(res.Detail, "does not match the schema") || len(bad.requests) != 1+spec.DefaultOutputRetries {
+		t.Errorf("stop %s (%s) after %d calls", res.Stop, res.Detail, len(bad.requests))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/spec"
 	"github.com/expr-lang/expr"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // once runs a tool, model or agent step once: for a for_each item when item is
@@ -143,8 +142,10 @@ func (f *flow) reveals(c *call) map[string][]string {
 
 // model makes a model step's call: the spec's instructions as the system prompt,
 // the rendered prompt as the user's message, no tools; with a schema, the answer
-// must be JSON matching it. It counts as a model call of the run: max_turns and the
-// budgets apply, and a guard that trips ends the workflow.
+// must be JSON matching it, and one that does not goes back to the model with its
+// problems, as an agent's structured answer does (output.go). Each call counts as
+// a model call of the run: max_turns and the budgets apply, and a guard that trips
+// ends the workflow.
 func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]any, error) {
 	r := f.r
 	m := st.spec.Model
@@ -157,24 +158,52 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: sys})
 	}
 	req := &model.Request{Messages: append(msgs, model.Message{Role: model.RoleUser, Content: prompt})}
-	if m.Schema != nil {
-		// Prefixed: a step named verdict or intent must not pass for the judge's or
-		// the classifier's request.
-		req.JSONSchema = &model.JSONSchemaFormat{Name: "step_" + st.spec.Name, Schema: m.Schema}
+	if st.output != nil {
+		req.JSONSchema = st.output.format()
 	}
+	out := zeroOutput(st.spec)
+	for attempt := 0; ; attempt++ {
+		text, err := f.callModel(st, req, id)
+		if err != nil {
+			return nil, err
+		}
+		out[spec.OutText] = text
+		if st.output == nil {
+			out[spec.OutOutput], out[spec.OutOK] = text, true
+			return out, nil
+		}
+		c := st.output.check(text)
+		if c.valid() {
+			// The validator's numbers are json.Number; expressions want the types
+			// validate gave them: int where the schema says integer, float64 elsewhere.
+			out[spec.OutOutput], out[spec.OutOK] = typedJSON(c.value, st.output.decl), true
+			return out, nil
+		}
+		r.emit(Event{Kind: EventGuard, Guard: GuardOutputInvalid, Step: st.spec.Name, Message: strings.Join(c.problems, "; ")})
+		if attempt >= st.output.retries {
+			return out, fmt.Errorf("the model's answer does not match the schema: %s", strings.Join(c.problems, "; "))
+		}
+		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: text},
+			model.Message{Role: model.RoleUser, Content: st.output.correction(c)})
+	}
+}
+
+// callModel makes one call of a model step and returns its text.
+func (f *flow) callModel(st *flowStep, req *model.Request, id string) (string, error) {
+	r := f.r
 	f.mu.Lock()
 	// The budget holds the call's worst case while it is in flight: model steps
 	// running at once cannot each spend the same remainder.
 	detail, release := r.overBudget(PurposeWorkflow, req)
 	if detail != "" {
 		f.mu.Unlock()
-		return nil, f.stop(StopBudget, detail)
+		return "", f.stop(StopBudget, detail)
 	}
 	defer release()
 	if detail := r.takeTurn(); detail != "" {
 		f.mu.Unlock()
 		r.emit(Event{Kind: EventGuard, Guard: GuardMaxTurns, Step: st.spec.Name, Message: detail})
-		return nil, f.stop(StopMaxTurns, detail)
+		return "", f.stop(StopMaxTurns, detail)
 	}
 	f.turns++
 	turn := f.base + f.turns
@@ -189,9 +218,9 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		}
 		f.mu.Unlock()
 		if stop := f.stopped(); stop != nil {
-			return nil, stop
+			return "", stop
 		}
-		return nil, err
+		return "", err
 	}
 	f.mu.Lock()
 	cost := r.account(PurposeWorkflow, resp.Usage)
@@ -202,41 +231,11 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		Duration: f.r.since(start), Finish: resp.FinishReason})
 	switch resp.FinishReason {
 	case model.FinishLength:
-		return nil, errors.New("the model's answer was cut off (finish_reason length)")
+		return "", errors.New("the model's answer was cut off (finish_reason length)")
 	case model.FinishContentFilter:
-		return nil, errors.New("the provider's content filter stopped the answer")
+		return "", errors.New("the provider's content filter stopped the answer")
 	}
-	out := zeroOutput(st.spec)
-	text := resp.Message.Content
-	out[spec.OutText] = text
-	if st.schema != nil {
-		v, err := decodeOutput(text, st.schema, st.spec.Model.Schema)
-		if err != nil {
-			return out, err
-		}
-		out[spec.OutOutput] = v
-	} else {
-		out[spec.OutOutput] = text
-	}
-	out[spec.OutOK] = true
-	return out, nil
-}
-
-// decodeOutput reads a model's JSON answer, in a ```json fence or not, and checks
-// it against the step's schema.
-func decodeOutput(text string, schema *jsonschema.Schema, decl map[string]any) (any, error) {
-	content := strings.TrimSpace(text)
-	content = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(content, "```json"), "```"), "```"))
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
-	if err != nil {
-		return nil, fmt.Errorf("the model's answer is not JSON: %s", preview(text))
-	}
-	if err := schema.Validate(v); err != nil {
-		return nil, fmt.Errorf("the model's answer does not match the schema: %s", schemaProblems(err))
-	}
-	// The validator's numbers are json.Number; expressions want the types validate
-	// gave them: int where the schema says integer, float64 elsewhere.
-	return typedJSON(v, decl), nil
+	return resp.Message.Content, nil
 }
 
 // typedJSON turns the validator's json.Number values into what the step's output

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -72,7 +73,7 @@ func check(ctx context.Context, e spec.Expect, run *observed) []string {
 	var out []string
 	for _, group := range []expectation{
 		checkIntent, checkCalls, checkNotCalled, checkRefused, checkOffered, checkGuards,
-		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved, checkApprovals, checkPlan,
+		checkVerdicts, checkStop, checkAnswer, checkFacts, checkHistory, checkCache, checkRetrieved, checkApprovals, checkPlan, checkOutput,
 	} {
 		out = append(out, group(ctx, e, run)...)
 	}
@@ -190,6 +191,50 @@ func checkAnswer(_ context.Context, e spec.Expect, run *observed) []string {
 		return []string{fmt.Sprintf("answer: expected it to match %s, got %q", a.Matches, answer)}
 	}
 	return nil
+}
+
+// checkOutput compares the structured answer with the expected value, as a subset
+// (see spec.Expect.Output).
+func checkOutput(_ context.Context, e spec.Expect, run *observed) []string {
+	if e.Output == nil {
+		return nil
+	}
+	want := jsonValue(e.Output)
+	wantJSON, _ := json.Marshal(want)
+	if run.res.Output == nil {
+		return []string{fmt.Sprintf("output: expected %s, the run has no structured answer (stop %s)", wantJSON, run.res.Stop)}
+	}
+	var got any
+	if err := json.Unmarshal(run.res.Output, &got); err != nil {
+		return []string{"output: " + err.Error()}
+	}
+	if at, ok := subsetOf(want, got, ""); !ok {
+		return []string{fmt.Sprintf("output: expected %s, got %s (they differ at %s)", wantJSON, run.res.Output, cmp.Or(at, "/"))}
+	}
+	return nil
+}
+
+// subsetOf reports whether got has every key of want, recursively for objects,
+// and otherwise equals it; when not, at is the JSON pointer where they differ.
+func subsetOf(want, got any, at string) (string, bool) {
+	w, ok := want.(map[string]any)
+	if !ok {
+		return at, reflect.DeepEqual(want, got)
+	}
+	g, ok := got.(map[string]any)
+	if !ok {
+		return at, false
+	}
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		gv, ok := g[k]
+		if !ok {
+			return at + "/" + k, false
+		}
+		if p, ok := subsetOf(w[k], gv, at+"/"+k); !ok {
+			return p, false
+		}
+	}
+	return "", true
 }
 
 // checkFacts compares the user's stored facts; a nil expected value means absent.

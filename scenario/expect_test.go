@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"slices"
 	"testing"
@@ -26,6 +27,7 @@ func TestCheck(t *testing.T) {
 		},
 		Verdicts: []agent.Verdict{{Passed: false}, {Passed: true}},
 	}
+	structured := &agent.Result{Stop: agent.StopCompleted, Output: json.RawMessage(`{"order":{"id":"A1","lines":2},"tags":["x","y"]}`)}
 	runOut := &agent.Result{Stop: agent.StopModelError, Detail: "script s: the model was called 2 times, but the script has only 1 turns"}
 	tests := []struct {
 		name      string
@@ -92,6 +94,19 @@ func TestCheck(t *testing.T) {
 		}},
 		{name: "history", res: completed, expect: spec.Expect{HistoryTurns: &two, Refused: []string{"delete_all"}}, want: []string{
 			"history: expected 2 turns stored, got 0",
+		}},
+		{name: "output subset matches", res: structured, expect: spec.Expect{Output: map[string]any{"order": map[string]any{"id": "A1"}, "tags": []any{"x", "y"}}}},
+		{name: "output differs inside", res: structured, expect: spec.Expect{Output: map[string]any{"order": map[string]any{"id": "A2"}}}, want: []string{
+			`output: expected {"order":{"id":"A2"}}, got {"order":{"id":"A1","lines":2},"tags":["x","y"]} (they differ at /order/id)`,
+		}},
+		{name: "output arrays are equal, not subsets", res: structured, expect: spec.Expect{Output: map[string]any{"tags": []any{"x"}}}, want: []string{
+			`output: expected {"tags":["x"]}, got {"order":{"id":"A1","lines":2},"tags":["x","y"]} (they differ at /tags)`,
+		}},
+		{name: "output key missing", res: structured, expect: spec.Expect{Output: map[string]any{"order": map[string]any{"lines": 2, "total": 3}}}, want: []string{
+			`output: expected {"order":{"lines":2,"total":3}}, got {"order":{"id":"A1","lines":2},"tags":["x","y"]} (they differ at /order/total)`,
+		}},
+		{name: "no output", res: &agent.Result{Stop: agent.StopOutputInvalid}, expect: spec.Expect{Output: map[string]any{"n": 1}, Stop: "output_invalid"}, want: []string{
+			`output: expected {"n":1}, the run has no structured answer (stop output_invalid)`,
 		}},
 	}
 	ctx := context.Background()

@@ -70,6 +70,7 @@ func (c *checker) check() {
 	c.checkFilters()
 	c.checkKnowledge()
 	c.checkWorkflow()
+	c.checkOutputs()
 	c.checkDurations()
 	c.compileTemplate(&s.Instructions, EnvInstructions.Types(VarTypes{User: c.user}), c.at("instructions"))
 	c.checkUnused()

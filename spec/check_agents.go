@@ -75,7 +75,7 @@ func (c *checker) hasErrorAt(path string) bool {
 // each with what the agent brings instead.
 var agentKeys = []struct{ key, brings string }{
 	{"domain", "its own tools"}, {"tools", "its own tools"}, {"cache", "its own cache"},
-	{"rag", "its own retrieval"}, {"plan", "its own plan mode"},
+	{"rag", "its own retrieval"}, {"plan", "its own plan mode"}, {"output", "its own output"},
 }
 
 // checkAgentIntents checks the intents with agent: the agent must be declared, and

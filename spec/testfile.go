@@ -139,6 +139,10 @@ type Expect struct {
 	Approvals []string `yaml:"approvals"`
 	// Plan is the model's plan at the end of the run (plan mode), step by step.
 	Plan []ExpectPlanStep `yaml:"plan"`
+	// Output is the structured answer's value, matched like a subset: every key
+	// of an object given must match, objects inside by the same rule; arrays and
+	// other values must be equal.
+	Output any `yaml:"output"`
 }
 
 // ExpectPlanStep is a step of the expected plan: its text and status.

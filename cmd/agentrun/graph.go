@@ -115,10 +115,13 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 // whether some tool's calls may wait for a person's approval; workflow, whether it
 // is a workflow (its own ways to finish and stop); plan, whether plan mode is on
 // anywhere; handoff, whether an intent hands its runs to an agent.
-type machine struct{ approvals, workflow, plan, handoff bool }
+type machine struct{ approvals, workflow, plan, handoff, output bool }
 
 func machineOf(s *spec.Spec, st *spec.Settings) machine {
-	m := machine{approvals: agentrun.NeedsApproval(s), workflow: s.Workflow != nil, plan: st.Plan != nil}
+	m := machine{approvals: agentrun.NeedsApproval(s), workflow: s.Workflow != nil, plan: st.Plan != nil, output: s.Output != nil && s.Workflow == nil}
+	for _, in := range s.Intents {
+		m.output = m.output || in.Output != nil && in.Agent == ""
+	}
 	for _, in := range st.Intents {
 		m.plan = m.plan || in.Plan != nil
 		m.handoff = m.handoff || in.Agent != ""
@@ -128,7 +131,8 @@ func machineOf(s *spec.Spec, st *spec.Settings) machine {
 
 // handoffStops are the stops a run reaches from THINKING only through a handoff:
 // the agent it handed to stopped that way.
-var handoffStops = []runtime.Trigger{runtime.Trigger(runtime.StopDuplicateCall), runtime.Trigger(runtime.StopJudgeRejected), runtime.Trigger(runtime.StopPlanIncomplete)}
+var handoffStops = []runtime.Trigger{runtime.Trigger(runtime.StopDuplicateCall), runtime.Trigger(runtime.StopJudgeRejected), runtime.Trigger(runtime.StopPlanIncomplete),
+	runtime.Trigger(runtime.StopOutputInvalid)}
 
 // possible reports whether a spec's runs can move along the edge for the trigger.
 func (m machine) possible(e runtime.Edge, t runtime.Trigger) bool {
@@ -141,6 +145,8 @@ func (m machine) possible(e runtime.Edge, t runtime.Trigger) bool {
 		return false // drawn once, as "handoff stopped"
 	case t == runtime.TriggerPlanOpen || t == runtime.Trigger(runtime.StopPlanIncomplete):
 		return m.plan
+	case t == runtime.TriggerOutputFeedback || t == runtime.Trigger(runtime.StopOutputInvalid):
+		return m.output
 	}
 	return true
 }
@@ -169,9 +175,21 @@ func writeStates(b *strings.Builder, st *spec.Settings, m machine) {
 	fmt.Fprintf(b, "    s_%s((%s))\n    s_%s((%s))\n  end\n", runtime.StateFinished, label("FINISHED"), runtime.StateStopped, label("STOPPED · fallback"))
 }
 
+// gateLabels name the triggers of the gates before the judge: the plan's and the
+// output schema's.
+var gateLabels = map[runtime.Trigger]string{
+	runtime.TriggerPlanOpen:                     "plan steps open",
+	runtime.Trigger(runtime.StopPlanIncomplete): "plan_incomplete",
+	runtime.TriggerOutputFeedback:               "answer does not match output.schema",
+	runtime.Trigger(runtime.StopOutputInvalid):  "output_invalid (after output.retries)",
+}
+
 // triggerLabel names a trigger with the setting that governs it; "" leaves out one
 // that cannot happen and needs no note.
 func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
+	if l, ok := gateLabels[t]; ok {
+		return l
+	}
 	g := st.Guards
 	switch t {
 	case runtime.TriggerToolCalls:
@@ -193,10 +211,6 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 			}
 		}
 		return "handoff · " + strings.Join(to, ", ")
-	case runtime.TriggerPlanOpen:
-		return "plan steps open"
-	case runtime.Trigger(runtime.StopPlanIncomplete):
-		return "plan_incomplete"
 	case runtime.TriggerCacheHit:
 		var hits []string
 		for _, in := range st.Intents {

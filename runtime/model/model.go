@@ -183,8 +183,10 @@ type Request struct {
 }
 
 // Names of the structured answers the runtime asks models for: the judge's verdict,
-// the classifier's intent and extracted facts. Offline models answer by these names.
+// the classifier's intent and extracted facts, and the agent's own answer when the
+// spec asks for a structured output. Offline models answer by these names.
 const (
+	SchemaAnswer  = "answer"
 	SchemaVerdict = "verdict"
 	SchemaIntent  = "intent"
 	SchemaFacts   = "facts"

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/runtime/model"
 )
@@ -13,7 +17,8 @@ import (
 // Test is the built-in offline model. On a user's message it calls every offered tool
 // once, with arguments generated from the tool's JSON schema (a parameter's default
 // or first example when it has one); once the results are in, it answers with a
-// summary of them. It is deterministic.
+// summary of them, or, when the request asks for a JSON schema, with a value
+// generated from it. It is deterministic.
 type Test struct{}
 
 var _ model.Model = Test{}
@@ -22,11 +27,13 @@ func (Test) Complete(ctx context.Context, req *model.Request) (*model.Response, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if req.JSONSchema != nil {
+	results := toolResultsSinceUser(req.Messages)
+	// A structured answer comes once the offered tools ran: an agent's output
+	// schema rides along with its tools, as providers take them together.
+	if req.JSONSchema != nil && (results != nil || len(req.Tools) == 0) {
 		out, _ := json.Marshal(offlineStructured(req.JSONSchema))
 		return respond(model.Message{Role: model.RoleAssistant, Content: string(out)}, req), nil
 	}
-	results := toolResultsSinceUser(req.Messages)
 	if results == nil && len(req.Tools) > 0 {
 		msg := model.Message{Role: model.RoleAssistant}
 		for i, t := range req.Tools {
@@ -133,86 +140,271 @@ func oneLine(s string, max int) string {
 
 // Generate builds a value that satisfies a JSON schema's common keywords: a default
 // or first example wins, then const and enum, then a value of the declared type that
-// meets its minimums (a string its pattern, see patternString). Objects get their
-// required properties.
-func Generate(schema map[string]any) any {
-	if v, ok := schema["default"]; ok {
+// meets its bounds (a string its pattern, see patternString, or its format; a
+// number its minimum, maximum and multipleOf; an array its minItems, prefixItems,
+// contains and uniqueItems). Objects get their required properties (and more up to
+// minProperties); allOf is merged, anyOf and oneOf take their first branch.
+func Generate(schema map[string]any) any { return generate(schema, 0) }
+
+// generate builds the n-th value of a schema: for n > 0 one that differs from the
+// first where the schema allows, for the items of an array with uniqueItems.
+func generate(schema map[string]any, n int) any {
+	schema = flatten(schema)
+	if v, ok := schema["default"]; ok && n == 0 {
 		return v
 	}
-	if ex, ok := schema["examples"].([]any); ok && len(ex) > 0 {
-		return ex[0]
+	if ex, ok := schema["examples"].([]any); ok && len(ex) > n {
+		return ex[n]
 	}
 	if v, ok := schema["const"]; ok {
 		return v
 	}
 	if enum, ok := schema["enum"].([]any); ok && len(enum) > 0 {
-		return enum[0]
+		return enum[n%len(enum)]
 	}
-	typ, _ := schema["type"].(string)
-	if types, ok := schema["type"].([]any); ok && len(types) > 0 {
-		typ, _ = types[0].(string)
-	}
-	switch typ {
+	switch typ := schemaType(schema); typ {
 	case "string":
-		if p, ok := schema["pattern"].(string); ok {
-			maxLen := -1
-			if _, ok := number(schema["maxLength"]); ok {
-				maxLen = intOf(schema["maxLength"])
-			}
-			return patternString(p, intOf(schema["minLength"]), maxLen)
-		}
-		return strings.Repeat("a", max(1, intOf(schema["minLength"])))
+		return generateString(schema, n)
 	case "integer":
-		return minNumber(schema, 0)
+		return minNumber(schema, true, n)
 	case "number":
-		return minNumber(schema, 0)
+		return minNumber(schema, false, n)
 	case "boolean":
-		return true
+		return n%2 == 0
 	case "null":
 		return nil
 	case "array":
-		items, _ := schema["items"].(map[string]any)
-		out := make([]any, intOf(schema["minItems"]))
-		for i := range out {
-			out[i] = Generate(items)
-		}
-		return out
-	case "object", "":
-		props, _ := schema["properties"].(map[string]any)
-		if typ == "" && props == nil {
-			return "a"
-		}
-		out := map[string]any{}
-		var required []string
-		if req, ok := schema["required"].([]any); ok {
-			for _, r := range req {
-				if s, ok := r.(string); ok {
-					required = append(required, s)
-				}
-			}
-		}
-		sort.Strings(required)
-		for _, name := range required {
-			sub, _ := props[name].(map[string]any)
-			out[name] = Generate(sub)
-		}
-		return out
+		return generateArray(schema, n)
+	case "object":
+		return generateObject(schema, n)
+	}
+	if n > 0 {
+		return fmt.Sprintf("a%d", n)
 	}
 	return "a"
 }
 
-func minNumber(schema map[string]any, def float64) any {
-	v := def
+// schemaType is the type a value is generated as: the declared one (the first
+// that is not null, of a list), else the one the keywords imply, else "".
+func schemaType(schema map[string]any) string {
+	switch t := schema["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, e := range t {
+			if s, _ := e.(string); s != "" && s != "null" {
+				return s
+			}
+		}
+		if len(t) > 0 {
+			return "null"
+		}
+	}
+	for _, k := range []struct{ key, typ string }{
+		{"properties", "object"}, {"required", "object"}, {"minProperties", "object"},
+		{"items", "array"}, {"prefixItems", "array"}, {"minItems", "array"},
+		{"minLength", "string"}, {"pattern", "string"}, {"format", "string"},
+		{"minimum", "number"}, {"maximum", "number"}, {"multipleOf", "number"},
+	} {
+		if _, ok := schema[k.key]; ok {
+			return k.typ
+		}
+	}
+	return ""
+}
+
+// flatten merges allOf's schemas, and the first branch of anyOf and oneOf, into
+// one schema: properties and required add up, other keywords keep the first value.
+func flatten(schema map[string]any) map[string]any {
+	var parts []map[string]any
+	if all, ok := schema["allOf"].([]any); ok {
+		for _, p := range all {
+			if m, ok := p.(map[string]any); ok {
+				parts = append(parts, m)
+			}
+		}
+	}
+	for _, key := range []string{"anyOf", "oneOf"} {
+		if branches, ok := schema[key].([]any); ok && len(branches) > 0 {
+			if m, ok := branches[0].(map[string]any); ok {
+				parts = append(parts, m)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return schema
+	}
+	out := map[string]any{}
+	for k, v := range schema {
+		if k != "allOf" && k != "anyOf" && k != "oneOf" {
+			out[k] = v
+		}
+	}
+	for _, p := range parts {
+		p = flatten(p)
+		for k, v := range p {
+			switch k {
+			case "properties":
+				props, _ := out[k].(map[string]any)
+				merged := map[string]any{}
+				for name, s := range props {
+					merged[name] = s
+				}
+				for name, s := range v.(map[string]any) {
+					if _, ok := merged[name]; !ok {
+						merged[name] = s
+					}
+				}
+				out[k] = merged
+			case "required":
+				req, _ := out[k].([]any)
+				more, _ := v.([]any)
+				out[k] = append(append([]any(nil), req...), more...)
+			default:
+				if _, ok := out[k]; !ok {
+					out[k] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// formats are values of the string formats JSON schema names.
+var formats = map[string]string{
+	"date-time": "2024-01-01T00:00:00Z", "date": "2024-01-01", "time": "00:00:00Z", "duration": "P1D",
+	"email": "a@example.com", "idn-email": "a@example.com", "hostname": "example.com", "idn-hostname": "example.com",
+	"ipv4": "192.0.2.1", "ipv6": "2001:db8::1", "uri": "https://example.com/", "uri-reference": "https://example.com/",
+	"iri": "https://example.com/", "iri-reference": "https://example.com/", "uuid": "00000000-0000-4000-8000-000000000000",
+	"json-pointer": "/a", "regex": "a",
+}
+
+func generateString(schema map[string]any, n int) string {
+	minLen, maxLen := intOf(schema["minLength"]), -1
+	if _, ok := number(schema["maxLength"]); ok {
+		maxLen = intOf(schema["maxLength"])
+	}
+	if p, ok := schema["pattern"].(string); ok {
+		return patternString(p, minLen, maxLen)
+	}
+	if f, ok := formats[fmt.Sprint(schema["format"])]; ok && n == 0 {
+		return f
+	}
+	s := "a"
+	if n > 0 {
+		s = fmt.Sprintf("a%d", n)
+	}
+	if r := utf8.RuneCountInString(s); r < minLen {
+		s += strings.Repeat("a", minLen-r)
+	}
+	if maxLen >= 0 && len(s) > maxLen {
+		s = s[:maxLen]
+	}
+	return s
+}
+
+// minNumber is the n-th smallest number the schema's bounds allow (the maximum
+// when they allow none above it).
+func minNumber(schema map[string]any, integer bool, n int) float64 {
+	v := 0.0
 	if m, ok := number(schema["minimum"]); ok {
 		v = m
 	}
 	if m, ok := number(schema["exclusiveMinimum"]); ok {
-		v = m + 1
+		if integer {
+			v = math.Floor(m) + 1
+		} else {
+			v = m + 1
+		}
 	}
+	if integer {
+		v = math.Ceil(v)
+	}
+	step := 1.0
+	if m, ok := number(schema["multipleOf"]); ok && m > 0 {
+		step = m
+		v = math.Ceil(v/m) * m
+	}
+	v += float64(n) * step
 	if m, ok := number(schema["maximum"]); ok && v > m {
 		v = m
 	}
+	if m, ok := number(schema["exclusiveMaximum"]); ok && v >= m {
+		if integer {
+			v = math.Ceil(m) - 1
+		} else {
+			v = m - step/2
+		}
+	}
 	return v
+}
+
+func generateArray(schema map[string]any, n int) []any {
+	items, _ := schema["items"].(map[string]any)
+	prefix, _ := schema["prefixItems"].([]any)
+	contains, hasContains := schema["contains"].(map[string]any)
+	count := intOf(schema["minItems"])
+	if hasContains && count == 0 {
+		count = 1
+	}
+	unique := schema["uniqueItems"] == true
+	out := make([]any, count)
+	for i := range out {
+		sub := items
+		if i < len(prefix) {
+			sub, _ = prefix[i].(map[string]any)
+		}
+		if i == 0 && hasContains {
+			sub = contains
+		}
+		k := n
+		if unique {
+			k = n*count + i
+		}
+		out[i] = generate(sub, k)
+	}
+	return out
+}
+
+func generateObject(schema map[string]any, n int) map[string]any {
+	props, _ := schema["properties"].(map[string]any)
+	extra, _ := schema["additionalProperties"].(map[string]any)
+	var names []string
+	if req, ok := schema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok && !slices.Contains(names, s) {
+				names = append(names, s)
+			}
+		}
+	}
+	sort.Strings(names)
+	want := intOf(schema["minProperties"])
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		if len(names) >= want {
+			break
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for i := 1; len(names) < want && schema["additionalProperties"] != false; i++ {
+		if name := fmt.Sprintf("p%d", i); props[name] == nil {
+			names = append(names, name)
+		}
+	}
+	out := map[string]any{}
+	for i, name := range names {
+		sub, ok := props[name].(map[string]any)
+		if !ok {
+			sub = extra
+		}
+		k := 0
+		if i == 0 {
+			k = n // the n-th object differs in its first property
+		}
+		out[name] = generate(sub, k)
+	}
+	return out
 }
 
 func number(v any) (float64, bool) {
