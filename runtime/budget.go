@@ -85,6 +85,15 @@ type budgetError struct{ detail string }
 
 func (e *budgetError) Error() string { return e.detail }
 
+// answeredBy is the model that answered resp (see Result.Models) and the models of
+// its fallback chain that failed before it.
+func answeredBy(resp *model.Response) (name string, fallbackFrom []string) {
+	if resp.Answered != nil {
+		return resp.Answered.Name, resp.Answered.FallbackFrom
+	}
+	return resp.Model, nil
+}
+
 // price is what the model answering a purpose's calls costs; nil when unknown.
 // Fact extraction uses the agent's model, so it pays the agent's price.
 func (a *Agent) price(p Purpose) *spec.Pricing {
@@ -210,10 +219,15 @@ func (r *run) costLimited() bool {
 }
 
 // account adds a model call's usage to the run's and prices it by the model that
-// answered. It returns the call's cost, nil when that model's price is unknown.
-func (r *run) account(p Purpose, u model.Usage) *float64 {
+// answered: the purpose's model, or the fallback model that answered instead
+// (answered, nil for a model that is no chain). It returns the call's cost, nil
+// when that model's price is unknown.
+func (r *run) account(p Purpose, u model.Usage, answered *model.Answered) *float64 {
 	r.result.Usage.Add(u)
 	price := r.agent.price(p)
+	if answered != nil && len(answered.FallbackFrom) > 0 { // not the chain's first model
+		price = r.agent.prices.Fallback[answered.Name]
+	}
 	if price == nil {
 		r.budget.costUnknown = true
 		r.charge(u, 0)

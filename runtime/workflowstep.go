@@ -185,7 +185,7 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 	if err != nil {
 		f.mu.Lock()
 		if me := (*model.Error)(nil); errors.As(err, &me) && me.Usage != (model.Usage{}) {
-			r.account(PurposeWorkflow, me.Usage)
+			r.account(PurposeWorkflow, me.Usage, nil)
 		}
 		f.mu.Unlock()
 		if stop := f.stopped(); stop != nil {
@@ -194,12 +194,14 @@ func (f *flow) model(st *flowStep, env map[string]any, id string) (map[string]an
 		return nil, err
 	}
 	f.mu.Lock()
-	cost := r.account(PurposeWorkflow, resp.Usage)
+	cost := r.account(PurposeWorkflow, resp.Usage, resp.Answered)
+	answered, from := answeredBy(resp)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
+	r.result.Models = append(r.result.Models, answered)
 	f.mu.Unlock()
 	usage := resp.Usage
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Usage: &usage, Cost: cost,
-		Duration: f.r.since(start), Finish: resp.FinishReason})
+		Duration: f.r.since(start), Finish: resp.FinishReason, Model: answered, FallbackFrom: from})
 	switch resp.FinishReason {
 	case model.FinishLength:
 		return nil, errors.New("the model's answer was cut off (finish_reason length)")
