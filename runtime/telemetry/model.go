@@ -92,10 +92,10 @@ type tracedModel struct {
 	// fallbacks counts the calls a fallback chain's later model answered.
 	fallbacks metric.Int64Counter
 	opts      Options
-	name     string
-	base     []attribute.KeyValue // operation, provider, request model
-	measure  bool
-	cache    optCache // by purpose, response model, token type
+	name      string
+	base      []attribute.KeyValue // operation, provider, request model
+	measure   bool
+	cache     optCache // by purpose, response model, token type
 }
 
 func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
