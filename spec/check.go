@@ -55,6 +55,7 @@ func (c *checker) check() {
 			c.warnf(c.at(append(m.at, "script")...).keyPos(c.file), "set provider: script, or remove script", "script is used by the script provider only")
 		}
 	}
+	c.checkModels()
 	c.checkMCPServers()
 	c.checkTools()
 	c.checkAgents()
