@@ -94,6 +94,16 @@ func answeredBy(resp *model.Response) (name string, fallbackFrom []string) {
 	return resp.Model, nil
 }
 
+// answeringPrice is the price of the model that answered a call for the purpose:
+// the purpose's model, or the fallback model that answered instead (answered, nil
+// for a model that is no chain); nil when unknown.
+func (a *Agent) answeringPrice(p Purpose, answered *model.Answered) *spec.Pricing {
+	if answered != nil && len(answered.FallbackFrom) > 0 { // not the chain's first model
+		return a.prices.Fallback[answered.Name]
+	}
+	return a.price(p)
+}
+
 // price is what the model answering a purpose's calls costs; nil when unknown.
 // Fact extraction uses the agent's model, so it pays the agent's price.
 func (a *Agent) price(p Purpose) *spec.Pricing {
@@ -224,10 +234,7 @@ func (r *run) costLimited() bool {
 // when that model's price is unknown.
 func (r *run) account(p Purpose, u model.Usage, answered *model.Answered) *float64 {
 	r.result.Usage.Add(u)
-	price := r.agent.price(p)
-	if answered != nil && len(answered.FallbackFrom) > 0 { // not the chain's first model
-		price = r.agent.prices.Fallback[answered.Name]
-	}
+	price := r.agent.answeringPrice(p, answered)
 	if price == nil {
 		r.budget.costUnknown = true
 		r.charge(u, 0)
