@@ -212,7 +212,7 @@ func Build(ctx context.Context, s *spec.Spec, opts Options) (_ *Agent, err error
 	}
 	if s.Model.Provider != spec.ProviderTest { // the test model's token counts are made up: no cost
 		agentPrice, judgePrice, routerPrice := spec.ResolvePrices(s)
-		ropts.Prices = runtime.Prices{Agent: agentPrice, Judge: judgePrice, Router: routerPrice}
+		ropts.Prices = runtime.Prices{Agent: agentPrice, Judge: judgePrice, Router: routerPrice, Fallback: spec.FallbackPrices(s)}
 	}
 	if opts.Telemetry != nil && opts.Telemetry.Enabled() {
 		a.tel = opts.Telemetry

@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -8,14 +9,55 @@ import (
 
 	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/model/gemini"
+	"github.com/agentrun/agentrun/runtime/model/fallback"
 	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/spec"
 )
 
-// newModel builds the provider a spec's model names. A script path in the spec is
-// relative to the spec's directory.
+// newModel builds the model a spec's model names: its provider, or a fallback
+// chain (runtime/model/fallback) of it and its model.fallback entries, each built
+// by its own provider here. A script path in the spec is relative to the spec's
+// directory. An offline model has no chain: it answers every call itself, and an
+// offline run must never reach a network model.
 func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) (model.Model, error) {
+	if len(m.Fallback) == 0 || m.Provider == spec.ProviderTest || m.Provider == spec.ProviderScript {
+		return newProvider(m, specDir, lookup)
+	}
+	base := m
+	base.Fallback = nil
+	first, err := newProvider(base, specDir, lookup)
+	if err != nil {
+		return nil, err
+	}
+	entries := []fallback.Entry{{Provider: providerName(base), Name: chainName(base, lookup), Model: first}}
+	for i, f := range m.Fallback {
+		if len(f.Fallback) > 0 {
+			return nil, fmt.Errorf("model.fallback[%d]: a fallback model cannot have a fallback of its own", i)
+		}
+		e := spec.FallbackModel(base, f)
+		built, err := newProvider(e, specDir, lookup)
+		if err != nil {
+			return nil, fmt.Errorf("model.fallback[%d] (%s): %w", i, cmp.Or(e.Name, string(spec.ProviderOf(e))), err)
+		}
+		entries = append(entries, fallback.Entry{Provider: providerName(e), Name: chainName(e, lookup), Model: built})
+	}
+	return fallback.New(entries, fallback.Options{})
+}
+
+// chainName is the name a chain reports for one of its models (model.Answered):
+// the spec's name, or the one the openai provider takes from LLM_MODEL_NAME.
+func chainName(m spec.Model, lookup func(string) (string, bool)) string {
+	if m.Name == "" && spec.ProviderOf(m) == spec.ProviderOpenAI {
+		if v, ok := lookup("LLM_MODEL_NAME"); ok && v != "" {
+			return v
+		}
+	}
+	return cmp.Or(m.Name, string(spec.ProviderOf(m)))
+}
+
+// newProvider builds one model by its provider.
+func newProvider(m spec.Model, specDir string, lookup func(string) (string, bool)) (model.Model, error) {
 	switch m.Provider {
 	case "", spec.ProviderOpenAI:
 		return openai.New(m, lookup)
@@ -37,7 +79,9 @@ func newModel(m spec.Model, specDir string, lookup func(string) (string, bool)) 
 }
 
 // mergeModel is the agent's model with what an override (judge.model,
-// routing.model) sets on top: a cheaper model usually differs only by name.
+// routing.model) sets on top: a cheaper model usually differs only by name. Its
+// fallback chain is spec.OverrideFallback's: the override's own, else the agent's
+// only while the override is the agent's model.
 func mergeModel(base, over spec.Model) spec.Model {
 	m := base
 	if over.Provider != "" {
@@ -67,6 +111,7 @@ func mergeModel(base, over spec.Model) spec.Model {
 	if over.Script != "" {
 		m.Script = over.Script
 	}
+	m.Fallback = spec.OverrideFallback(base, &over)
 	m.Stream = nil // a judge or a classifier answers in JSON: nothing to show live
 	return m
 }

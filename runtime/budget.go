@@ -85,6 +85,25 @@ type budgetError struct{ detail string }
 
 func (e *budgetError) Error() string { return e.detail }
 
+// answeredBy is the model that answered resp (see Result.Models) and the models of
+// its fallback chain that failed before it.
+func answeredBy(resp *model.Response) (name string, fallbackFrom []string) {
+	if resp.Answered != nil {
+		return resp.Answered.Name, resp.Answered.FallbackFrom
+	}
+	return resp.Model, nil
+}
+
+// answeringPrice is the price of the model that answered a call for the purpose:
+// the purpose's model, or the fallback model that answered instead (answered, nil
+// for a model that is no chain); nil when unknown.
+func (a *Agent) answeringPrice(p Purpose, answered *model.Answered) *spec.Pricing {
+	if answered != nil && len(answered.FallbackFrom) > 0 { // not the chain's first model
+		return a.prices.Fallback[answered.Name]
+	}
+	return a.price(p)
+}
+
 // price is what the model answering a purpose's calls costs; nil when unknown.
 // Fact extraction uses the agent's model, so it pays the agent's price.
 func (a *Agent) price(p Purpose) *spec.Pricing {
@@ -210,10 +229,12 @@ func (r *run) costLimited() bool {
 }
 
 // account adds a model call's usage to the run's and prices it by the model that
-// answered. It returns the call's cost, nil when that model's price is unknown.
-func (r *run) account(p Purpose, u model.Usage) *float64 {
+// answered: the purpose's model, or the fallback model that answered instead
+// (answered, nil for a model that is no chain). It returns the call's cost, nil
+// when that model's price is unknown.
+func (r *run) account(p Purpose, u model.Usage, answered *model.Answered) *float64 {
 	r.result.Usage.Add(u)
-	price := r.agent.price(p)
+	price := r.agent.answeringPrice(p, answered)
 	if price == nil {
 		r.budget.costUnknown = true
 		r.charge(u, 0)

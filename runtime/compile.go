@@ -63,6 +63,11 @@ type Options struct {
 // its own uses Model, and then Agent's price when its own is nil.
 type Prices struct {
 	Agent, Judge, Router *spec.Pricing
+	// Fallback are the prices of the models of fallback chains, by the name the
+	// chain reports (model.Answered.Name): a call a fallback model answered is
+	// priced by it. A name missing here is a model of unknown price. The budgets'
+	// worst case before a call is still priced by the chain's first model.
+	Fallback map[string]*spec.Pricing
 }
 
 // agentTool is a tool resolved for running: its model-facing definition, compiled

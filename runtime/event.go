@@ -127,6 +127,10 @@ type Event struct {
 	// Finish and Reasoning are a model response's finish reason and reasoning text.
 	Finish    model.FinishReason `json:"finish_reason,omitempty"`
 	Reasoning string             `json:"reasoning,omitempty"`
+	// Model is the model that answered a model response (see Result.Models);
+	// FallbackFrom the models of its fallback chain that failed before it.
+	Model        string   `json:"model,omitempty"`
+	FallbackFrom []string `json:"fallback_from,omitempty"`
 
 	Tool    string  `json:"tool,omitempty"`
 	CallID  string  `json:"call_id,omitempty"`

@@ -70,10 +70,15 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 		return fmt.Errorf("fact extraction: %w", err)
 	}
 	res.Usage.Add(resp.Usage)
-	if res.Cost != nil { // known, so the agent's model, which answered, has a price
-		u := resp.Usage
-		c := *res.Cost + a.prices.Agent.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
-		res.Cost = &c
+	if res.Cost != nil { // known, so the agent's model has a price
+		price := a.answeringPrice(PurposeAgent, resp.Answered) // a fallback's, when one answered
+		if price == nil {
+			res.Cost = nil // a sum that leaves out a call would read as the run's cost
+		} else {
+			u := resp.Usage
+			c := *res.Cost + price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+			res.Cost = &c
+		}
 	}
 	var out struct {
 		Facts map[string]*string `json:"facts"`

@@ -148,7 +148,7 @@ func (r *run) askJudge(req *model.Request) (*model.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.judge.calls.add(resp.Usage, r.account(PurposeJudge, resp.Usage))
+	r.judge.calls.add(resp.Usage, r.account(PurposeJudge, resp.Usage, resp.Answered))
 	return resp, nil
 }
 

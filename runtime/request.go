@@ -140,6 +140,10 @@ type Result struct {
 	Reasoning []string `json:"reasoning,omitempty"`
 	// FinishReasons are the finish reasons of the agent's model calls, in order.
 	FinishReasons []model.FinishReason `json:"finish_reasons,omitempty"`
+	// Models are the models that answered the agent's calls, beside FinishReasons:
+	// the configured name of a fallback chain's model that answered, else the
+	// name the server reported ("" when it reported none).
+	Models []string `json:"models,omitempty"`
 	// Cache is what the intent's FAQ cache did; "" when it has none. Cached is the
 	// entry that answered (a hit) or came closest (a miss).
 	Cache  CacheOutcome        `json:"cache,omitempty"`
@@ -213,8 +217,10 @@ type Step struct {
 	Refusal   Refusal       `json:"refusal,omitempty"` // why a refused call was not run
 	Result    string        `json:"result"`
 	Duration  time.Duration `json:"duration_ns"`
-	// Finish is the finish reason of the model response that asked for the call.
+	// Finish is the finish reason of the model response that asked for the call,
+	// Model the model that answered it (as in Result.Models).
 	Finish model.FinishReason `json:"finish_reason,omitempty"`
+	Model  string             `json:"model,omitempty"`
 	// Decision is what a person (or approval.on_timeout) decided about a call that
 	// needed approval.
 	Decision *Decision `json:"decision,omitempty"`

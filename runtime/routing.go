@@ -194,8 +194,10 @@ func (r *run) classify() (string, float64, error) {
 		return "", 0, fmt.Errorf("the classifier failed: %v", err)
 	}
 	usage := resp.Usage
-	cost := r.account(PurposeClassifier, usage)
-	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeClassifier, Usage: &usage, Cost: cost, Duration: r.since(start), Finish: resp.FinishReason})
+	cost := r.account(PurposeClassifier, usage, resp.Answered)
+	answered, from := answeredBy(resp)
+	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeClassifier, Usage: &usage, Cost: cost, Duration: r.since(start), Finish: resp.FinishReason,
+		Model: answered, FallbackFrom: from})
 	var out struct {
 		Intent     string   `json:"intent"`
 		Confidence *float64 `json:"confidence"`

@@ -301,7 +301,7 @@ func (r *run) think() *model.Message {
 		me := (*model.Error)(nil)
 		isModelErr := errors.As(err, &me)
 		if isModelErr && me.Usage != (model.Usage{}) {
-			r.account(PurposeAgent, me.Usage) // a response refused after it arrived was still billed
+			r.account(PurposeAgent, me.Usage, nil) // a response refused after it arrived was still billed
 		}
 		if ctxErr := r.ctx.Err(); ctxErr != nil {
 			r.stopForContext(ctxErr)
@@ -313,8 +313,10 @@ func (r *run) think() *model.Message {
 		}
 		return nil
 	}
-	cost := r.account(PurposeAgent, resp.Usage)
+	cost := r.account(PurposeAgent, resp.Usage, resp.Answered)
+	answered, from := answeredBy(resp)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
+	r.result.Models = append(r.result.Models, answered)
 	msg := resp.Message
 	msg.Role = model.RoleAssistant
 	reasoning := ""
@@ -324,7 +326,7 @@ func (r *run) think() *model.Message {
 	}
 	usage := resp.Usage
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeAgent, Calls: len(msg.ToolCalls), Usage: &usage, Cost: cost,
-		Duration: r.since(start), Finish: resp.FinishReason, Reasoning: reasoning})
+		Duration: r.since(start), Finish: resp.FinishReason, Reasoning: reasoning, Model: answered, FallbackFrom: from})
 	if len(msg.ToolCalls) == 0 {
 		return r.draft(msg, resp.FinishReason)
 	}
@@ -337,6 +339,15 @@ func (r *run) think() *model.Message {
 	r.finish = resp.FinishReason
 	r.transition(StateToolExecuting, TriggerToolCalls)
 	return nil
+}
+
+// lastModel is the model that answered the agent's last call: the one whose tool
+// calls a step records.
+func (r *run) lastModel() string {
+	if n := len(r.result.Models); n > 0 {
+		return r.result.Models[n-1]
+	}
+	return ""
 }
 
 // draft takes a text answer to validation, unless the model did not finish it: a
@@ -527,7 +538,7 @@ func (r *run) appendResults(calls []call) {
 		r.messages = append(r.messages, model.Message{Role: model.RoleTool, ToolCallID: c.tc.ID, Content: c.result})
 		r.result.Steps = append(r.result.Steps, Step{Turn: r.result.Turns, Tool: c.tc.Name, CallID: c.tc.ID, Arguments: c.shownArgs(),
 			Discarded: c.discarded, modelArgs: cmp.Or(c.modelArgs, c.tc.Arguments),
-			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Decision: c.decision, Agent: c.agentRun()})
+			Outcome: c.outcome, Refusal: c.refusal, Result: c.result, Duration: c.duration, Finish: r.finish, Model: r.lastModel(), Decision: c.decision, Agent: c.agentRun()})
 	}
 }
 

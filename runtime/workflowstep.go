@@ -214,7 +214,7 @@ func (f *flow) callModel(st *flowStep, req *model.Request, id string) (string, e
 	if err != nil {
 		f.mu.Lock()
 		if me := (*model.Error)(nil); errors.As(err, &me) && me.Usage != (model.Usage{}) {
-			r.account(PurposeWorkflow, me.Usage)
+			r.account(PurposeWorkflow, me.Usage, nil)
 		}
 		f.mu.Unlock()
 		if stop := f.stopped(); stop != nil {
@@ -223,12 +223,14 @@ func (f *flow) callModel(st *flowStep, req *model.Request, id string) (string, e
 		return "", err
 	}
 	f.mu.Lock()
-	cost := r.account(PurposeWorkflow, resp.Usage)
+	cost := r.account(PurposeWorkflow, resp.Usage, resp.Answered)
+	answered, from := answeredBy(resp)
 	r.result.FinishReasons = append(r.result.FinishReasons, resp.FinishReason)
+	r.result.Models = append(r.result.Models, answered)
 	f.mu.Unlock()
 	usage := resp.Usage
 	r.emit(Event{Kind: EventModelResponse, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Usage: &usage, Cost: cost,
-		Duration: f.r.since(start), Finish: resp.FinishReason})
+		Duration: f.r.since(start), Finish: resp.FinishReason, Model: answered, FallbackFrom: from})
 	switch resp.FinishReason {
 	case model.FinishLength:
 		return "", errors.New("the model's answer was cut off (finish_reason length)")

@@ -48,6 +48,7 @@ type Metrics struct {
 	inFlight      *prometheus.GaugeVec
 	modelCalls    *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
+	fallbacks     *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
 	toolCalls     *prometheus.CounterVec
 	cacheLookups  *prometheus.CounterVec
@@ -96,6 +97,10 @@ func NewMetrics() *Metrics {
 			Help:    "How long model calls took.",
 			Buckets: modelBuckets,
 		}, []string{"agent", "purpose"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_model_fallbacks_total",
+			Help: "Model calls a fallback model answered, by the chain's model that failed (or was skipped) and the one that answered (model.fallback names).",
+		}, []string{"agent", "purpose", "from", "to"}),
 		genAITokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gen_ai_client_token_usage",
 			Help:    "Tokens per model call (gen_ai.client.token.usage), by token type (input, output).",
@@ -143,7 +148,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.runDuration, m.inFlight, m.modelCalls, m.modelDuration, m.tokens,
+		m.runs, m.runDuration, m.inFlight, m.modelCalls, m.modelDuration, m.fallbacks, m.tokens,
 		m.toolCalls, m.cacheLookups, m.rateLimited, m.httpRequests, m.httpDuration,
 		m.genAITokens, m.genAIDuration, m.cost, m.decisions,
 	)
@@ -174,6 +179,11 @@ func (m *Metrics) observe(agent string, e runtime.Event) {
 		purpose := purposeLabel(e.Purpose)
 		m.modelCalls.WithLabelValues(agent, purpose).Inc()
 		m.modelDuration.WithLabelValues(agent, purpose).Observe(e.Duration.Seconds())
+		// The names of a chain's models are the spec's (model.Answered), never
+		// what a server reported: their number is the spec's.
+		for _, from := range e.FallbackFrom {
+			m.fallbacks.WithLabelValues(agent, purpose, from, e.Model).Inc()
+		}
 		m.genAIDuration.WithLabelValues(agent, "chat").Observe(e.Duration.Seconds())
 		if u := e.Usage; u != nil {
 			m.genAITokens.WithLabelValues(agent, "chat", "input").Observe(float64(max(u.PromptTokens, 0)))

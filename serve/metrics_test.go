@@ -106,7 +106,8 @@ func TestMetricsRuns(t *testing.T) {
 		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeClassifier, Duration: 80 * time.Millisecond},
 		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Calls: 2, Duration: 300 * time.Millisecond,
 			Usage: &model.Usage{PromptTokens: 999, CompletionTokens: 999}}, // tokens come from the Result only
-		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Duration: 1200 * time.Millisecond},
+		{Kind: runtime.EventModelResponse, Purpose: runtime.PurposeAgent, Duration: 1200 * time.Millisecond,
+			Model: "mini", FallbackFrom: []string{"big"}}, // the fallback answered
 		{Kind: runtime.EventToolCall, Tool: "search_orders"},
 		{Kind: runtime.EventToolResult, Tool: "search_orders", Result: "[]"},
 		{Kind: runtime.EventToolResult, Tool: "search_orders", Result: "[]"},
@@ -144,6 +145,7 @@ func TestMetricsRuns(t *testing.T) {
 		{"agentrun_model_calls_total", map[string]string{"agent": "shop", "purpose": "agent"}, 2},
 		{"agentrun_model_calls_total", map[string]string{"agent": "shop", "purpose": "classifier"}, 1},
 		{"agentrun_model_call_duration_seconds", map[string]string{"agent": "shop", "purpose": "agent"}, 2},
+		{"agentrun_model_fallbacks_total", map[string]string{"agent": "shop", "purpose": "agent", "from": "big", "to": "mini"}, 1},
 		{"agentrun_tool_calls_total", map[string]string{"agent": "shop", "tool": "search_orders", "outcome": "ok"}, 2},
 		{"agentrun_tool_calls_total", map[string]string{"agent": "shop", "tool": "get_order_detail", "outcome": "error"}, 1},
 		{"agentrun_tool_calls_total", map[string]string{"agent": "shop", "tool": "cancel_order", "outcome": "refused"}, 1},
@@ -153,6 +155,9 @@ func TestMetricsRuns(t *testing.T) {
 	})
 	if got := len(fams["agentrun_tool_calls_total"].GetMetric()); got != 4 {
 		t.Errorf("agentrun_tool_calls_total has %d series, want 4", got)
+	}
+	if got := len(fams["agentrun_model_fallbacks_total"].GetMetric()); got != 1 {
+		t.Errorf("agentrun_model_fallbacks_total has %d series, want 1 (only a fallback's call counts)", got)
 	}
 	if got := len(fams["agentrun_cache_lookups_total"].GetMetric()); got != 2 {
 		t.Errorf("agentrun_cache_lookups_total has %d series, want 2", got)

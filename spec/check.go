@@ -56,6 +56,7 @@ func (c *checker) check() {
 		}
 	}
 	c.checkModelAPI()
+	c.checkModels()
 	c.checkMCPServers()
 	c.checkTools()
 	c.checkAgents()

@@ -204,6 +204,19 @@ type Response struct {
 	FinishReason FinishReason
 	Usage        Usage
 	Model        string // the model name the server reported
+	// Answered says which model of a fallback chain (runtime/model/fallback)
+	// answered and which failed before it; nil for a model that is no chain.
+	Answered *Answered
+}
+
+// Answered is the model of a fallback chain that answered a call, by its
+// configured provider and name (the spec's, not what the server reported), and the
+// chain's models that failed with a retryable fault, or were skipped by their
+// circuit breaker, before it: empty when the chain's first model answered.
+type Answered struct {
+	Provider     string   `json:"provider"`
+	Name         string   `json:"name"`
+	FallbackFrom []string `json:"fallback_from,omitempty"`
 }
 
 // FinishReason is why the model stopped writing, as the server said it. The runtime

@@ -100,6 +100,12 @@ const (
 	AttrPassages    = attribute.Key("agentrun.retrieval.passages")
 	AttrInputs      = attribute.Key("agentrun.embeddings.inputs")
 	AttrDetail      = attribute.Key("agentrun.stop_detail") // content: opt-in only
+	// A fallback chain's call (model.fallback): the configured model that
+	// answered, its provider, and the chain's models that failed before it.
+	AttrAnswered         = attribute.Key("agentrun.model.answered")
+	AttrAnsweredProvider = attribute.Key("agentrun.model.answered_provider")
+	AttrFallbackFrom     = attribute.Key("agentrun.model.fallback_from")
+	AttrFallbackTo       = attribute.Key("agentrun.model.fallback_to")
 
 	// Values of agentrun.model.purpose.
 	PurposeAgent      = "agent"
@@ -121,4 +127,6 @@ const (
 	MetricToolCalls = "agentrun.tool.calls" // counter {call}: agentrun.tool.outcome, gen_ai.tool.name
 	MetricRuns      = "agentrun.runs"       // counter {run}: agentrun.stop_reason, gen_ai.agent.name
 	MetricCost      = "agentrun.cost"       // counter USD: gen_ai.agent.name
+	// counter {call}: agentrun.model.fallback_from (one failed model), agentrun.model.fallback_to, agentrun.model.purpose
+	MetricFallbacks = "agentrun.model.fallbacks"
 )

@@ -62,11 +62,16 @@ func WrapModel(m model.Model, info ModelInfo, tp trace.TracerProvider, mp metric
 	if err != nil {
 		otelHandle(err)
 	}
+	fallbacks, err := meter.Int64Counter(MetricFallbacks, metric.WithUnit("{call}"),
+		metric.WithDescription("Model calls a fallback model answered, by the model of the chain that failed before it and the one that answered."))
+	if err != nil {
+		otelHandle(err)
+	}
 	name := OpChat
 	if info.Model != "" {
 		name += " " + info.Model
 	}
-	w := &tracedModel{next: m, info: info, tracer: tracerOf(tp), tokens: tokens, duration: duration, opts: option(opts), name: name,
+	w := &tracedModel{next: m, info: info, tracer: tracerOf(tp), tokens: tokens, duration: duration, fallbacks: fallbacks, opts: option(opts), name: name,
 		measure: mp == nil || measuring(mp)}
 	w.base = []attribute.KeyValue{AttrOperationName.String(OpChat)}
 	if info.Provider != "" {
@@ -84,11 +89,13 @@ type tracedModel struct {
 	tracer   trace.Tracer
 	tokens   metric.Int64Histogram
 	duration metric.Float64Histogram
-	opts     Options
-	name     string
-	base     []attribute.KeyValue // operation, provider, request model
-	measure  bool
-	cache    optCache // by purpose, response model, token type
+	// fallbacks counts the calls a fallback chain's later model answered.
+	fallbacks metric.Int64Counter
+	opts      Options
+	name      string
+	base      []attribute.KeyValue // operation, provider, request model
+	measure   bool
+	cache     optCache // by purpose, response model, token type
 }
 
 func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
@@ -137,7 +144,7 @@ func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.
 			span.SetStatus(codes.Error, desc)
 		}
 	} else if resp != nil {
-		respModel = resp.Model
+		respModel = answeringModel(resp)
 		if recording {
 			m.record(span, resp)
 		}
@@ -147,6 +154,7 @@ func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.
 		if err == nil && resp != nil {
 			m.tokens.Record(ctx, resp.Usage.PromptTokens, m.attrs(purpose, respModel, "", TokenInput))
 			m.tokens.Record(ctx, resp.Usage.CompletionTokens, m.attrs(purpose, respModel, "", TokenOutput))
+			m.countFallbacks(ctx, purpose, resp.Answered)
 		}
 	}
 	span.End()
@@ -180,8 +188,14 @@ func (m *tracedModel) record(span trace.Span, resp *model.Response) {
 	if resp.Usage.CachedPromptTokens > 0 {
 		attrs = append(attrs, AttrCacheReadTokens.Int64(resp.Usage.CachedPromptTokens))
 	}
-	if resp.Model != "" {
-		attrs = append(attrs, AttrResponseModel.String(resp.Model))
+	if rm := answeringModel(resp); rm != "" {
+		attrs = append(attrs, AttrResponseModel.String(rm))
+	}
+	if a := resp.Answered; a != nil {
+		attrs = append(attrs, AttrAnswered.String(a.Name), AttrAnsweredProvider.String(a.Provider))
+		if len(a.FallbackFrom) > 0 {
+			attrs = append(attrs, AttrFallbackFrom.StringSlice(a.FallbackFrom))
+		}
 	}
 	if resp.FinishReason != "" {
 		attrs = append(attrs, AttrFinishReasons.StringSlice([]string{string(resp.FinishReason)}))
@@ -190,6 +204,30 @@ func (m *tracedModel) record(span trace.Span, resp *model.Response) {
 		attrs = append(attrs, AttrOutputMessages.String(marshal([]message{m.opts.message(resp.Message, resp.FinishReason)})))
 	}
 	span.SetAttributes(attrs...)
+}
+
+// answeringModel is gen_ai.response.model: the name the server that answered
+// reported, else, for a fallback chain's call, the configured name of the model
+// that answered; never the chain's first model when another answered.
+func answeringModel(resp *model.Response) string {
+	if resp.Model != "" {
+		return resp.Model
+	}
+	if resp.Answered != nil {
+		return resp.Answered.Name
+	}
+	return ""
+}
+
+// countFallbacks counts a call a fallback model answered, once for each model of
+// the chain that failed (or was skipped) before it.
+func (m *tracedModel) countFallbacks(ctx context.Context, purpose string, a *model.Answered) {
+	if a == nil {
+		return
+	}
+	for _, from := range a.FallbackFrom {
+		m.fallbacks.Add(ctx, 1, metric.WithAttributes(AttrPurpose.String(purpose), AttrFallbackFrom.String(from), AttrFallbackTo.String(a.Name)))
+	}
 }
 
 // errorType is error.type for err: the HTTP status of a model error, timeout or
