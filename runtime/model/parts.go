@@ -1,8 +1,10 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrTakesNoParts is the refusal of a model that does not implement PartTaker.
@@ -29,21 +31,17 @@ func TakesPart(m Model, p Part) error {
 // that says it was there, not its bytes, so a conversation's history does not
 // resend every file with every question (the bytes stay in the blob store, by Ref).
 func (p Part) Note() string {
-	what := p.Name
-	if what == "" {
-		what = string(p.Kind)
-	}
-	typ := p.MediaType
-	if typ == "" {
-		typ = string(p.Kind)
+	fields := []string{cmp.Or(p.Name, string(p.Kind))}
+	if p.MediaType != "" {
+		fields = append(fields, p.MediaType)
 	}
 	switch {
 	case p.URL != "":
-		return fmt.Sprintf("[earlier attachment: %s, %s, %s]", what, typ, clipURL(p.URL))
+		fields = append(fields, clipURL(p.URL))
 	case p.Size > 0:
-		return fmt.Sprintf("[earlier attachment: %s, %s, %s]", what, typ, ByteSize(p.Size))
+		fields = append(fields, ByteSize(p.Size))
 	}
-	return fmt.Sprintf("[earlier attachment: %s, %s]", what, typ)
+	return "[earlier attachment: " + strings.Join(fields, ", ") + "]"
 }
 
 func clipURL(s string) string {

@@ -125,10 +125,18 @@ func unwrapPath(err error) error {
 // FromBytes makes a part of data. Its type is what the content sniffs as; declared
 // (a media type its sender gave) and the name's extension, when known, must agree.
 func FromBytes(name, declared string, data []byte, lim Limits) (model.Part, error) {
-	shown := name
-	if shown == "" {
-		shown = "(unnamed)"
+	return fromBytes(name, shownAs(name, "(unnamed)"), declared, data, lim)
+}
+
+// shownAs is how errors name a part: its name, or what it came as.
+func shownAs(name, otherwise string) string {
+	if name == "" {
+		return otherwise
 	}
+	return name
+}
+
+func fromBytes(name, shown, declared string, data []byte, lim Limits) (model.Part, error) {
 	if lim.MaxPart > 0 && int64(len(data)) > lim.MaxPart {
 		return model.Part{}, refuse(TooLarge, shown, "%s is over the limit of %s a part", sizeOver(len(data), lim.MaxPart), Size(lim.MaxPart))
 	}
@@ -173,10 +181,10 @@ func agree(claimed, sniffed string) bool {
 
 // FromBase64 decodes standard (or URL-safe) base64 data of the given media type.
 func FromBase64(name, mediaType, data string, lim Limits) (model.Part, error) {
-	shown := name
-	if shown == "" {
-		shown = "(unnamed)"
-	}
+	return fromBase64(name, shownAs(name, "(unnamed)"), mediaType, data, lim)
+}
+
+func fromBase64(name, shown, mediaType, data string, lim Limits) (model.Part, error) {
 	if lim.MaxPart > 0 && int64(base64.StdEncoding.DecodedLen(len(data))) > lim.MaxPart+2 {
 		// Refused before decoding: the decoded bytes would be over the limit anyway.
 		return model.Part{}, refuse(TooLarge, shown, "%s is over the limit of %s a part",
@@ -186,7 +194,7 @@ func FromBase64(name, mediaType, data string, lim Limits) (model.Part, error) {
 	if err != nil {
 		return model.Part{}, refuse(Invalid, shown, "its data is not base64: %v", err)
 	}
-	return FromBytes(name, mediaType, b, lim)
+	return fromBytes(name, shown, mediaType, b, lim)
 }
 
 func decodeBase64(s string) ([]byte, error) {
@@ -203,10 +211,7 @@ func decodeBase64(s string) ([]byte, error) {
 // FromDataURL decodes a data: URL (data:image/png;base64,…). Only base64 data URLs
 // are taken: a percent-encoded one is text no client sends for a file.
 func FromDataURL(raw, name string, lim Limits) (model.Part, error) {
-	shown := name
-	if shown == "" {
-		shown = "(data URL)"
-	}
+	shown := shownAs(name, "(data URL)")
 	rest, ok := strings.CutPrefix(raw, "data:")
 	if !ok {
 		return model.Part{}, refuse(Invalid, shown, "is not a data: URL")
@@ -222,7 +227,7 @@ func FromDataURL(raw, name string, lim Limits) (model.Part, error) {
 	if typ == "" {
 		return model.Part{}, refuse(Invalid, shown, "the data: URL names no media type")
 	}
-	return FromBase64(name, typ, data, lim)
+	return fromBase64(name, shown, typ, data, lim)
 }
 
 // FromURL makes a part the provider fetches. Only http and https URLs are taken; a
