@@ -80,6 +80,8 @@ func WithNotes(msgs []Message) []Message {
 // ByteSize shows a byte count for people: 812 bytes, 120 KB, 3.4 MB.
 func ByteSize(n int64) string {
 	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MB", n>>20)
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 	case n >= 1<<10:

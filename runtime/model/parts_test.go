@@ -63,14 +63,14 @@ func TestNotesReplaceParts(t *testing.T) {
 	msgs := []model.Message{
 		{Role: model.RoleUser, Content: "look", Parts: []model.Part{
 			{Kind: model.PartImage, MediaType: "image/png", Name: "photo.png", Size: 120 << 10, Ref: "part/x"},
-			{Kind: model.PartFile, MediaType: "application/pdf", Name: "bill.pdf", Size: 3 << 20},
+			{Kind: model.PartFile, MediaType: "application/pdf", Name: "bill.pdf", Size: 3<<20 + 400<<10},
 		}},
 		{Role: model.RoleAssistant, Content: "seen"},
 		{Role: model.RoleUser, Parts: []model.Part{{Kind: model.PartImage, URL: "https://example.com/a"}}},
 	}
 	got := model.WithNotes(msgs)
 	want := []string{
-		"look\n[earlier attachment: photo.png, image/png, 120 KB]\n[earlier attachment: bill.pdf, application/pdf, 3.0 MB]",
+		"look\n[earlier attachment: photo.png, image/png, 120 KB]\n[earlier attachment: bill.pdf, application/pdf, 3.4 MB]",
 		"seen",
 		"[earlier attachment: image, https://example.com/a]",
 	}

@@ -164,13 +164,13 @@ func fromBytes(name, shown, declared string, data []byte, lim Limits) (model.Par
 	return model.Part{Kind: kindOf(typ), MediaType: typ, Name: name, Data: data, Size: int64(len(data))}, nil
 }
 
-// sizeOver shows a size that broke a limit: in bytes when the rounded units would
-// read as the limit itself.
+// sizeOver shows a size that broke a limit: in bytes when it is close enough to
+// the limit that rounded units would read as the limit itself.
 func sizeOver(n int, limit int64) string {
-	if s := Size(int64(n)); s != Size(limit) {
-		return s
+	if int64(n) < limit+limit/20 {
+		return fmt.Sprintf("%d bytes", n)
 	}
-	return fmt.Sprintf("%d bytes", n)
+	return Size(int64(n))
 }
 
 // agree reports whether a claimed type fits the content: the same type, or text
