@@ -121,6 +121,12 @@ func (r *run) commit() {
 	// nothing could tell they did.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), commitTimeout)
 	defer cancel()
+	if len(rec.Messages) > 0 {
+		rec.Messages = storeParts(ctx, a.store, rec.Messages, func(err error) {
+			r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "an attachment could not be stored; the history keeps only its note"})
+		})
+		r.result.Messages = rec.Messages
+	}
 	if err := a.store.Commit(ctx, rec); err != nil {
 		r.result.MemoryError = err.Error()
 		r.emit(Event{Kind: EventMemory, Error: err.Error(), Message: "the run could not be saved"})

@@ -11,7 +11,12 @@ import (
 
 // Request is one run of an agent.
 type Request struct {
-	Input        string
+	Input string
+	// Parts are the files the user sent with Input (images, documents): on the
+	// run's user message, sent with every model call of the run. Each is checked
+	// against the agent's model before the first call (see PartError); the
+	// history keeps them by reference (see Result.Messages).
+	Parts        []model.Part
 	User         tool.User
 	Conversation string
 	// Intent, when set, is a pre-recognised intent: routing is skipped.

@@ -83,6 +83,9 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
+	if err := a.checkParts(req.Parts); err != nil {
+		return nil, err // before anything of the run: no model was asked
+	}
 	ctx, cancel := hostOf(req.Host).RunContext(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)
 	defer cancel()
 	r := &run{
@@ -107,7 +110,7 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 		r.emit(Event{Kind: EventAgent, CallID: parent.callID, Message: clipText(req.Input, 200)})
 	}
 	r.vars = runVars(a.spec, req)
-	r.messages = append(r.messages, model.Message{Role: model.RoleUser, Content: req.Input})
+	r.messages = append(r.messages, model.Message{Role: model.RoleUser, Content: req.Input, Parts: slices.Clone(req.Parts)})
 	if r.filterText(spec.StageInput, &r.messages[0].Content) {
 		r.prepareContext()
 		if r.memory.foreignConversation {
@@ -142,6 +145,7 @@ func (r *run) end() *Result {
 	r.result.Messages = r.storedMessages()
 	r.result.Seen = r.seen.result(r.req.Seen)
 	r.commit()
+	r.result.Messages = withoutPartData(r.result.Messages) // stored by Ref, or not at all
 	r.result.Duration = r.since(r.started)
 	return r.result
 }
@@ -390,7 +394,8 @@ func (r *run) requestMessages() []model.Message {
 	if sys := r.systemPrompt(); sys != "" {
 		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: sys})
 	}
-	msgs = append(msgs, r.req.History...)
+	// An earlier turn's parts go as notes: the bytes were sent with their turn.
+	msgs = append(msgs, model.WithNotes(r.req.History)...)
 	return append(msgs, r.messages...)
 }
 

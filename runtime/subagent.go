@@ -51,7 +51,7 @@ func (r *run) delegate(ctx context.Context, name, task string, c *call, seen map
 // this agent's.
 func (r *run) handoff() {
 	it := r.intent
-	req := &Request{Input: r.input(), User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
+	req := &Request{Input: r.input(), Parts: r.req.Parts, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
 		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse,
 		Host: r.req.Host, RunID: r.id + "/" + it.agent}
 	if req.History == nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/knowledge"
+	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/attach"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/runtime/tool/mcp"
 	"github.com/agentrun/agentrun/spec"
@@ -39,6 +41,7 @@ type execOptions struct {
 	user, conversation          string
 	intent                      string
 	set                         []string
+	attach                      []string
 	model                       string
 	// ask: ask on the terminal about calls that need approval; askSet says --ask
 	// was given (else exec asks when stdin and stderr are terminals).
@@ -60,6 +63,10 @@ func newExecCommand() *cobra.Command {
 			"optionally followed by a reason. Otherwise the run pauses (exit 4) and waits in the\n" +
 			"store until `agentrun resume RUN_ID --approve CALL_ID` (or --reject) decides, from\n" +
 			"any process; `agentrun runs list` shows the paused runs.\n\n" +
+			"--attach sends images (png, jpeg, gif, webp), PDFs and text files with the question; a\n" +
+			"file's type is read from its content and must match its name, and an http(s) URL goes\n" +
+			"to the provider as a URL, for it to fetch. A missing, oversized or unsupported file, or\n" +
+			"one the agent's model cannot take, is an error (exit 1) before any model call.\n\n" +
 			"The model's server comes from the spec's model section; what it leaves out comes from\n" +
 			"the environment: LLM_BASE_URL or OPENAI_BASE_URL, LLM_API_KEY or OPENAI_API_KEY (unless\n" +
 			"the spec names its own variable with api_key_env), LLM_MODEL_NAME. AGENTRUN_STORE names\n" +
@@ -71,7 +78,8 @@ func newExecCommand() *cobra.Command {
 		Example: "  agentrun exec --model test examples/agents/code-assistant.yaml \"What is 2*(3+4)?\"\n" +
 			"  agentrun exec --engine temporal --temporal 127.0.0.1:7233 shop.yaml \"Where is my order?\"\n" +
 			"  echo \"Where is my order?\" | agentrun exec --user u-42 --conversation c-1 shop.yaml -\n" +
-			"  agentrun exec --ask --user u-42 shop.yaml \"Cancel order A2002\"",
+			"  agentrun exec --ask --user u-42 shop.yaml \"Cancel order A2002\"\n" +
+			"  agentrun exec shop.yaml \"What is wrong with this bill?\" --attach bill.pdf --attach photo.png",
 		Args: argsOf(2, "a spec and a question"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.askSet = cmd.Flags().Changed("ask")
@@ -88,6 +96,8 @@ func newExecCommand() *cobra.Command {
 	f.StringVar(&o.conversation, "conversation", "", "the conversation's id")
 	f.StringVar(&o.intent, "intent", "", "a pre-recognised intent")
 	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
+	f.StringArrayVar(&o.attach, "attach", nil, "send an image or a document with the question: a `FILE|URL` (repeatable; png, jpeg, gif, webp, pdf, text; "+
+		attach.Size(attach.DefaultMaxPart)+" each, "+attach.Size(attach.DefaultMaxTotal)+" and "+strconv.Itoa(attach.DefaultMaxCount)+" files in all)")
 	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
 	f.StringVar(&o.audit, "audit", "", "write every MCP tool call (server, tool, arguments, user, outcome) as JSON lines to `FILE`")
 	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
@@ -373,7 +383,25 @@ func execRequest(s *spec.Spec, question string, o execOptions) (runtime.Request,
 	case err != nil:
 		return runtime.Request{}, fmt.Errorf("--set %w", err)
 	}
-	return runtime.Request{Input: question, User: user, Conversation: o.conversation, Intent: o.intent}, nil
+	parts, err := attachments(o.attach)
+	if err != nil {
+		return runtime.Request{}, fmt.Errorf("--attach: %w", err)
+	}
+	return runtime.Request{Input: question, Parts: parts, User: user, Conversation: o.conversation, Intent: o.intent}, nil
+}
+
+// attachments reads the --attach arguments: every file read and checked, and the
+// request's limits applied, before anything is opened or any model asked.
+func attachments(args []string) ([]model.Part, error) {
+	var parts []model.Part
+	for _, a := range args {
+		p, err := attach.Parse(a, attach.DefaultLimits)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	return parts, attach.DefaultLimits.Check(parts)
 }
 
 // execObservers are the progress printer and the trace file the flags ask for.

@@ -98,6 +98,9 @@ type tracedModel struct {
 	cache     optCache // by purpose, response model, token type
 }
 
+// TakesPart: tracing changes nothing of what the wrapped model takes.
+func (m *tracedModel) TakesPart(p model.Part) error { return model.TakesPart(m.next, p) }
+
 func (m *tracedModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	start := time.Now()
 	purpose := m.info.Purpose

@@ -28,8 +28,8 @@ const toolGrace = time.Minute
 func rewire(name string, a *runtime.Agent, o Options) *runtime.Agent {
 	target := func(path []string) Target { return Target{Agent: name, Path: path} }
 	return a.Rewire(runtime.Wiring{
-		Model: func(path []string, p runtime.Purpose, _ model.Model) model.Model {
-			return modelProxy{target: target(path), purpose: p, o: o}
+		Model: func(path []string, p runtime.Purpose, m model.Model) model.Model {
+			return modelProxy{target: target(path), purpose: p, o: o, asked: m}
 		},
 		Tool: func(path []string, t *spec.Tool, _ tool.Tool) tool.Tool {
 			return toolProxy{target: target(path), retry: t.Retryable(), o: o}
@@ -75,7 +75,12 @@ type modelProxy struct {
 	target  Target
 	purpose runtime.Purpose
 	o       Options
+	// asked is the model the activity calls, asked only which parts it takes: a
+	// pure answer, the same in the workflow as in the worker.
+	asked model.Model
 }
+
+func (m modelProxy) TakesPart(p model.Part) error { return model.TakesPart(m.asked, p) }
 
 func (m modelProxy) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	ao := workflow.ActivityOptions{StartToCloseTimeout: m.o.ModelTimeout, HeartbeatTimeout: m.o.Heartbeat,
