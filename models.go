@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime/model"
-	"github.com/agentrun/agentrun/runtime/model/gemini"
 	"github.com/agentrun/agentrun/runtime/model/fallback"
+	"github.com/agentrun/agentrun/runtime/model/gemini"
 	"github.com/agentrun/agentrun/runtime/model/offline"
 	"github.com/agentrun/agentrun/runtime/model/openai"
 	"github.com/agentrun/agentrun/spec"
