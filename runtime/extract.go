@@ -72,7 +72,7 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 	res.Usage.Add(resp.Usage)
 	if res.Cost != nil { // known, so the agent's model, which answered, has a price
 		u := resp.Usage
-		c := *res.Cost + a.prices.Agent.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+		c := *res.Cost + a.prices.Agent.Cost(u.PromptTokens, u.CachedPromptTokens, u.CacheWriteTokens, u.CompletionTokens)
 		res.Cost = &c
 	}
 	var out struct {
