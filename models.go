@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/anthropic"
 	"github.com/agentrun/agentrun/runtime/model/fallback"
 	"github.com/agentrun/agentrun/runtime/model/gemini"
 	"github.com/agentrun/agentrun/runtime/model/offline"
@@ -61,6 +62,8 @@ func newProvider(m spec.Model, specDir string, lookup func(string) (string, bool
 	switch m.Provider {
 	case "", spec.ProviderOpenAI:
 		return openai.New(m, lookup)
+	case spec.ProviderAnthropic:
+		return anthropic.New(m, lookup)
 	case spec.ProviderGemini:
 		return gemini.New(m, lookup)
 	case spec.ProviderTest:
@@ -135,13 +138,17 @@ func OverrideModel(m *spec.Model, override string) error {
 			return err
 		}
 		m.Provider, m.Script = spec.ProviderScript, abs
-	case spec.ProviderOpenAI:
-		m.Provider = spec.ProviderOpenAI
+	case spec.ProviderOpenAI, spec.ProviderAnthropic, spec.ProviderGemini:
+		if p := spec.Provider(provider); p != cmp.Or(m.Provider, spec.ProviderOpenAI) {
+			// Another provider's server and key variable are no use to this one:
+			// its own defaults apply, and so does its own name.
+			m.Provider, m.BaseURL, m.APIKeyEnv, m.API, m.Name = p, "", "", "", ""
+		}
 		if arg != "" {
 			m.Name = arg
 		}
 	default:
-		return fmt.Errorf("unknown --model %q: use test, script:FILE or openai[:NAME]", override)
+		return fmt.Errorf("unknown --model %q: use test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]", override)
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ func (r *run) overBudget(p Purpose, req *model.Request) (detail string, release 
 	price := r.agent.price(p)
 	worst := spend{tokens: prompt + output}
 	if price != nil {
-		worst.cost = price.Cost(prompt, 0, output)
+		worst.cost = price.Cost(prompt, 0, 0, output)
 	}
 	r.budget.tally.Lock()
 	for x := r; x != nil && detail == ""; x = x.parentRun() {
@@ -240,7 +240,7 @@ func (r *run) account(p Purpose, u model.Usage, answered *model.Answered) *float
 		r.charge(u, 0)
 		return nil
 	}
-	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+	c := price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CacheWriteTokens, u.CompletionTokens)
 	r.budget.cost += c
 	r.charge(u, c)
 	return &c

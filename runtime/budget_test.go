@@ -132,8 +132,8 @@ func TestTokenBudget(t *testing.T) {
 func TestCostBudget(t *testing.T) {
 	w := worstCases(t)
 	price := &spec.Pricing{Input: 2, CachedInput: 0.5, Output: 8}
-	call := price.Cost(callUsage.PromptTokens, callUsage.CachedPromptTokens, callUsage.CompletionTokens)
-	worst := func(i int) float64 { return price.Cost(w[i]-100, 0, 100) }
+	call := price.Cost(callUsage.PromptTokens, callUsage.CachedPromptTokens, callUsage.CacheWriteTokens, callUsage.CompletionTokens)
+	worst := func(i int) float64 { return price.Cost(w[i]-100, 0, 0, 100) }
 	// Budgets halfway between the last call allowed and the first refused, so float
 	// rounding decides nothing.
 	tests := []struct {
@@ -244,7 +244,7 @@ func TestClassifierBudgetAndCost(t *testing.T) {
 		if res.Usage.TotalTokens != 1320 {
 			t.Errorf("usage %+v, want the classifier's 320 and the agent's 1000", res.Usage)
 		}
-		want := routerPrice.Cost(300, 0, 20) + agentPrice.Cost(900, 300, 100)
+		want := routerPrice.Cost(300, 0, 0, 20) + agentPrice.Cost(900, 300, 0, 100)
 		if res.Cost == nil || !near(*res.Cost, want) {
 			t.Errorf("cost %v, want %g", res.Cost, want)
 		}
@@ -264,7 +264,7 @@ func TestRunCost(t *testing.T) {
 	agentPrice := &spec.Pricing{Input: 2, CachedInput: 0.5, Output: 8}
 	judgePrice := &spec.Pricing{Input: 10, Output: 30} // cached input at the input price
 	judgeUsage := model.Usage{PromptTokens: 400, CachedPromptTokens: 100, CompletionTokens: 20, TotalTokens: 420}
-	agentCall := agentPrice.Cost(900, 300, 100)
+	agentCall := agentPrice.Cost(900, 300, 0, 100)
 	tests := []struct {
 		name      string
 		ownJudge  bool // the judge has a model of its own (Options.JudgeModel)
@@ -277,12 +277,12 @@ func TestRunCost(t *testing.T) {
 	}{
 		{name: "agent and judge at their own prices", ownJudge: true,
 			prices:    runtime.Prices{Agent: agentPrice, Judge: judgePrice},
-			agentCost: ptr(agentCall), judgeCost: ptr(judgePrice.Cost(400, 100, 20)),
-			cost: ptr(3*agentCall + 2*judgePrice.Cost(400, 100, 20))},
+			agentCost: ptr(agentCall), judgeCost: ptr(judgePrice.Cost(400, 100, 0, 20)),
+			cost: ptr(3*agentCall + 2*judgePrice.Cost(400, 100, 0, 20))},
 		{name: "a judge on the agent's model pays the agent's price",
 			prices:    runtime.Prices{Agent: agentPrice},
-			agentCost: ptr(agentCall), judgeCost: ptr(agentPrice.Cost(400, 100, 20)),
-			cost: ptr(3*agentCall + 2*agentPrice.Cost(400, 100, 20))},
+			agentCost: ptr(agentCall), judgeCost: ptr(agentPrice.Cost(400, 100, 0, 20)),
+			cost: ptr(3*agentCall + 2*agentPrice.Cost(400, 100, 0, 20))},
 		{name: "a judge with a model of its own and no price: the run's cost is unknown", ownJudge: true,
 			prices:    runtime.Prices{Agent: agentPrice},
 			agentCost: ptr(agentCall)},
@@ -367,7 +367,7 @@ func TestRefusedResponseIsStillCounted(t *testing.T) {
 	if res.Stop != runtime.StopModelError {
 		t.Fatalf("stop %s", res.Stop)
 	}
-	if res.Usage != billed || res.Cost == nil || *res.Cost != price.Cost(700, 0, 300) {
-		t.Errorf("usage %+v cost %v; want %+v and $%g", res.Usage, res.Cost, billed, price.Cost(700, 0, 300))
+	if res.Usage != billed || res.Cost == nil || *res.Cost != price.Cost(700, 0, 0, 300) {
+		t.Errorf("usage %+v cost %v; want %+v and $%g", res.Usage, res.Cost, billed, price.Cost(700, 0, 0, 300))
 	}
 }

@@ -76,7 +76,7 @@ func (a *Agent) ExtractFacts(ctx context.Context, req Request, res *Result) erro
 			res.Cost = nil // a sum that leaves out a call would read as the run's cost
 		} else {
 			u := resp.Usage
-			c := *res.Cost + price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CompletionTokens)
+			c := *res.Cost + price.Cost(u.PromptTokens, u.CachedPromptTokens, u.CacheWriteTokens, u.CompletionTokens)
 			res.Cost = &c
 		}
 	}

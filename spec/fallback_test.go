@@ -77,7 +77,7 @@ func TestFallbackPrices(t *testing.T) {
 	got := FallbackPrices(s)
 	want := map[string]*Pricing{
 		"gpt-4o-mini":      {Input: 0.15, CachedInput: 0.075, Output: 0.60},
-		"claude-haiku-4-5": {Input: 1.00, CachedInput: 0.10, Output: 5.00},
+		"claude-haiku-4-5": {Input: 1.00, CachedInput: 0.10, CacheWrite: 1.25, Output: 5.00},
 		"cheap":            {Input: 1, Output: 2},
 	}
 	if !reflect.DeepEqual(got, want) {

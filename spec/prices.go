@@ -39,15 +39,16 @@ var priceTable = map[string]Pricing{
 	"gemini-2.5-pro":        {Input: 1.25, CachedInput: 0.125, Output: 10.00},
 	"gemini-2.5-flash":      {Input: 0.30, CachedInput: 0.03, Output: 2.50},
 	"gemini-2.5-flash-lite": {Input: 0.10, CachedInput: 0.01, Output: 0.40},
-	// Anthropic (the cached price is a cache read)
-	"claude-3-5-haiku":  {Input: 0.80, CachedInput: 0.08, Output: 4.00},
-	"claude-3-7-sonnet": {Input: 3.00, CachedInput: 0.30, Output: 15.00},
-	"claude-sonnet-4":   {Input: 3.00, CachedInput: 0.30, Output: 15.00},
-	"claude-sonnet-4-5": {Input: 3.00, CachedInput: 0.30, Output: 15.00},
-	"claude-haiku-4-5":  {Input: 1.00, CachedInput: 0.10, Output: 5.00},
-	"claude-opus-4":     {Input: 15.00, CachedInput: 1.50, Output: 75.00},
-	"claude-opus-4-1":   {Input: 15.00, CachedInput: 1.50, Output: 75.00},
-	"claude-opus-4-5":   {Input: 5.00, CachedInput: 0.50, Output: 25.00},
+	// Anthropic (the cached price is a cache read; a cache write is 1.25 times the
+	// input price, for the default five-minute cache)
+	"claude-3-5-haiku":  {Input: 0.80, CachedInput: 0.08, CacheWrite: 1.00, Output: 4.00},
+	"claude-3-7-sonnet": {Input: 3.00, CachedInput: 0.30, CacheWrite: 3.75, Output: 15.00},
+	"claude-sonnet-4":   {Input: 3.00, CachedInput: 0.30, CacheWrite: 3.75, Output: 15.00},
+	"claude-sonnet-4-5": {Input: 3.00, CachedInput: 0.30, CacheWrite: 3.75, Output: 15.00},
+	"claude-haiku-4-5":  {Input: 1.00, CachedInput: 0.10, CacheWrite: 1.25, Output: 5.00},
+	"claude-opus-4":     {Input: 15.00, CachedInput: 1.50, CacheWrite: 18.75, Output: 75.00},
+	"claude-opus-4-1":   {Input: 15.00, CachedInput: 1.50, CacheWrite: 18.75, Output: 75.00},
+	"claude-opus-4-5":   {Input: 5.00, CachedInput: 0.50, CacheWrite: 6.25, Output: 25.00},
 }
 
 // snapshotRe matches the date a provider appends to name a model's snapshot:

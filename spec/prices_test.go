@@ -22,7 +22,7 @@ func TestPriceOf(t *testing.T) {
 		{"dated snapshot", Model{Name: "gpt-4o-2024-08-06"}, Pricing{Input: 2.5, CachedInput: 1.25, Output: 10}, table, true},
 		{"dated mini snapshot", Model{Name: "gpt-4o-mini-2024-07-18"}, Pricing{Input: 0.15, CachedInput: 0.075, Output: 0.6}, table, true},
 		{"snapshot priced apart", Model{Name: "gpt-4o-2024-05-13"}, Pricing{Input: 5, Output: 15}, table, true},
-		{"compact date", Model{Name: "claude-sonnet-4-20250514"}, Pricing{Input: 3, CachedInput: 0.3, Output: 15}, table, true},
+		{"compact date", Model{Name: "claude-sonnet-4-20250514"}, Pricing{Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15}, table, true},
 		{"dated qwen", Model{Name: "qwen-plus-2025-07-28"}, Pricing{Input: 0.4, Output: 1.2}, table, true},
 		{"deepseek", Model{Name: "deepseek-reasoner"}, Pricing{Input: 0.28, CachedInput: 0.028, Output: 0.42}, table, true},
 		{"unknown", Model{Name: "llama3"}, Pricing{}, "", false},
@@ -99,7 +99,7 @@ func show(p *Pricing) string {
 // model the table knows (it would otherwise be found by the suffix rule anyway).
 func TestPriceTableEntries(t *testing.T) {
 	for name, p := range priceTable {
-		if p.Input <= 0 || p.Output <= 0 || p.CachedInput > p.Input || p.CachedInput < 0 {
+		if p.Input <= 0 || p.Output <= 0 || p.CachedInput > p.Input || p.CachedInput < 0 || p.CacheWrite != 0 && p.CacheWrite < p.Input {
 			t.Errorf("%s: implausible price %+v", name, p)
 		}
 		if loc := snapshotRe.FindStringIndex(name); loc != nil {
@@ -139,11 +139,11 @@ func TestDocsPriceTable(t *testing.T) {
 			}
 			return v
 		}
-		if len(row) != 4 {
-			t.Errorf("%s: the row has %d cells, want 4", name, len(row))
+		if len(row) != 5 {
+			t.Errorf("%s: the row has %d cells, want 5", name, len(row))
 			continue
 		}
-		if got := (Pricing{Input: num(row[1], 0), CachedInput: num(row[2], 0), Output: num(row[3], 0)}); got != want {
+		if got := (Pricing{Input: num(row[1], 0), CachedInput: num(row[2], 0), CacheWrite: num(row[3], 0), Output: num(row[4], 0)}); got != want {
 			t.Errorf("%s: the docs say %+v, the table %+v", name, got, want)
 		}
 	}
@@ -155,7 +155,17 @@ func TestDocsPriceTable(t *testing.T) {
 func TestPricingCost(t *testing.T) {
 	p, _, _ := PriceOf(Model{Name: "gpt-4o"})
 	// 1M prompt tokens of which 400k cached, 100k output: 0.6×2.5 + 0.4×1.25 + 0.1×10.
-	if got, want := p.Cost(1_000_000, 400_000, 100_000), 3.0; fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", want) {
+	if got, want := p.Cost(1_000_000, 400_000, 0, 100_000), 3.0; fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", want) {
 		t.Errorf("cost = %v, want %v", got, want)
+	}
+	// Anthropic: 1M prompt tokens of which 300k read from the cache and 200k
+	// written to it, 100k output: 0.5×3 + 0.3×0.3 + 0.2×3.75 + 0.1×15.
+	p, _, _ = PriceOf(Model{Name: "claude-sonnet-4-5-20250929"})
+	if got, want := p.Cost(1_000_000, 300_000, 200_000, 100_000), 3.84; fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", want) {
+		t.Errorf("claude cost = %v, want %v", got, want)
+	}
+	// Without a cache_write price, writes cost the input price.
+	if got, want := (Pricing{Input: 2, Output: 8}).Cost(1_000_000, 0, 500_000, 0), 2.0; got != want {
+		t.Errorf("default cache write cost = %v, want %v", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,16 +120,19 @@ const DefaultOutputRetries = 2
 type Pricing struct {
 	Input       float64 `yaml:"input" json:"input"`
 	CachedInput float64 `yaml:"cached_input" json:"cached_input"` // prompt tokens the provider served from its cache; 0 means Input
-	Output      float64 `yaml:"output" json:"output"`
+	// CacheWrite is the price of prompt tokens the provider wrote to its cache
+	// (Anthropic charges 1.25 times Input for them); 0 means Input.
+	CacheWrite float64 `yaml:"cache_write" json:"cache_write,omitempty"`
+	Output     float64 `yaml:"output" json:"output"`
 }
 
-// Cost is what usage of the given token counts costs at p, in US dollars.
-func (p Pricing) Cost(input, cachedInput, output int64) float64 {
-	cached := p.CachedInput
-	if cached == 0 {
-		cached = p.Input
-	}
-	return (float64(input-cachedInput)*p.Input + float64(cachedInput)*cached + float64(output)*p.Output) / 1e6
+// Cost is what usage of the given token counts costs at p, in US dollars. input
+// counts every prompt token, those read from the cache (cachedInput) and those
+// written to it (cacheWrite) included.
+func (p Pricing) Cost(input, cachedInput, cacheWrite, output int64) float64 {
+	cached := cmp.Or(p.CachedInput, p.Input)
+	write := cmp.Or(p.CacheWrite, p.Input)
+	return (float64(input-cachedInput-cacheWrite)*p.Input + float64(cachedInput)*cached + float64(cacheWrite)*write + float64(output)*p.Output) / 1e6
 }
 
 // Context declares what a run carries besides the user's id and the conversation id.

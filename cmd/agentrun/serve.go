@@ -105,7 +105,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&config, "config", "", "the server's config: authentication and limits (`serve.yaml`)")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "no authentication, every request is the user \"local\" (loopback addresses only)")
 	f.StringVar(&st, "store", "", "the memory store's URL for every agent (default: AGENTRUN_STORE, else the first spec's memory.url, else .agentrun/state.db)")
-	f.StringVar(&model, "model", "", "override every spec's model: test, script:FILE or openai[:NAME]")
+	f.StringVar(&model, "model", "", "override every spec's model: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	f.StringVar(&index, "index", "", "the knowledge index file (default: AGENTRUN_INDEX, else knowledge.index, else .agentrun/knowledge.db)")
 	engine.add(f, true)
 	return cmd
