@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/httpcap"
+
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
@@ -121,7 +123,7 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 	transport.ResponseHeaderTimeout = timeout
 	transport.MaxIdleConnsPerHost = maxIdlePerHost
 	transport.MaxIdleConns = 4 * maxIdlePerHost
-	capped := cappedTransport{base: transport, limit: MaxResponseBytes}
+	capped := httpcap.Transport{Base: transport, Limit: MaxResponseBytes}
 
 	// sdk.NewClient would read ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,
 	// ANTHROPIC_PROFILE, federation variables, ANTHROPIC_BASE_URL and

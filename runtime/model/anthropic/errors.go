@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/httpcap"
+
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/agentrun/agentrun/runtime/model"
@@ -38,7 +40,7 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if errors.Is(err, errResponseTooLarge) {
+	if errors.Is(err, httpcap.ErrTooLarge) {
 		return &model.Error{Err: fmt.Errorf("the response is larger than %d MiB, the most one model call reads", MaxResponseBytes>>20), Refused: true}
 	}
 	var apiErr *sdk.Error

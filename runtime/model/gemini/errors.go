@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/httpcap"
+
 	"google.golang.org/genai"
 
 	"github.com/agentrun/agentrun/runtime/model"
@@ -18,7 +20,7 @@ func (m *Model) fail(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if errors.Is(err, errResponseTooLarge) {
+	if errors.Is(err, httpcap.ErrTooLarge) {
 		return &model.Error{Err: fmt.Errorf("the response is larger than %d MiB, the most one model call reads", MaxResponseBytes>>20), Refused: true}
 	}
 	var apiErr genai.APIError

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/httpcap"
+
 	"google.golang.org/genai"
 
 	"github.com/agentrun/agentrun/runtime/model"
@@ -91,7 +93,7 @@ func build(m spec.Model, env func(string) (string, bool), tune func(*retryTransp
 	transport.MaxIdleConnsPerHost = maxIdlePerHost
 	transport.MaxIdleConns = 4 * maxIdlePerHost
 	retry := &retryTransport{
-		base:    cappedTransport{base: transport, limit: MaxResponseBytes},
+		base:    httpcap.Transport{Base: transport, Limit: MaxResponseBytes},
 		retries: retries, timeout: timeout, backoff: defaultBackoff, maxWait: maxRetryWait, wait: sleep,
 	}
 	if tune != nil {

@@ -18,54 +18,8 @@ import (
 // server sends, a model call holds at most this much.
 const MaxResponseBytes = 16 << 20
 
-// errResponseTooLarge is what reading past MaxResponseBytes returns.
-var errResponseTooLarge = errors.New("response too large")
-
 // errAttemptTimeout is the cause of an attempt cut off at model.timeout.
 var errAttemptTimeout = errors.New("attempt timed out")
-
-// cappedTransport makes every response body fail once it passes limit bytes, so
-// neither the SDK's reading of a whole body nor its stream scanner (which allows
-// lines of 256 MiB) can grow without bound.
-type cappedTransport struct {
-	base  http.RoundTripper
-	limit int64
-}
-
-func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.base.RoundTrip(req)
-	if err == nil && res.Body != nil {
-		res.Body = &cappedBody{ReadCloser: res.Body, limit: t.limit, left: t.limit}
-	}
-	return res, err
-}
-
-type cappedBody struct {
-	io.ReadCloser
-	limit int64
-	left  int64 // bytes that may still be read
-	err   error
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	// Read one byte more than allowed: a body of exactly the limit still ends in
-	// io.EOF, a longer one fails.
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.ReadCloser.Read(p)
-	if int64(n) > b.left {
-		n = int(b.left)
-		b.left = 0
-		b.err = fmt.Errorf("%w: more than %d bytes", errResponseTooLarge, b.limit)
-		return n, b.err
-	}
-	b.left -= int64(n)
-	return n, err
-}
 
 // retryTransport bounds and retries attempts below the SDK. The SDK's own retry
 // (HTTPOptions.RetryOptions) ignores Retry-After and Google's RetryInfo, and its

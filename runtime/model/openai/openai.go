@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/httpcap"
+
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -120,7 +122,7 @@ func build(m spec.Model, env func(string) (string, bool), extra ...option.Reques
 	// would open and close one).
 	transport.MaxIdleConnsPerHost = maxIdlePerHost
 	transport.MaxIdleConns = 4 * maxIdlePerHost
-	capped := cappedTransport{base: transport, limit: MaxResponseBytes}
+	capped := httpcap.Transport{Base: transport, Limit: MaxResponseBytes}
 	plain := &http.Client{Transport: capped, Timeout: timeout}
 	stream := &http.Client{Transport: capped}
 

@@ -468,19 +468,6 @@ func TestResponseCap(t *testing.T) {
 	}
 }
 
-func TestCappedBody(t *testing.T) {
-	for _, tt := range []struct {
-		size    int
-		wantErr bool
-	}{{0, false}, {9, false}, {10, false}, {11, true}, {1000, true}} {
-		body := &cappedBody{ReadCloser: io.NopCloser(bytes.NewReader(make([]byte, tt.size))), limit: 10, left: 10}
-		got, err := io.ReadAll(body)
-		if tt.wantErr != (err != nil) || len(got) != min(tt.size, 10) {
-			t.Errorf("%d bytes: read %d, error %v", tt.size, len(got), err)
-		}
-	}
-}
-
 // A thousand calls in one response are well within the cap, streamed or not.
 func TestThousandCalls(t *testing.T) {
 	const n = 1000
