@@ -65,6 +65,7 @@ func TestExecAttachRefusedBeforeAnyModelCall(t *testing.T) {
 	w := newAttachWorld(t)
 	photo := w.write(t, "photo.png", pngHeader)
 	jpegNamedPNG := w.write(t, "fake.png", append([]byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00"), make([]byte, 20)...))
+	notes := w.write(t, "notes.txt", []byte("remember the milk\n"))
 	zip := w.write(t, "a.zip", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"))
 	big := w.write(t, "big.txt", []byte(strings.Repeat("a", 20<<20+1)))
 	var many []string
@@ -82,9 +83,11 @@ func TestExecAttachRefusedBeforeAnyModelCall(t *testing.T) {
 		{"unsupported", []string{"--attach", zip}, 2, "--attach: attachment a.zip: application/zip is not a type that can be attached (accepted: image/png, image/jpeg, image/gif, image/webp, application/pdf, text/plain)"},
 		{"oversized", []string{"--attach", big}, 2, "--attach: attachment big.txt: 20971521 bytes is over the limit of 20 MB a part"},
 		{"too many", many, 2, "--attach: attachment: 11 attachments are more than the limit of 10"},
-		// The openai provider of this branch takes no parts (model.PartTaker): the
-		// run is refused, not sent without them.
-		{"a model that takes no parts", []string{"--attach", photo}, 1, "attachment photo.png (image/png): the agent's model cannot take it: this model takes no attachments"},
+		// attach accepts text files, but OpenAI takes only images and PDFs, and
+		// chat completions take a PDF only as bytes (model.PartTaker): the run is
+		// refused, not sent without them.
+		{"a type the model cannot take", []string{"--attach", notes}, 1, "attachment notes.txt (text/plain): the agent's model cannot take it: file \"notes.txt\" is text/plain; OpenAI takes PDF files only"},
+		{"a PDF by URL on chat completions", []string{"--attach", "https://example.com/bill.pdf"}, 1, "the agent's model cannot take it: file \"bill.pdf\" comes by URL; chat completions take files only as data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, append([]string{"exec", "-q", w.spec, "what is this?"}, tc.args...)...)

@@ -248,7 +248,7 @@ func TestRecordReplaysSubAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(string(raw), "    - text:") != 4 { // desk calls refunds, refunds calls calculator, refunds answers, desk answers
+	if strings.Count(string(raw), "\n    - ") != 4 { // desk calls refunds, refunds calls calculator, refunds answers, desk answers
 		t.Fatalf("the script holds:\n%s", raw)
 	}
 	code, replayed, stderr := runCLI(t, "exec", "-q", "--model", "script:"+script, desk, "refund it")
