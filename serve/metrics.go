@@ -121,7 +121,7 @@ func NewMetrics() *Metrics {
 		}, []string{"agent", "decision"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_tokens_total",
-			Help: "Model tokens of finished runs: in (prompt) and out (completion).",
+			Help: "Model tokens of finished runs: in (prompt) and out (completion); of the prompt tokens, cache_read and cache_write (a provider's prompt cache).",
 		}, []string{"agent", "direction"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_tool_calls_total",
@@ -228,6 +228,14 @@ func (m *Metrics) RunFinished(agent string, res *runtime.Result, d time.Duration
 	m.runs.WithLabelValues(agent, m.intentLabel(agent, res.Intent), stopLabel(res.Stop)).Inc()
 	m.tokens.WithLabelValues(agent, "in").Add(float64(max(res.Usage.PromptTokens, 0)))
 	m.tokens.WithLabelValues(agent, "out").Add(float64(max(res.Usage.CompletionTokens, 0)))
+	// Of the prompt tokens, those a provider's prompt cache served and wrote: a
+	// series only for agents whose provider reports them.
+	if n := res.Usage.CachedPromptTokens; n > 0 {
+		m.tokens.WithLabelValues(agent, "cache_read").Add(float64(n))
+	}
+	if n := res.Usage.CacheWriteTokens; n > 0 {
+		m.tokens.WithLabelValues(agent, "cache_write").Add(float64(n))
+	}
 	if res.Cost != nil {
 		m.cost.WithLabelValues(agent).Add(max(*res.Cost, 0))
 	}

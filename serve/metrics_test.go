@@ -126,7 +126,7 @@ func TestMetricsRuns(t *testing.T) {
 		m.RunStarted("shop")
 	}
 	m.RunFinished("shop", &runtime.Result{Intent: "order_status", Stop: runtime.StopCompleted,
-		Usage: model.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120}}, 2*time.Second)
+		Usage: model.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120, CachedPromptTokens: 60, CacheWriteTokens: 30}}, 2*time.Second)
 	m.RunFinished("shop", &runtime.Result{Intent: "order_status", Stop: runtime.StopCompleted,
 		Usage: model.Usage{PromptTokens: 50, CompletionTokens: 5, TotalTokens: 55}}, 3*time.Second)
 	// A pre-recognised intent that routing never chose (the request's own text).
@@ -142,6 +142,8 @@ func TestMetricsRuns(t *testing.T) {
 		{"agentrun_runs_in_flight", map[string]string{"agent": "shop"}, 0},
 		{"agentrun_tokens_total", map[string]string{"agent": "shop", "direction": "in"}, 150},
 		{"agentrun_tokens_total", map[string]string{"agent": "shop", "direction": "out"}, 25},
+		{"agentrun_tokens_total", map[string]string{"agent": "shop", "direction": "cache_read"}, 60},
+		{"agentrun_tokens_total", map[string]string{"agent": "shop", "direction": "cache_write"}, 30},
 		{"agentrun_model_calls_total", map[string]string{"agent": "shop", "purpose": "agent"}, 2},
 		{"agentrun_model_calls_total", map[string]string{"agent": "shop", "purpose": "classifier"}, 1},
 		{"agentrun_model_call_duration_seconds", map[string]string{"agent": "shop", "purpose": "agent"}, 2},

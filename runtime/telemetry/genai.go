@@ -35,11 +35,12 @@ const (
 	AttrInputMessages      = attribute.Key("gen_ai.input.messages")
 	AttrOutputMessages     = attribute.Key("gen_ai.output.messages")
 	AttrSystemInstructions = attribute.Key("gen_ai.system_instructions")
-	AttrToolCallArguments  = attribute.Key("gen_ai.tool.call.arguments")           // later (1.38.0)
-	AttrToolCallResult     = attribute.Key("gen_ai.tool.call.result")              // later (1.38.0)
-	AttrRetrievalQuery     = attribute.Key("gen_ai.retrieval.query.text")          // later (1.40.0)
-	AttrCacheReadTokens    = attribute.Key("gen_ai.usage.cache_read.input_tokens") // later (1.40.0)
-	AttrEmbeddingsDims     = attribute.Key("gen_ai.embeddings.dimension.count")    // later (1.39.0)
+	AttrToolCallArguments  = attribute.Key("gen_ai.tool.call.arguments")               // later (1.38.0)
+	AttrToolCallResult     = attribute.Key("gen_ai.tool.call.result")                  // later (1.38.0)
+	AttrRetrievalQuery     = attribute.Key("gen_ai.retrieval.query.text")              // later (1.40.0)
+	AttrCacheReadTokens    = attribute.Key("gen_ai.usage.cache_read.input_tokens")     // later (1.40.0)
+	AttrCacheWriteTokens   = attribute.Key("gen_ai.usage.cache_creation.input_tokens") // later (1.40.0)
+	AttrEmbeddingsDims     = attribute.Key("gen_ai.embeddings.dimension.count")        // later (1.39.0)
 
 	// Values of gen_ai.operation.name.
 	OpInvokeAgent = "invoke_agent"

@@ -188,9 +188,7 @@ func (m *tracedModel) record(span trace.Span, resp *model.Response) {
 		AttrInputTokens.Int64(resp.Usage.PromptTokens),
 		AttrOutputTokens.Int64(resp.Usage.CompletionTokens),
 	)
-	if resp.Usage.CachedPromptTokens > 0 {
-		attrs = append(attrs, AttrCacheReadTokens.Int64(resp.Usage.CachedPromptTokens))
-	}
+	attrs = appendCacheTokens(attrs, resp.Usage)
 	if rm := answeringModel(resp); rm != "" {
 		attrs = append(attrs, AttrResponseModel.String(rm))
 	}
@@ -248,4 +246,16 @@ func errorType(err error) string {
 		return fmt.Sprintf("%T", me)
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// appendCacheTokens adds the prompt tokens a provider's cache served and wrote,
+// when it reported any.
+func appendCacheTokens(attrs []attribute.KeyValue, u model.Usage) []attribute.KeyValue {
+	if u.CachedPromptTokens > 0 {
+		attrs = append(attrs, AttrCacheReadTokens.Int64(u.CachedPromptTokens))
+	}
+	if u.CacheWriteTokens > 0 {
+		attrs = append(attrs, AttrCacheWriteTokens.Int64(u.CacheWriteTokens))
+	}
+	return attrs
 }

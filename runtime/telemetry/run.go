@@ -177,6 +177,7 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 			usage.PromptTokens -= p.Usage.PromptTokens
 			usage.CompletionTokens -= p.Usage.CompletionTokens
 			usage.CachedPromptTokens -= p.Usage.CachedPromptTokens
+			usage.CacheWriteTokens -= p.Usage.CacheWriteTokens
 			steps = steps[min(p.Steps, len(steps)):]
 			if cost != nil {
 				added := *cost - p.Cost
@@ -200,9 +201,7 @@ func (r *RunSpan) end(res *runtime.Result, err error) {
 				AttrTurns.Int(res.Turns),
 				AttrToolRounds.Int(res.ToolRounds),
 			}
-			if usage.CachedPromptTokens > 0 {
-				attrs = append(attrs, AttrCacheReadTokens.Int64(usage.CachedPromptTokens))
-			}
+			attrs = appendCacheTokens(attrs, usage)
 			if res.Intent != "" {
 				attrs = append(attrs, AttrIntent.String(res.Intent))
 			}
