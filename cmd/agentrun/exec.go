@@ -98,7 +98,7 @@ func newExecCommand() *cobra.Command {
 	f.StringArrayVar(&o.set, "set", nil, "a user attribute, `key=value` (repeatable)")
 	f.StringArrayVar(&o.attach, "attach", nil, "send an image or a document with the question: a `FILE|URL` (repeatable; png, jpeg, gif, webp, pdf, text; "+
 		attach.Size(attach.DefaultMaxPart)+" each, "+attach.Size(attach.DefaultMaxTotal)+" and "+strconv.Itoa(attach.DefaultMaxCount)+" files in all)")
-	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	f.StringVar(&o.audit, "audit", "", "write every MCP tool call (server, tool, arguments, user, outcome) as JSON lines to `FILE`")
 	f.StringVar(&o.record, "record", "", "save the models' answers as a script `FILE` to replay with --model script:FILE")
 	f.StringVar(&o.store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+")")

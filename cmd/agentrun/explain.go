@@ -67,7 +67,7 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().StringVar(&intent, "intent", "", "the intent to explain")
 	cmd.Flags().StringVar(&question, "question", "", "route this question, then explain its intent")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "a user attribute the prompt is rendered with, `key=value` (repeatable)")
-	cmd.Flags().StringVar(&model, "model", "", "the model for --question's classifier: test, script:FILE, openai[:NAME]")
+	cmd.Flags().StringVar(&model, "model", "", "the model for --question's classifier: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	return cmd
 }
 

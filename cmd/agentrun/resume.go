@@ -63,7 +63,7 @@ func newResumeCommand() *cobra.Command {
 	f.StringVar(&o.by, "by", "", "who decides, recorded with the decision (default: $USER, else cli)")
 	f.StringVar(&o.store, "store", "", "the store's URL (default: AGENTRUN_STORE, --spec's memory.url, "+agentrun.DefaultStoreURL+")")
 	f.StringVar(&o.spec, "spec", "", "the agent's spec file (default: the one the run was paused with)")
-	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&o.model, "model", "", "override the model: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	f.StringVar(&o.trace, "trace", "", "write every event as JSON lines to `FILE`")
 	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")

@@ -226,7 +226,7 @@ func newWorkerCommand() *cobra.Command {
 	f := cmd.Flags()
 	t.add(f, false)
 	f.StringVar(&store, "store", "", "the memory store's URL (default: AGENTRUN_STORE, memory.url, "+agentrun.DefaultStoreURL+"); workers on several machines need a shared one (redis:, postgres:)")
-	f.StringVar(&model, "model", "", "override the model: test, script:FILE, openai[:NAME]")
+	f.StringVar(&model, "model", "", "override the model: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	f.DurationVar(&heartbeat, "heartbeat", 10*time.Second, "how soon a model or tool call whose worker stopped is tried again elsewhere")
 	return cmd
 }
