@@ -25,7 +25,7 @@ func (m *Model) fail(ctx context.Context, err error) error {
 	}
 	var apiErr genai.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code == 0 {
-		return &model.Error{Err: &redactedError{msg: redact(err.Error(), m.key), cause: err}}
+		return &model.Error{Err: model.Redacted(err.Error(), m.key, err)}
 	}
 	status := apiErr.Code
 	text := http.StatusText(status)
@@ -52,7 +52,7 @@ func (m *Model) fail(ctx context.Context, err error) error {
 		text = fmt.Sprintf("model %q does not exist at %s (or it does not support generateContent): %s", m.name, m.baseURL, text)
 	}
 	// genai.APIError is not kept as the cause: its details may quote the request.
-	return &model.Error{Status: status, Err: &redactedError{msg: redact(text, m.key)}}
+	return &model.Error{Status: status, Err: model.Redacted(text, m.key, nil)}
 }
 
 // keyInvalid reports Google's answer to a key it does not know: a
@@ -65,22 +65,6 @@ func keyInvalid(e genai.APIError) bool {
 	}
 	return false
 }
-
-func redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[redacted]")
-}
-
-// redactedError is an error whose text was cleaned of the API key.
-type redactedError struct {
-	msg   string
-	cause error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.cause }
 
 func clip(s string) string {
 	const limit = 800

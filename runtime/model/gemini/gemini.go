@@ -122,7 +122,7 @@ func build(m spec.Model, env func(string) (string, bool), tune func(*retryTransp
 	c, err := genai.NewClient(context.Background(), cc)
 	if err != nil {
 		// The SDK's message quotes the whole ClientConfig, key included.
-		return nil, errors.New("gemini: " + redact(err.Error(), s.key))
+		return nil, errors.New("gemini: " + model.Redact(err.Error(), s.key))
 	}
 	out := &Model{
 		name: m.Name, baseURL: s.baseURL, vertex: s.vertex, key: s.key,

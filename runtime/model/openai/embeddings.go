@@ -265,5 +265,5 @@ func (e *Embedder) vector(raw []float64, want int, first bool) ([]float32, error
 // bad is the error of a response that arrived but cannot be used.
 func (e *Embedder) bad(format string, args ...any) error {
 	msg := "embeddings " + e.model + ": bad response: " + fmt.Sprintf(format, args...)
-	return &model.Error{Err: &redactedError{msg: e.m.redact(msg)}}
+	return &model.Error{Err: model.Redacted(msg, e.m.key, nil)}
 }

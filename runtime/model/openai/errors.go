@@ -43,7 +43,7 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
 			msg = fmt.Sprintf("no answer within the %s timeout: %s", m.timeout, msg)
 		}
-		return &model.Error{Err: &redactedError{msg: m.redact(msg), cause: err}}
+		return &model.Error{Err: model.Redacted(msg, m.key, err)}
 	}
 	text := http.StatusText(status)
 	if text == "" {
@@ -69,24 +69,8 @@ func (m *Model) fail(ctx context.Context, err error, res *http.Response) error {
 	}
 	// *openai.Error is not kept as the cause: it holds the request, whose
 	// Authorization header carries the key.
-	return &model.Error{Status: status, Err: &redactedError{msg: m.redact(text)}}
+	return &model.Error{Status: status, Err: model.Redacted(text, m.key, nil)}
 }
-
-func (m *Model) redact(s string) string {
-	if m.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, m.key, "[redacted]")
-}
-
-// redactedError is an error whose text was cleaned of the API key.
-type redactedError struct {
-	msg   string
-	cause error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.cause }
 
 // errorDetail finds the message in an error body, whichever of the common shapes
 // the server uses ({"error":{"message"}}, {"error":"…"}, {"message"}, {"detail"}),

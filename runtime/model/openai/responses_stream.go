@@ -106,7 +106,7 @@ func (a *responseAccumulator) items() []string {
 // it in a failure message.
 func (m *Model) redactErr(err error) error {
 	if me, ok := err.(*model.Error); ok && m.key != "" && strings.Contains(me.Err.Error(), m.key) {
-		me.Err = &redactedError{msg: m.redact(me.Err.Error())}
+		me.Err = model.Redacted(me.Err.Error(), m.key, nil)
 	}
 	return err
 }
