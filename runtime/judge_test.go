@@ -54,6 +54,9 @@ type stubModel struct {
 
 var _ model.Model = (*stubModel)(nil)
 
+// TakesPart takes every part: the stub reads none.
+func (m *stubModel) TakesPart(model.Part) error { return nil }
+
 func (m *stubModel) Complete(ctx context.Context, req *model.Request) (*model.Response, error) {
 	cp := *req
 	cp.Messages = slices.Clone(req.Messages)

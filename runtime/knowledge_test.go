@@ -529,3 +529,38 @@ func (m *replyModel) Complete(_ context.Context, req *model.Request) (*model.Res
 	}
 	return &model.Response{Message: model.Message{Content: m.next}}, nil
 }
+
+// A question that comes with a file is neither answered from the FAQ cache nor
+// learned: the same words about another file are another question.
+func TestAttachmentsBypassTheCache(t *testing.T) {
+	const intents = `
+intents:
+  faq:
+    kind: knowledge
+    keywords: [refund, money back]
+    cache: {learn: true}
+`
+	m := &stubModel{agent: []stubReply{stubSay("This receipt is for a gift card: no refund.")}}
+	a, _ := knowledgeAgent(t, intents, m)
+	var events []runtime.Event
+	receipt := model.Part{Kind: model.PartImage, MediaType: "image/png", Name: "receipt.png", Data: []byte("\x89PNG\r\n\x1a\n")}
+	res, err := a.Run(context.Background(), runtime.Request{Input: "how can I get my money back", Parts: []model.Part{receipt},
+		User: tool.User{ID: "u1"}, Conversation: "c1", Observer: runtime.ObserverFunc(func(e runtime.Event) { events = append(events, e) })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cache != "" || len(m.agentReqs) != 1 || res.Stop != runtime.StopCompleted {
+		t.Fatalf("cache %q, %d model requests, stop %s: the FAQ answered a question about a file", res.Cache, len(m.agentReqs), res.Stop)
+	}
+	if ev := eventsOf(events, runtime.EventCache); len(ev) != 1 || !strings.Contains(ev[0].Message, "attachments") {
+		t.Errorf("cache events %+v", ev)
+	}
+	if res.Learned != nil {
+		t.Error("an answer about a file was learned")
+	}
+	// The words alone still get the FAQ's answer, not the one about the file.
+	again, _ := runAs(t, a, "u1", "c2", "how can I get my money back")
+	if again.Cache != runtime.CacheHitOutcome || again.Cached.Kind != knowledge.CacheEntryFAQ {
+		t.Errorf("without the file: cache %q %+v", again.Cache, again.Cached)
+	}
+}

@@ -33,6 +33,11 @@ func (r *run) answerFromCache() bool {
 	if c == nil {
 		return false
 	}
+	if len(r.req.Parts) > 0 {
+		// The same words about another file are another question.
+		r.emit(Event{Kind: EventCache, Message: "skipped: the question came with attachments"})
+		return false
+	}
 	r.result.Cache = CacheMissOutcome
 	if r.agent.knowledge == nil {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Error: "no knowledge index is open"})
@@ -119,7 +124,8 @@ func (r *run) verifyHit(hit *knowledge.CacheHit) bool {
 // user alone, or not at all (see spec.CacheScope).
 func (r *run) learn() {
 	c := r.cacheSettings()
-	if c == nil || !c.Learn || r.result.Stop != StopCompleted || r.result.Cache == CacheHitOutcome || r.agent.knowledge == nil {
+	if c == nil || !c.Learn || r.result.Stop != StopCompleted || r.result.Cache == CacheHitOutcome || r.agent.knowledge == nil ||
+		len(r.req.Parts) > 0 { // an answer about a file is no answer to the words alone
 		return
 	}
 	if r.agent.settings.Judge != nil {
