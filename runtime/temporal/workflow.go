@@ -58,6 +58,7 @@ type RunInput struct {
 // streaming, no host — the workflow brings its own.
 type Request struct {
 	Input             string               `json:"input"`
+	Parts             []model.Part         `json:"parts,omitempty"` // large ones reach the history by reference (Codec)
 	User              tool.User            `json:"user"`
 	Conversation      string               `json:"conversation,omitempty"`
 	Intent            string               `json:"intent,omitempty"`
@@ -70,7 +71,7 @@ type Request struct {
 
 // NewRequest is the part of req that crosses into a workflow.
 func NewRequest(req runtime.Request) Request {
-	return Request{Input: req.Input, User: req.User, Conversation: req.Conversation, Intent: req.Intent, History: req.History,
+	return Request{Input: req.Input, Parts: req.Parts, User: req.User, Conversation: req.Conversation, Intent: req.Intent, History: req.History,
 		Seen: req.Seen, TraceConversation: req.TraceConversation, Ephemeral: req.Ephemeral, Approvals: req.Approvals}
 }
 
@@ -186,7 +187,7 @@ func (e *engine) run(ctx workflow.Context, in RunInput) (*RunOutput, error) {
 	var res *runtime.Result
 	var err error
 	rq := in.Request
-	req := runtime.Request{Input: rq.Input, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
+	req := runtime.Request{Input: rq.Input, Parts: rq.Parts, User: rq.User, Conversation: rq.Conversation, Intent: rq.Intent,
 		History: rq.History, Seen: rq.Seen, TraceConversation: rq.TraceConversation, Ephemeral: rq.Ephemeral, Approvals: rq.Approvals,
 		RunID: id, Observer: log, Host: h}
 	// continueAsNew carries the run into a new execution, with what it showed
