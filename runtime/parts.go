@@ -34,9 +34,11 @@ func (e *PartError) Error() string {
 
 func (e *PartError) Unwrap() error { return e.Err }
 
-// checkParts asks the agent's model about every part of the request, through any
-// wrapper, before anything of the run happens.
-func (a *Agent) checkParts(parts []model.Part) error {
+// CheckParts asks the agent's model about every part, through any wrapper: the
+// PartError a Run with these parts would return before anything of the run
+// happens. A caller that answers before the run starts (a server about to stream)
+// asks first, to refuse the request rather than fail the run.
+func (a *Agent) CheckParts(parts []model.Part) error {
 	for i, p := range parts {
 		if err := model.TakesPart(a.model, p); err != nil {
 			p.Data = nil

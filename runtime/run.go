@@ -83,7 +83,7 @@ func (a *Agent) execute(ctx context.Context, req *Request, parent *parentLink) (
 	if a.model == nil {
 		return nil, errors.New("agent has no model")
 	}
-	if err := a.checkParts(req.Parts); err != nil {
+	if err := a.CheckParts(req.Parts); err != nil {
 		return nil, err // before anything of the run: no model was asked
 	}
 	ctx, cancel := hostOf(req.Host).RunContext(ctx, a.settings.Guards.MaxRunTime, errMaxRunTime)

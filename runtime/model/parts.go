@@ -10,6 +10,20 @@ import (
 // ErrTakesNoParts is the refusal of a model that does not implement PartTaker.
 var ErrTakesNoParts = errors.New("this model takes no attachments")
 
+// ErrPartTooLarge is in the refusal of a part a model would take but for its
+// size (see PartTooLarge): a server answers it 413, where another refusal is 415.
+var ErrPartTooLarge = errors.New("the part is larger than the model takes")
+
+// PartTooLarge is a PartTaker's refusal of a part for its size.
+func PartTooLarge(format string, args ...any) error {
+	return partTooLarge{fmt.Errorf(format, args...)}
+}
+
+type partTooLarge struct{ error }
+
+func (e partTooLarge) Is(target error) bool { return target == ErrPartTooLarge }
+func (e partTooLarge) Unwrap() error        { return e.error }
+
 // TakesPart asks m whether it takes p: m's own TakesPart, or that of the model a
 // wrapper wraps (a wrapper's Unwrap() Model: telemetry, a recorder, a fallback
 // chain), or ErrTakesNoParts when no model on the way answers.

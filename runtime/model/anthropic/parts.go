@@ -49,18 +49,18 @@ func (m *Model) TakesPart(p model.Part) error {
 			return fmt.Errorf("%s is %s: Anthropic models take PNG, JPEG, GIF and WebP images", what, orUnknown(p.MediaType))
 		}
 		if size > MaxImageBytes {
-			return fmt.Errorf("%s is %.1f MiB: Anthropic models take images up to %d MiB", what, mib(size), MaxImageBytes>>20)
+			return model.PartTooLarge("%s is %.1f MiB: Anthropic models take images up to %d MiB", what, mib(size), MaxImageBytes>>20)
 		}
 	case p.Kind == model.PartFile && p.MediaType == mediaPDF:
 		if size > MaxPDFBytes {
-			return fmt.Errorf("%s is %.1f MiB: Anthropic models take PDFs up to %d MiB", what, mib(size), MaxPDFBytes>>20)
+			return model.PartTooLarge("%s is %.1f MiB: Anthropic models take PDFs up to %d MiB", what, mib(size), MaxPDFBytes>>20)
 		}
 	case p.Kind == model.PartFile && p.MediaType == mediaText:
 		if p.URL != "" && len(p.Data) == 0 {
 			return fmt.Errorf("%s is plain text by URL: Anthropic models take plain text only as its bytes", what)
 		}
 		if size > MaxPDFBytes {
-			return fmt.Errorf("%s is %.1f MiB: a request to an Anthropic model holds at most %d MiB", what, mib(size), MaxPDFBytes>>20)
+			return model.PartTooLarge("%s is %.1f MiB: a request to an Anthropic model holds at most %d MiB", what, mib(size), MaxPDFBytes>>20)
 		}
 	case p.Kind == model.PartFile:
 		return fmt.Errorf("%s is %s: Anthropic models take PDF and plain text documents", what, orUnknown(p.MediaType))

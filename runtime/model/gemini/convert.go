@@ -284,7 +284,7 @@ func takes(p model.Part) error {
 			return fmt.Errorf("gemini does not fetch %q: send the file itself, or a gs:// or Gemini Files API URI", clip(p.URL))
 		}
 	case size > MaxInlineBytes:
-		return fmt.Errorf("the %s part %q is %d MiB; gemini takes at most %d MiB inline (upload larger files to the Files API and send its URI)", p.MediaType, p.Name, size>>20, MaxInlineBytes>>20)
+		return model.PartTooLarge("the %s part %q is %d MiB; gemini takes at most %d MiB inline (upload larger files to the Files API and send its URI)", p.MediaType, p.Name, size>>20, MaxInlineBytes>>20)
 	}
 	return nil
 }

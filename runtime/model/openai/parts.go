@@ -41,14 +41,14 @@ func (m *Model) TakesPart(p model.Part) error {
 			return fmt.Errorf("image %s is %s; OpenAI takes png, jpeg, gif or webp images", partName(p), orUnknown(p.MediaType))
 		}
 		if size > MaxImageBytes {
-			return fmt.Errorf("image %s is %.1f MiB; OpenAI takes images of at most %d MiB", partName(p), mib(size), MaxImageBytes>>20)
+			return model.PartTooLarge("image %s is %.1f MiB; OpenAI takes images of at most %d MiB", partName(p), mib(size), MaxImageBytes>>20)
 		}
 	case model.PartFile:
 		if p.MediaType != "application/pdf" {
 			return fmt.Errorf("file %s is %s; OpenAI takes PDF files only", partName(p), orUnknown(p.MediaType))
 		}
 		if size > MaxPDFBytes {
-			return fmt.Errorf("file %s is %.1f MiB; OpenAI takes PDFs of at most %d MiB", partName(p), mib(size), MaxPDFBytes>>20)
+			return model.PartTooLarge("file %s is %.1f MiB; OpenAI takes PDFs of at most %d MiB", partName(p), mib(size), MaxPDFBytes>>20)
 		}
 		if len(p.Data) == 0 && p.Ref == "" && m.api != spec.APIResponses {
 			return fmt.Errorf("file %s comes by URL; chat completions take files only as data (send its bytes, or set model.api: responses)", partName(p))
