@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/store"
 )
 
@@ -64,10 +65,20 @@ func (s *Server) agentNamesLocked() []string {
 // runRequest is the body of POST /v1/agents/{name}/runs. The user is the
 // principal's: no field of the body names one.
 type runRequest struct {
-	Input        string `json:"input"`
-	Conversation string `json:"conversation"`
-	Intent       string `json:"intent"`
-	Stream       bool   `json:"stream"`
+	Input        string          `json:"input"`
+	Attachments  []runAttachment `json:"attachments"`
+	Conversation string          `json:"conversation"`
+	Intent       string          `json:"intent"`
+	Stream       bool            `json:"stream"`
+}
+
+// runInput is what a client asks a run to take: its text and files, and the
+// conversation and intent it names.
+type runInput struct {
+	text         string
+	parts        []model.Part
+	conversation string
+	intent       string
 }
 
 // prepared is a run ready to start: its agent, request and admission.
@@ -106,8 +117,7 @@ func storeConversation(user, id string) string { return user + "/" + id }
 
 // prepare checks a run for p, admitted with slot; on failure it has given slot
 // back and written the error with fail.
-func (s *Server) prepare(p Principal, slot func(), name, input, conversation, intent string,
-	fail func(status int, code, msg string)) (*prepared, bool) {
+func (s *Server) prepare(p Principal, slot func(), name string, in runInput, fail func(status int, code, msg string)) (*prepared, bool) {
 	a, release := s.agent(name)
 	if a == nil {
 		slot()
@@ -120,16 +130,20 @@ func (s *Server) prepare(p Principal, slot func(), name, input, conversation, in
 		fail(status, code, msg)
 		return nil, false
 	}
-	switch n := utf8.RuneCountInString(input); {
-	case strings.TrimSpace(input) == "":
+	switch n := utf8.RuneCountInString(in.text); {
+	case strings.TrimSpace(in.text) == "" && len(in.parts) == 0:
 		return bad(http.StatusBadRequest, "invalid_request", "input is empty")
 	case n > s.limits.MaxInputChars:
 		return bad(http.StatusRequestEntityTooLarge, "input_too_long", fmt.Sprintf("input is %d characters; at most %d", n, s.limits.MaxInputChars))
 	}
-	if err := agentrun.CheckIntent(a.Spec, intent); err != nil {
+	if err := agentrun.CheckIntent(a.Spec, in.intent); err != nil {
 		return bad(http.StatusBadRequest, "unknown_intent", err.Error())
 	}
-	if conversation != "" && !validConversationID(conversation) {
+	if err := a.CheckParts(in.parts); err != nil {
+		status, code := attachmentFailure(err)
+		return bad(status, code, err.Error())
+	}
+	if in.conversation != "" && !validConversationID(in.conversation) {
 		return bad(http.StatusBadRequest, "invalid_conversation", "a conversation id is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'")
 	}
 	attrs := make([]string, 0, len(p.User.Attributes))
@@ -143,11 +157,11 @@ func (s *Server) prepare(p Principal, slot func(), name, input, conversation, in
 		return bad(http.StatusForbidden, "unusable_identity", "the authenticated identity cannot be used by this agent: "+err.Error())
 	}
 	user.Credential = p.User.Credential // for MCP servers with forward_auth
-	pr := &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout, conversation: conversation,
-		req: runtime.Request{Input: input, User: user, Intent: intent}}
-	if conversation != "" {
-		pr.req.Conversation = storeConversation(user.ID, conversation)
-		pr.req.TraceConversation = conversation
+	pr := &prepared{agent: a, done: func() { slot(); release() }, timeout: s.limits.RunTimeout, conversation: in.conversation,
+		req: runtime.Request{Input: in.text, Parts: in.parts, User: user, Intent: in.intent}}
+	if in.conversation != "" {
+		pr.req.Conversation = storeConversation(user.ID, in.conversation)
+		pr.req.TraceConversation = in.conversation
 	}
 	return pr, true
 }
@@ -251,7 +265,14 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		slot()
 		return
 	}
-	pr, ok := s.prepare(p, slot, r.PathValue("name"), body.Input, body.Conversation, body.Intent, fail)
+	parts, err := runParts(body.Attachments, s.limits.attachLimits())
+	if err != nil {
+		slot()
+		status, code := attachmentFailure(err)
+		fail(status, code, err.Error())
+		return
+	}
+	pr, ok := s.prepare(p, slot, r.PathValue("name"), runInput{text: body.Input, parts: parts, conversation: body.Conversation, intent: body.Intent}, fail)
 	if !ok {
 		return
 	}

@@ -85,6 +85,10 @@ type Limits struct {
 	// MaxBodyBytes caps a request body (413 beyond); MaxInputChars a run's input.
 	MaxBodyBytes  int64 `yaml:"max_body_bytes"`
 	MaxInputChars int   `yaml:"max_input_chars"`
+	// MaxAttachmentBytes caps the files of a run (each, and all of them) sent to
+	// the run API or chat completions, whose bodies may be larger by as much in
+	// base64.
+	MaxAttachmentBytes int64 `yaml:"max_attachment_bytes"`
 	// RunTimeout is a run's deadline (besides the spec's guards.max_run_time).
 	RunTimeout time.Duration `yaml:"run_timeout"`
 	// ReadTimeout bounds how long a client may take to send a request, its

@@ -37,6 +37,8 @@ func (s *Server) HTTPServer() *http.Server {
 type route struct {
 	pattern string
 	handle  func(http.ResponseWriter, *http.Request, Principal)
+	// attachments: the body may carry files, within limits.max_attachment_bytes.
+	attachments bool
 }
 
 // routes are the authenticated endpoints; docs/serve.md documents each, and
@@ -44,35 +46,41 @@ type route struct {
 // answers without a token.
 func (s *Server) routes() []route {
 	return []route{
-		{"GET /v1/agents", s.listAgents},
-		{"POST /v1/agents/{name}/runs", s.createRun},
-		{"GET /v1/runs/{id}", s.getRun},
-		{"GET /v1/runs/{id}/events", s.runEvents},
-		{"POST /v1/runs/{id}/cancel", s.cancelRun},
-		{"GET /v1/runs/{id}/approvals", s.getApprovals},
-		{"POST /v1/runs/{id}/approvals/{call_id}", s.decide},
-		{"GET /v1/approvals", s.listApprovals},
-		{"GET /v1/conversations", s.listConversations},
-		{"GET /v1/conversations/{id}", s.getConversation},
-		{"DELETE /v1/conversations/{id}", s.deleteConversation},
-		{"GET /v1/me/memory", s.getMemory},
-		{"DELETE /v1/me/memory", s.forgetMemory},
-		{"GET /v1/models", s.listModels},
-		{"POST /v1/chat/completions", s.chatCompletions},
+		{pattern: "GET /v1/agents", handle: s.listAgents},
+		{pattern: "POST /v1/agents/{name}/runs", handle: s.createRun, attachments: true},
+		{pattern: "GET /v1/runs/{id}", handle: s.getRun},
+		{pattern: "GET /v1/runs/{id}/events", handle: s.runEvents},
+		{pattern: "POST /v1/runs/{id}/cancel", handle: s.cancelRun},
+		{pattern: "GET /v1/runs/{id}/approvals", handle: s.getApprovals},
+		{pattern: "POST /v1/runs/{id}/approvals/{call_id}", handle: s.decide},
+		{pattern: "GET /v1/approvals", handle: s.listApprovals},
+		{pattern: "GET /v1/conversations", handle: s.listConversations},
+		{pattern: "GET /v1/conversations/{id}", handle: s.getConversation},
+		{pattern: "DELETE /v1/conversations/{id}", handle: s.deleteConversation},
+		{pattern: "GET /v1/me/memory", handle: s.getMemory},
+		{pattern: "DELETE /v1/me/memory", handle: s.forgetMemory},
+		{pattern: "GET /v1/models", handle: s.listModels},
+		{pattern: "POST /v1/chat/completions", handle: s.chatCompletions, attachments: true},
 	}
 }
 
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	open := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.observe(pattern, h)) }
+	open := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.observe(pattern, s.limits.MaxBodyBytes, h))
+	}
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	open("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	for _, rt := range s.routes() {
-		mux.Handle(rt.pattern, s.observe(rt.pattern, s.authenticate(rt.handle)))
+		bodyCap := s.limits.MaxBodyBytes
+		if rt.attachments {
+			bodyCap = s.limits.attachmentBodyBytes()
+		}
+		mux.Handle(rt.pattern, s.observe(rt.pattern, bodyCap, s.authenticate(rt.handle)))
 	}
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
@@ -131,8 +139,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 type principalKey struct{}
 
 // observe logs and counts every request by its route pattern (never its path,
-// which holds ids), and caps the body.
-func (s *Server) observe(route string, h http.Handler) http.Handler {
+// which holds ids), and caps the body at bodyCap bytes.
+func (s *Server) observe(route string, bodyCap int64, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -142,7 +150,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 		// if the agent had set it.
 		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		r = r.WithContext(context.WithValue(ctx, principalKey{}, who))
-		r.Body = http.MaxBytesReader(sw, r.Body, s.limits.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(sw, r.Body, bodyCap)
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("panic in a handler", "route", route, "panic", fmt.Sprint(p))

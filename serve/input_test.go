@@ -10,7 +10,7 @@ import (
 )
 
 // badInputLimits are small, so the caps are cheap to reach.
-var badInputLimits = serve.Limits{MaxBodyBytes: 4096, MaxInputChars: 100}
+var badInputLimits = serve.Limits{MaxBodyBytes: 4096, MaxInputChars: 100, MaxAttachmentBytes: 1024}
 
 var runCases = []struct {
 	name        string
@@ -27,7 +27,7 @@ var runCases = []struct {
 	{name: "two values", body: `{"input":"a"} {"input":"b"}`, status: 400, code: "invalid_json"},
 	{name: "empty body", body: ``, status: 400, code: "invalid_json"},
 	{name: "unknown agent", path: "/v1/agents/nope/runs", body: `{"input":"hi"}`, status: 404, code: "unknown_agent", mention: "support"},
-	{name: "oversize body", body: `{"input":"` + strings.Repeat("x", 5000) + `"}`, status: 413, code: "body_too_large"},
+	{name: "oversize body", body: `{"input":"` + strings.Repeat("x", 6000) + `"}`, status: 413, code: "body_too_large"},
 	{name: "text/plain", contentType: "text/plain", body: `{"input":"hi"}`, status: 415, code: "unsupported_media_type"},
 	{name: "form", contentType: "application/x-www-form-urlencoded", body: `input=hi`, status: 415, code: "unsupported_media_type"},
 	{name: "no content type", contentType: "-", body: `{"input":"hi"}`, status: 415, code: "unsupported_media_type"},
@@ -79,7 +79,7 @@ func TestBadRunRequests(t *testing.T) {
 // after one JSON value.
 func TestOversizeBodyOfTrailingSpace(t *testing.T) {
 	e := newEnv(t, envOptions{limits: badInputLimits})
-	r := e.do("POST", "/v1/agents/support/runs", aliceToken, `{"input":"hi"}`+strings.Repeat(" ", 5000))
+	r := e.do("POST", "/v1/agents/support/runs", aliceToken, `{"input":"hi"}`+strings.Repeat(" ", 6000))
 	if r.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("status %d, want 413: %s", r.Status, r.Body)
 	}
@@ -119,14 +119,18 @@ func TestBadChatCompletions(t *testing.T) {
 	}{
 		{name: "malformed JSON", body: `{"model":"support","messages":[`, status: 400, code: "invalid_json"},
 		{name: "wrong content type", body: `{}`, ct: "text/plain", status: 415, code: "unsupported_media_type"},
-		{name: "oversize", body: chatBody(msg("user", strings.Repeat("x", 5000))), status: 413, code: "body_too_large"},
+		{name: "oversize", body: chatBody(msg("user", strings.Repeat("x", 6000))), status: 413, code: "body_too_large"},
 		{name: "no model", body: map[string]any{"messages": []any{msg("user", "hi")}}, status: 400, code: "missing_model"},
 		{name: "unknown model", body: map[string]any{"model": "gpt-4o", "messages": []any{msg("user", "hi")}}, status: 404, code: "model_not_found"},
 		{name: "no messages", body: chatBody(), status: 400, code: "invalid_messages"},
 		{name: "ends with assistant", body: chatBody(msg("user", "hi"), msg("assistant", "hello")), status: 400, code: "invalid_messages"},
 		{name: "ends with system", body: chatBody(msg("user", "hi"), msg("system", "be nice")), status: 400, code: "invalid_messages"},
 		{name: "unknown role", body: chatBody(msg("wizard", "x"), msg("user", "hi")), status: 400, code: "invalid_messages"},
-		{name: "image part", body: chatBody(msg("user", []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "http://x/y.png"}}})), status: 400, code: "invalid_messages"},
+		{name: "audio part", body: chatBody(msg("user", []any{map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": "AAAA", "format": "wav"}}})), status: 415, code: "unsupported_attachment"},
+		{name: "file id", body: chatBody(msg("user", []any{map[string]any{"type": "file", "file": map[string]any{"file_id": "file-abc"}}})), status: 400, code: "invalid_attachment"},
+		{name: "pdf as an image", body: chatBody(msg("user", []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:application/pdf;base64,JVBERi0xLjQK"}}})), status: 400, code: "invalid_attachment"},
+		{name: "image over the limit", body: chatBody(msg("user", []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + strings.Repeat("A", 2000)}}})), status: 413, code: "attachment_too_large"},
+		{name: "earlier file malformed", body: chatBody(msg("user", []any{map[string]any{"type": "file", "file": map[string]any{"file_data": "%%%"}}}), msg("assistant", "ok"), msg("user", "hi")), status: 400, code: "invalid_attachment"},
 		{name: "content a number", body: chatBody(msg("user", 7)), status: 400, code: "invalid_messages"},
 		{name: "empty input", body: chatBody(msg("user", "  ")), status: 400, code: "invalid_request"},
 		{name: "input too long", body: chatBody(msg("user", strings.Repeat("y", 101))), status: 413, code: "input_too_long"},

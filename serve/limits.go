@@ -37,6 +37,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxBodyBytes == 0 {
 		l.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if l.MaxAttachmentBytes == 0 {
+		l.MaxAttachmentBytes = DefaultMaxAttachmentBytes
+	}
 	if l.MaxInputChars == 0 {
 		l.MaxInputChars = DefaultMaxInputChars
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/model/attach"
 )
 
 // ConversationHeader names the conversation of a chat completion: with it the
@@ -83,63 +84,54 @@ type chatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// text is a message's text: a string, or the text parts of a content array.
-func (m chatMessage) text() (string, error) {
-	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("content must be a string or an array of parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q: only text is accepted", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
+// chatRun is what a chat request asks to run: its input (its last message, a
+// user's) with that message's files, and the client's history.
+type chatRun struct {
+	input   string
+	parts   []model.Part
+	history []model.Message
 }
 
-// chatInput is a chat request's run: the input (its last message, a user's) and
-// the client's history; else the code and message of a 400.
-func chatInput(body chatRequest) (input string, history []model.Message, code, msg string) {
+// chatInput reads a chat request's run; else the status, code and message of
+// its refusal. The files of earlier messages are kept as what they were, not
+// their bytes: the model is told of them, as of a stored conversation's.
+func chatInput(body chatRequest, lim attach.Limits) (run chatRun, status int, code, msg string) {
 	if body.Model == "" {
-		return "", nil, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)"
+		return run, http.StatusBadRequest, "missing_model", "model is required: the name of an agent (GET /v1/models lists them)"
 	}
 	if len(body.Messages) == 0 || body.Messages[len(body.Messages)-1].Role != "user" {
-		return "", nil, "invalid_messages", "messages must end with a user message"
+		return run, http.StatusBadRequest, "invalid_messages", "messages must end with a user message"
 	}
 	for i, m := range body.Messages {
-		text, err := m.text()
-		if err != nil {
-			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err)
+		text, parts, err := m.content(lim)
+		switch {
+		case attach.ProblemOf(err) != "":
+			status, code := attachmentFailure(err)
+			return run, status, code, fmt.Sprintf("messages[%d]: %v", i, err)
+		case err != nil:
+			return run, http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: %v", i, err)
 		}
 		switch m.Role {
 		case "user":
 			if i == len(body.Messages)-1 {
-				input = text
+				run.input, run.parts = text, parts
 			} else {
-				history = append(history, model.Message{Role: model.RoleUser, Content: text})
+				run.history = append(run.history, model.Message{Role: model.RoleUser, Content: text, Parts: withoutData(parts)})
 			}
 		case "assistant":
-			history = append(history, model.Message{Role: model.RoleAssistant, Content: text})
+			run.history = append(run.history, model.Message{Role: model.RoleAssistant, Content: text})
 		case "system", "developer", "tool":
 			// The agent's instructions are its system prompt, and its tools run in the
 			// server: a client's system messages and tool results are not used.
 		default:
-			return "", nil, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role)
+			return run, http.StatusBadRequest, "invalid_messages", fmt.Sprintf("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
-	return input, history, "", ""
+	if err := lim.Check(run.parts); err != nil {
+		status, code := attachmentFailure(err)
+		return run, status, code, err.Error()
+	}
+	return run, 0, "", ""
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -153,14 +145,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		slot()
 		return
 	}
-	input, history, code, msg := chatInput(body)
+	in, status, code, msg := chatInput(body, s.limits.attachLimits())
 	if code != "" {
 		slot()
-		fail(http.StatusBadRequest, code, msg)
+		fail(status, code, msg)
 		return
 	}
 	conversation := r.Header.Get(ConversationHeader)
-	pr, ok := s.prepare(p, slot, body.Model, input, conversation, "", fail)
+	pr, ok := s.prepare(p, slot, body.Model, runInput{text: in.input, parts: in.parts, conversation: conversation}, fail)
 	if !ok {
 		return
 	}
@@ -171,8 +163,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		// The client keeps the history: its earlier messages are the run's, within
 		// the bounds of a stored history, and the run leaves nothing in the store.
 		window := pr.agent.Settings().Memory.Window
-		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(input)
-		pr.req.History, pr.req.Ephemeral = clientHistory(history, window, budget), true
+		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(in.input)
+		pr.req.History, pr.req.Ephemeral = clientHistory(in.history, window, budget), true
 	}
 	id := newID("chatcmpl-")
 	created := time.Now().Unix()
@@ -212,9 +204,10 @@ func clientHistory(msgs []model.Message, window, budget int) []model.Message {
 	var joined []model.Message
 	for _, m := range msgs {
 		switch n := len(joined); {
-		case m.Content == "", n == 0 && m.Role != model.RoleUser:
+		case m.Content == "" && len(m.Parts) == 0, n == 0 && m.Role != model.RoleUser:
 		case n > 0 && joined[n-1].Role == m.Role:
-			joined[n-1].Content += "\n\n" + m.Content
+			joined[n-1].Content = strings.TrimPrefix(joined[n-1].Content+"\n\n"+m.Content, "\n\n")
+			joined[n-1].Parts = append(joined[n-1].Parts, m.Parts...)
 		default:
 			joined = append(joined, m)
 		}

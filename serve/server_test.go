@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -147,6 +148,11 @@ type envOptions struct {
 	store       string // "" is "memory:"
 	// editSpec changes testdata/support.yaml before the server loads it.
 	editSpec func(string) string
+	// model is the server's model override: "" is the OpenAI-compatible fake's,
+	// "-" none (the spec's own model).
+	model string
+	// env adds variables to the server's environment.
+	env map[string]string
 }
 
 // env is a running server and its fakes.
@@ -188,6 +194,13 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.writeSpec(o.editSpec)
 
 	vars := map[string]string{"LLM_BASE_URL": e.model.URL, "LLM_API_KEY": "sk-fake", "TEST_JWT_SECRET": jwtSecret}
+	maps.Copy(vars, o.env)
+	switch o.model {
+	case "":
+		o.model = "openai:fake"
+	case "-":
+		o.model = ""
+	}
 	cfg := serve.Config{
 		Addr: "127.0.0.1:0",
 		Auth: serve.AuthConfig{
@@ -204,7 +217,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Config:      cfg,
 		Specs:       []string{e.spec},
 		Store:       o.store,
-		Model:       "openai:fake",
+		Model:       o.model,
 		Logger:      slog.New(slog.NewJSONHandler(e.logs, nil)),
 		LookupEnv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
 		ResumeGrace: o.resumeGrace,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/internal/providerwire"
 )
 
 // attachWorld is a spec on an OpenAI-compatible server that counts its requests,
@@ -34,7 +35,7 @@ func (w *attachWorld) write(t *testing.T, name string, data []byte) string {
 	return p
 }
 
-var pngHeader = append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), make([]byte, 40)...)
+var pngHeader = providerwire.PNG
 
 func TestExecAttachReachesTheRun(t *testing.T) {
 	w := newAttachWorld(t)
