@@ -232,6 +232,9 @@ func FuzzRunRequest(f *testing.F) {
 	f.Add([]byte(`{"input":"hi","conversation":"../../etc","intent":""}`))
 	f.Add([]byte(`{"input":"\u0000\ud800","user":"bob"}`))
 	f.Add([]byte(`{"input":"hi","stream":"yes"}`))
+	f.Add([]byte(`{"input":"hi","attachments":[{"name":"a.png","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUg=="}]}`))
+	f.Add([]byte(`{"attachments":[{"url":"data:application/pdf;base64,JVBERi0xLjQK"},{"url":"https://x/y.pdf"}],"stream":true}`))
+	f.Add([]byte(`{"input":"hi","attachments":[{"data":"","url":""},null,7]}`))
 	e := newEnv(f, envOptions{limits: badInputLimits})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := e.doT(t, "POST", "/v1/agents/support/runs", aliceToken, body)
@@ -258,6 +261,9 @@ func FuzzChatCompletions(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"model":"support","messages":[{"role":"user","content":[{"type":"text"}]}]}`))
+	f.Add([]byte(`{"model":"support","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]}]}`))
+	f.Add([]byte(`{"model":"support","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"JVBERi0xLjQK","filename":"a.pdf"}},{"type":"input_file","file_url":"https://x/a.pdf"}]}]}`))
+	f.Add([]byte(`{"model":"support","messages":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/a.png"},{"type":"image_url","image_url":7},{"type":"file","file":null}]}]}`))
 	f.Add([]byte(`{"model":"support","messages":[`))
 	f.Add([]byte(``))
 	e := newEnv(f, envOptions{limits: badInputLimits})
