@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // AnthropicMinThinkingBudget is the least budget_tokens Anthropic's extended
@@ -52,6 +53,7 @@ func overriddenForCheck(base, over Model) Model {
 // over the agent's model), own what this place of the spec sets itself.
 func (c *checker) checkModel(eff Model, own *Model, at []string) {
 	c.checkProviderSettings(eff, own, at)
+	c.checkFamily(eff, own, at)
 	for i, f := range own.Fallback {
 		fat := append(append([]string(nil), at...), "fallback", strconv.Itoa(i))
 		if len(f.Fallback) > 0 {
@@ -71,6 +73,42 @@ func (c *checker) checkModel(eff Model, own *Model, at []string) {
 				"the fallback is the model it falls back from")
 		}
 		c.checkProviderSettings(e, &f, fat)
+		c.checkFamily(e, &f, fat)
+	}
+}
+
+// familyPrefixes tell a model's maker from its name, for checkFamily.
+var familyPrefixes = []struct {
+	prefix   string
+	provider Provider
+}{
+	{"claude", ProviderAnthropic}, {"gemini", ProviderGemini},
+	{"gpt-", ProviderOpenAI}, {"chatgpt", ProviderOpenAI}, {"o1", ProviderOpenAI}, {"o3", ProviderOpenAI}, {"o4", ProviderOpenAI},
+}
+
+// checkFamily warns of a model asked of a native API that does not serve it: a
+// gpt-4o under provider anthropic, most often a fallback that named no provider
+// and so took the agent's. The openai provider is left alone: OpenAI-compatible
+// gateways serve every maker's models.
+func (c *checker) checkFamily(eff Model, own *Model, at []string) {
+	provider := ProviderOf(eff)
+	if provider != ProviderAnthropic && provider != ProviderGemini || own.Name == "" {
+		return
+	}
+	name := strings.ToLower(strings.TrimPrefix(own.Name, "models/"))
+	for _, f := range familyPrefixes {
+		if !strings.HasPrefix(name, f.prefix) || f.provider == provider {
+			continue
+		}
+		how := "it names provider " + string(provider)
+		hint := fmt.Sprintf("name a %s model, or set provider: %s", provider, f.provider)
+		if own.Provider == "" {
+			how = "it takes provider " + string(provider) + " from the model it falls back from"
+			hint = fmt.Sprintf("set provider: %s on it (with its own base_url and api_key_env unless the defaults do)", f.provider)
+		}
+		c.warnf(c.at(append(append([]string(nil), at...), "name")...), hint,
+			"%s is by its name a model of provider %s, but %s, whose API does not serve it", own.Name, f.provider, how)
+		return
 	}
 }
 

@@ -219,5 +219,10 @@ func (m *Model) completeOnce(ctx context.Context, p sdk.MessageNewParams) (*turn
 	if err != nil {
 		return nil, m.fail(ctx, err, httpRes)
 	}
+	if msg.Type != "message" {
+		// Another API's 200 (an OpenAI-compatible server at model.base_url) reads as
+		// an empty message: an answer of nothing, unless it is refused here.
+		return nil, &model.Error{Err: fmt.Errorf("the reply is not a Messages API message (type %q): is model.base_url an Anthropic API?", msg.Type), Refused: true}
+	}
 	return turnOf(msg), nil
 }

@@ -338,6 +338,18 @@ func TestOverloadedRetriedAfterRetryAfter(t *testing.T) {
 	}
 }
 
+// Another API's reply — an OpenAI-compatible server where base_url points — is an
+// error, not an empty answer.
+func TestForeignReplyIsRefused(t *testing.T) {
+	chat := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"A cat."},"finish_reason":"stop"}]}`
+	f := newFake(t, reply{status: 200, body: chat})
+	resp, err := newModel(t, f, nil).Complete(context.Background(), &model.Request{Messages: question()})
+	var me *model.Error
+	if !errors.As(err, &me) || !me.Refused || me.Retryable() || !strings.Contains(err.Error(), "is model.base_url an Anthropic API?") {
+		t.Errorf("%v, %v: want a refusal naming base_url", resp, err)
+	}
+}
+
 func TestStreamErrorEvent(t *testing.T) {
 	f := newFake(t, sse("stream_overloaded.sse"))
 	_, err := newModel(t, f, nil).Complete(context.Background(), &model.Request{Messages: question(), OnDelta: func(string) {}})
