@@ -139,17 +139,8 @@ func TestRunAttachments(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(e.model.Requests())
 			r := e.do("POST", "/v1/agents/support/runs", aliceToken, map[string]any{"input": c.input, "attachments": c.attachments})
-			if r.Status != c.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, c.status, r.Body)
-			}
-			if c.status == http.StatusOK {
+			if !r.wantError(t, c.status, c.code, c.mention) {
 				return
-			}
-			if code := r.errorCode(t); code != c.code {
-				t.Errorf("code %q, want %q", code, c.code)
-			}
-			if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, c.mention) {
-				t.Errorf("message %q does not mention %q", msg, c.mention)
 			}
 			if len(e.model.Requests()) != before {
 				t.Error("a refused request reached the model")

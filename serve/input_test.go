@@ -56,17 +56,8 @@ func TestBadRunRequests(t *testing.T) {
 				ct = ""
 			}
 			r := e.do("POST", path, aliceToken, c.body, "Content-Type", ct)
-			if r.Status != c.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, c.status, r.Body)
-			}
-			if c.status == http.StatusOK {
+			if !r.wantError(t, c.status, c.code, c.mention) {
 				return
-			}
-			if code := r.errorCode(t); code != c.code {
-				t.Errorf("code %q, want %q", code, c.code)
-			}
-			if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, c.mention) {
-				t.Errorf("message %q does not mention %q", msg, c.mention)
 			}
 		})
 	}
@@ -98,6 +89,25 @@ func TestUnknownEndpoint(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 404 not_found", c.method, c.path, r.Status, r.Body)
 		}
 	}
+}
+
+// wantError checks an answer of the run API: its status and, for an error, its
+// code and a word of its message. It reports whether the answer is an error.
+func (r response) wantError(t *testing.T, status int, code, mention string) bool {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	if status == http.StatusOK {
+		return false
+	}
+	if got := r.errorCode(t); got != code {
+		t.Errorf("code %q, want %q", got, code)
+	}
+	if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, mention) {
+		t.Errorf("message %q does not mention %q", msg, mention)
+	}
+	return true
 }
 
 func chatBody(messages ...any) map[string]any {
