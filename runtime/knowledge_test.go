@@ -330,7 +330,7 @@ intents:
     kind: knowledge
     keywords: [parcel]
     tools: [track]
-    cache: {learn: true}
+    cache: {learn: true, learned_threshold: 0.76}  # low, so the specifics gate, not the score, is what refuses
   menu:
     kind: knowledge
     keywords: [pizza]
@@ -380,7 +380,8 @@ filters:
 			if other.Cache != runtime.CacheMissOutcome || strings.Contains(other.Answer, "Garden Road") {
 				t.Fatalf("bob asked about another parcel and got %q (cache %q)", other.Answer, other.Cache)
 			}
-			if ev := eventsOf(events, runtime.EventCache); len(ev) == 0 || !strings.Contains(ev[0].Message, "other numbers, codes, names") || ev[0].Cached.Question != "" {
+			if ev := eventsOf(events, runtime.EventCache); len(ev) == 0 || !strings.Contains(ev[0].Message, "refused: the question names ") || ev[0].Cached.Question != "" ||
+				ev[0].Cached.Verdict == nil || ev[0].Cached.Verdict.Gate != knowledge.GateSpecifics {
 				t.Fatalf("cache events %+v", ev)
 			}
 			same, _ := runAs(t, a, "carol", "c3", fmt.Sprintf(tt.question, tt.mine)+"?")

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,7 +47,7 @@ func (r *run) answerFromCache() bool {
 	}
 	ctx, cancel := r.host().CallContext(r.ctx, knowledgeTimeout)
 	defer cancel()
-	hit, err := r.agent.knowledge.CacheLookup(ctx, r.cacheQuery(c))
+	hit, err := r.agent.knowledge.CacheLookup(ctx, r.agent.cacheQuery(c, r.intent.name, r.req.User.ID, r.input()))
 	switch {
 	case err != nil && hit == nil:
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Error: err.Error(), Message: "the cache could not be read; asking the model"})
@@ -53,19 +55,13 @@ func (r *run) answerFromCache() bool {
 	case err != nil:
 		r.emit(Event{Kind: EventCache, Error: err.Error(), Message: "part of the cache could not be read"})
 	}
-	switch {
-	case hit == nil:
+	if hit == nil {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Message: "no entries"})
 		return false
-	case hit.Score < c.Threshold:
-		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(),
-			Message: fmt.Sprintf("best %.2f < %.2f", hit.Score, c.Threshold)})
-		return false
-	case hit.Kind == knowledge.CacheEntryLearned && !sameSpecifics(r.input(), hit.Question):
-		// "Where is parcel KXPQRT?" and "Where is parcel ZMWLVB?" are close in
-		// meaning and have different answers.
-		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(),
-			Message: "the closest learned answer was for other numbers, codes, names or addresses"})
+	}
+	if why := refuseHit(c, r.input(), hit); why != "" {
+		r.result.Cached = hit.Shown() // the closest entry, and why it did not answer
+		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(), Message: why})
 		return false
 	}
 	if c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow && !r.verifyHit(hit) {
@@ -84,6 +80,25 @@ func (r *run) answerFromCache() bool {
 	return true
 }
 
+// refuseHit says why hit may not answer asked — its score is below the
+// threshold of its kind, or a precision gate refused it (hit.Verdict says which)
+// — or "" when it may.
+func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) string {
+	threshold := c.Threshold
+	if hit.Kind == knowledge.CacheEntryLearned {
+		threshold = c.LearnedThreshold
+	}
+	if hit.Score < threshold {
+		return fmt.Sprintf("best %.2f < %.2f", hit.Score, threshold)
+	}
+	v := knowledge.CheckHit(asked, hit)
+	hit.Verdict = &v
+	if !v.Passed {
+		return "refused: " + v.Reason()
+	}
+	return ""
+}
+
 func (r *run) cacheSettings() *spec.CacheSettings {
 	if r.intent == nil || r.output() != nil {
 		return nil // a stored answer need not match an output schema (spec warns)
@@ -91,9 +106,63 @@ func (r *run) cacheSettings() *spec.CacheSettings {
 	return r.intent.cache
 }
 
-func (r *run) cacheQuery(c *spec.CacheSettings) knowledge.CacheQuery {
-	return knowledge.CacheQuery{Collection: c.Collection, Agent: r.agent.spec.Name, Intent: r.intent.name,
-		Version: r.agent.version, User: r.req.User.ID, Question: r.input()}
+func (a *Agent) cacheQuery(c *spec.CacheSettings, intent, user, question string) knowledge.CacheQuery {
+	return knowledge.CacheQuery{Collection: c.Collection, Agent: a.spec.Name, Intent: intent,
+		Version: a.version, User: user, Question: question}
+}
+
+// CacheCheck is what an intent's FAQ cache would do with a question: the entry
+// that came closest, and whether it would answer or why not.
+type CacheCheck struct {
+	Intent string `json:"intent"`
+	// Threshold is the score the closest entry's kind needs.
+	Threshold float64             `json:"threshold"`
+	Closest   *knowledge.CacheHit `json:"closest"` // nil: the cache has no entries
+	Answers   bool                `json:"answers"`
+	// Refused says why the closest entry does not answer; "" when it does.
+	Refused string `json:"refused,omitempty"`
+	// Verify: the judge would be asked about the hit first (verify: judge).
+	Verify bool `json:"verify,omitempty"`
+	// Error is a part of the cache that could not be read (the rest answered).
+	Error string `json:"error,omitempty"`
+}
+
+// CheckCache asks intent's FAQ cache about question, as user would (their own
+// learned entries with the shared ones), and decides as a run's cache stage
+// does — the score against the threshold of the entry's kind, then the
+// precision gates — without running anything else: no routing, no filters, no
+// model, no judge. It answers `agentrun cache check` and the cache's evaluation.
+func (a *Agent) CheckCache(ctx context.Context, intent, question, user string) (*CacheCheck, error) {
+	in := a.intents[intent]
+	switch {
+	case in == nil:
+		return nil, fmt.Errorf("no intent %q", intent)
+	case in.cache == nil:
+		return nil, fmt.Errorf("intent %s has no cache", intent)
+	case a.knowledge == nil:
+		return nil, errors.New("no knowledge index is open")
+	}
+	c := in.cache
+	question = strings.TrimSpace(question)
+	hit, err := a.knowledge.CacheLookup(ctx, a.cacheQuery(c, intent, user, question))
+	if err != nil && hit == nil {
+		return nil, err
+	}
+	out := &CacheCheck{Intent: intent, Threshold: c.Threshold}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	if hit == nil {
+		out.Refused = "no entries"
+		return out, nil
+	}
+	if hit.Kind == knowledge.CacheEntryLearned {
+		out.Threshold = c.LearnedThreshold
+	}
+	out.Refused = refuseHit(c, question, hit)
+	out.Closest, out.Answers = hit.Shown(), out.Refused == ""
+	out.Verify = out.Answers && c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow
+	return out, nil
 }
 
 // verifyHit asks the judge whether an entry learned or written for a similar
@@ -128,6 +197,10 @@ func (r *run) learn() {
 		len(r.req.Parts) > 0 { // an answer about a file is no answer to the words alone
 		return
 	}
+	if r.agent.spec.Model.Provider == spec.ProviderTest {
+		r.emit(Event{Kind: EventCache, Message: "not learned: the offline test model's answers are placeholders"})
+		return
+	}
 	if r.agent.settings.Judge != nil {
 		last := len(r.result.Verdicts) - 1
 		if last < 0 || !r.result.Verdicts[last].Passed || r.result.Verdicts[last].How != VerdictByJudge {
@@ -144,7 +217,7 @@ func (r *run) learn() {
 		r.emit(Event{Kind: EventCache, Message: "not learned: the answer is per user and the run has no user"})
 		return
 	}
-	if err := r.agent.knowledge.CacheLearn(r.ctx, r.cacheQuery(c), r.result.Answer, perUser, c.TTL); err != nil {
+	if err := r.agent.knowledge.CacheLearn(r.ctx, r.agent.cacheQuery(c, r.intent.name, r.req.User.ID, r.input()), r.result.Answer, perUser, c.TTL); err != nil {
 		r.emit(Event{Kind: EventCache, Error: err.Error(), Message: "the answer could not be learned"})
 		return
 	}

@@ -225,7 +225,14 @@ func (c *checker) checkCache(in *Intent, collection string, resolved bool, facts
 		}
 	}
 	if !ch.Learn {
+		if ch.LearnedThreshold != nil {
+			c.warnf(at("learned_threshold").keyPos(c.file), "set learn: true, or remove it", "learned_threshold has no effect without learn: true")
+		}
 		return
+	}
+	if ch.LearnedThreshold != nil && *ch.LearnedThreshold < threshold && !c.failed[at("learned_threshold").path] {
+		c.warnf(at("learned_threshold"), "an answer learned from one run is riskier to serve than an FAQ entry someone wrote: keep learned_threshold at or above threshold",
+			"learned_threshold (%g) is below threshold (%g)", *ch.LearnedThreshold, threshold)
 	}
 	if c.spec.Judge == nil {
 		c.warnf(at("learn"), "add a judge section, so only answers it accepts are learned", "answers are learned without a judge's review")

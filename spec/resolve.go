@@ -41,20 +41,21 @@ const (
 	DefaultModelTimeout = 60 * time.Second // one model call: headers and the whole body
 	DefaultModelRetries = 2
 
-	DefaultEmbeddings      = EmbeddingsLocal
-	DefaultEmbeddingsModel = "text-embedding-3-small" // after LLM_EMBEDDING_MODEL
-	DefaultLocalDimensions = 256
-	DefaultIndexPath       = ".agentrun/knowledge.db" // in the spec's project directory, like the store
-	DefaultChunkSize       = 800                      // runes
-	DefaultChunkOverlap    = 100                      // runes
-	DefaultCacheThreshold  = 0.76                     // measured on runtime/knowledge/testdata/faq_pairs.yaml
-	DefaultCacheScope      = CacheAuto
-	DefaultCacheTTL        = 7 * 24 * time.Hour // a learned entry's life
-	DefaultCacheVerify     = VerifyNone
-	DefaultVerifyBelow     = 0.9
-	DefaultRAGTopK         = 4
-	DefaultRAGMinScore     = 0.3 // a passage's vector score
-	DefaultRAGMaxTokens    = 1500
+	DefaultEmbeddings       = EmbeddingsLocal
+	DefaultEmbeddingsModel  = "text-embedding-3-small" // after LLM_EMBEDDING_MODEL
+	DefaultLocalDimensions  = 256
+	DefaultIndexPath        = ".agentrun/knowledge.db" // in the spec's project directory, like the store
+	DefaultChunkSize        = 800                      // runes
+	DefaultChunkOverlap     = 100                      // runes
+	DefaultCacheThreshold   = 0.76                     // measured on runtime/knowledge/testdata/faq_pairs.yaml
+	DefaultCacheScope       = CacheAuto
+	DefaultCacheTTL         = 7 * 24 * time.Hour // a learned entry's life
+	DefaultCacheVerify      = VerifyNone
+	DefaultVerifyBelow      = 0.9
+	DefaultLearnedThreshold = 0.9
+	DefaultRAGTopK          = 4
+	DefaultRAGMinScore      = 0.3 // a passage's vector score
+	DefaultRAGMaxTokens     = 1500
 
 	DefaultApprovalTimeout   = 24 * time.Hour // how long a paused run waits for decisions
 	DefaultApprovalOnTimeout = OnTimeoutReject
@@ -157,13 +158,16 @@ type IntentSettings struct {
 
 // CacheSettings are an intent's FAQ cache with its defaults applied.
 type CacheSettings struct {
-	Collection  string // "" when the agent has no collection: learned entries only
-	Threshold   float64
-	Scope       CacheScope
-	TTL         time.Duration
-	Learn       bool
-	Verify      CacheVerify
-	VerifyBelow float64
+	Collection string // "" when the agent has no collection: learned entries only
+	Threshold  float64
+	// LearnedThreshold is the score a learned entry needs (by default the
+	// higher of DefaultLearnedThreshold and Threshold).
+	LearnedThreshold float64
+	Scope            CacheScope
+	TTL              time.Duration
+	Learn            bool
+	Verify           CacheVerify
+	VerifyBelow      float64
 }
 
 // RAGSettings are an intent's retrieval with its defaults applied.
@@ -277,13 +281,14 @@ func resolveIntents(s *Spec, plan *PlanSettings) []IntentSettings {
 		}
 		if c := in.Cache; c != nil {
 			it.Cache = &CacheSettings{
-				Collection:  cmp.Or(c.Collection, onlyCollection(s)),
-				Threshold:   derefOr(c.Threshold, DefaultCacheThreshold),
-				Scope:       cmp.Or(c.Scope, DefaultCacheScope),
-				TTL:         cmp.Or(c.TTL.Duration, DefaultCacheTTL),
-				Learn:       c.Learn,
-				Verify:      cmp.Or(c.Verify, DefaultCacheVerify),
-				VerifyBelow: derefOr(c.VerifyBelow, DefaultVerifyBelow),
+				Collection:       cmp.Or(c.Collection, onlyCollection(s)),
+				Threshold:        derefOr(c.Threshold, DefaultCacheThreshold),
+				LearnedThreshold: derefOr(c.LearnedThreshold, max(DefaultLearnedThreshold, derefOr(c.Threshold, DefaultCacheThreshold))),
+				Scope:            cmp.Or(c.Scope, DefaultCacheScope),
+				TTL:              cmp.Or(c.TTL.Duration, DefaultCacheTTL),
+				Learn:            c.Learn,
+				Verify:           cmp.Or(c.Verify, DefaultCacheVerify),
+				VerifyBelow:      derefOr(c.VerifyBelow, DefaultVerifyBelow),
 			}
 		}
 		if r := in.RAG; r != nil {
@@ -380,6 +385,7 @@ var Defaults = []struct{ Key, Value string }{
 	{"intents.cache.ttl", "168h"},
 	{"intents.cache.verify", "`" + string(DefaultCacheVerify) + "`"},
 	{"intents.cache.verify_below", fmt.Sprint(DefaultVerifyBelow)},
+	{"intents.cache.learned_threshold", fmt.Sprintf("the higher of %g and `threshold`", DefaultLearnedThreshold)},
 	{"intents.rag.top_k", fmt.Sprint(DefaultRAGTopK)},
 	{"intents.rag.min_score", fmt.Sprint(DefaultRAGMinScore)},
 	{"intents.rag.max_tokens", fmt.Sprint(DefaultRAGMaxTokens)},

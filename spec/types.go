@@ -291,13 +291,16 @@ type Intent struct {
 // cache with every default.
 type IntentCache struct {
 	Source
-	Collection  string      `yaml:"collection"` // the FAQ source; "" means the only collection
-	Threshold   *float64    `yaml:"threshold"`  // the vector score a hit needs
-	Scope       CacheScope  `yaml:"scope"`
-	TTL         Duration    `yaml:"ttl"`   // how long a learned entry lives
-	Learn       bool        `yaml:"learn"` // store accepted answers of this intent
-	Verify      CacheVerify `yaml:"verify"`
-	VerifyBelow *float64    `yaml:"verify_below"` // verify: judge asks about hits scoring below this
+	Collection string   `yaml:"collection"` // the FAQ source; "" means the only collection
+	Threshold  *float64 `yaml:"threshold"`  // the vector score a hit needs
+	// LearnedThreshold is the score a learned entry needs: higher, since an
+	// answer written for one user's question is riskier to serve than the FAQ's.
+	LearnedThreshold *float64    `yaml:"learned_threshold"`
+	Scope            CacheScope  `yaml:"scope"`
+	TTL              Duration    `yaml:"ttl"`   // how long a learned entry lives
+	Learn            bool        `yaml:"learn"` // store accepted answers of this intent
+	Verify           CacheVerify `yaml:"verify"`
+	VerifyBelow      *float64    `yaml:"verify_below"` // verify: judge asks about hits scoring below this
 }
 
 // UnmarshalYAML accepts `cache: true` (every default) and `cache: false` (off).

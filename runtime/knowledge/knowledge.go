@@ -43,6 +43,11 @@ type CacheHit struct {
 	Score    float64        `json:"score"`    // cosine similarity to the asked question
 	PerUser  bool           `json:"per_user,omitempty"`
 	Answer   string         `json:"-"`
+	// Questions are all of an FAQ entry's questions (its question and variants),
+	// what the precision gates (CheckHit) compare with; nil for a learned entry.
+	Questions []string `json:"-"`
+	// Verdict is the precision gates' decision, once they were asked.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // CacheEntryKind says where a cache entry came from.

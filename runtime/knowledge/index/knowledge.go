@@ -122,11 +122,12 @@ func (k *indexKnowledge) CacheLookup(ctx context.Context, q knowledge.CacheQuery
 		faqErr = err
 		if ok {
 			best = &knowledge.CacheHit{
-				Kind:     knowledge.CacheEntryFAQ,
-				Entry:    fmt.Sprintf("%s:%d", h.Source, h.StartLine),
-				Question: h.Question,
-				Score:    float64(h.VectorScore),
-				Answer:   h.Text,
+				Kind:      knowledge.CacheEntryFAQ,
+				Entry:     fmt.Sprintf("%s:%d", h.Source, h.StartLine),
+				Question:  h.Question,
+				Questions: h.Questions,
+				Score:     float64(h.VectorScore),
+				Answer:    h.Text,
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -490,7 +491,7 @@ func TestMatchesSQLite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (ha == nil) != (hb == nil) || (ha != nil && *ha != *hb) {
+		if (ha == nil) != (hb == nil) || (ha != nil && !reflect.DeepEqual(*ha, *hb)) {
 			t.Errorf("%q: CacheLookup %+v, SQLite %+v", q, hb, ha)
 		}
 		pa, err := ka.Retrieve(ctx, "help", q, 3, 0.3)

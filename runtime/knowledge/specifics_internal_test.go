@@ -1,4 +1,4 @@
-package runtime
+package knowledge
 
 import "testing"
 
@@ -36,9 +36,9 @@ func TestSameSpecifics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sameSpecifics(tt.asked, tt.learnt); got != tt.want {
+			if got := SameSpecifics(tt.asked, tt.learnt); got != tt.want {
 				a, b := analyse(tt.asked), analyse(tt.learnt)
-				t.Fatalf("sameSpecifics = %v, want %v\n asked:  %v %q\n learnt: %v %q", got, tt.want, a.specific, a.content, b.specific, b.content)
+				t.Fatalf("SameSpecifics = %v, want %v\n asked:  %v %q\n learnt: %v %q", got, tt.want, a.specific, a.content, b.specific, b.content)
 			}
 		})
 	}
@@ -48,10 +48,10 @@ func FuzzSameSpecifics(f *testing.F) {
 	f.Add("where is parcel KXPQRT", "Where is 'alice@example.com'?")
 	f.Add("我注册的名字是张三", "\"unterminated")
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if !sameSpecifics(a, a) {
+		if !SameSpecifics(a, a) {
 			t.Fatalf("%q does not match itself", a)
 		}
-		if sameSpecifics(a, b) != sameSpecifics(b, a) {
+		if SameSpecifics(a, b) != SameSpecifics(b, a) {
 			t.Fatalf("not symmetric: %q, %q", a, b)
 		}
 	})

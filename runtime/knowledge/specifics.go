@@ -1,4 +1,4 @@
-package runtime
+package knowledge
 
 import (
 	"strings"
@@ -12,14 +12,14 @@ import (
 
 // A learned answer was written for one question; a similar question may name
 // another thing — another parcel, account, person or address — and need another
-// answer. sameSpecifics is the rule a learned entry must pass besides its score.
+// answer. SameSpecifics is the rule a learned entry must pass besides its score.
 
-// sameSpecifics reports whether a learned answer written for learned may answer
+// SameSpecifics reports whether a learned answer written for learned may answer
 // asked: both name the same specific things (numbers, codes, e-mail addresses,
 // links, names, quoted words), and neither puts another word where the other has
 // one ("registered as alice" against "registered as bob"): a question that differs
 // from another only in one slot is the same question about another thing.
-func sameSpecifics(asked, learned string) bool {
+func SameSpecifics(asked, learned string) bool {
 	a, b := analyse(asked), analyse(learned)
 	// What one spelling marks as specific (KXPQRT) is specific in the other too,
 	// however it is written there (kxpqrt).
@@ -33,10 +33,10 @@ func sameSpecifics(asked, learned string) bool {
 	return !substitutes(a.content, b.content)
 }
 
-// question is a question as the rule sees it: its tokens and those of them that
+// analysed is a question as the rule sees it: its tokens and those of them that
 // are specific (lower case), and its content words in order (stemmed, function
 // words left out).
-type question struct {
+type analysed struct {
 	tokens, specific map[string]bool
 	content          []string
 }
@@ -50,9 +50,9 @@ type word struct {
 	isSymbol bool // an address, a link or a path: one token with its punctuation
 }
 
-func analyse(text string) question {
+func analyse(text string) analysed {
 	ws := splitWords(norm.NFKC.String(text))
-	q := question{tokens: map[string]bool{}, specific: map[string]bool{}}
+	q := analysed{tokens: map[string]bool{}, specific: map[string]bool{}}
 	var letters, capitalized, upper int
 	for _, w := range ws {
 		if w.cjk || w.isSymbol || !strings.ContainsFunc(w.text, unicode.IsLetter) {

@@ -1,0 +1,150 @@
+package knowledge
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A cache hit is served without a model, so nothing downstream catches a wrong
+// one: a question that is an FAQ question plus one qualifier ("remove one dish
+// from my order", "opening hours on a public holiday") scores close to it and
+// asks something else. Besides its score, a hit must pass the gates of CheckHit.
+
+// Gate names the precision gate that refused a hit.
+type Gate string
+
+const (
+	// GateSpecifics: the question names a number, code, date, name or address the
+	// entry does not (for a learned entry: they do not name the same ones).
+	GateSpecifics Gate = "specifics"
+	// GateExtraWords: the question has words the entry's questions and answer
+	// have nowhere — a qualifier the entry was not written for.
+	GateExtraWords Gate = "extra_words"
+	// GateVague: the question says no more than half of any of the entry's
+	// questions (one word: "membership", "取消") to be taken for it.
+	GateVague Gate = "vague"
+)
+
+// minCoverage is the share of one of the entry's questions' content words a
+// question must have more than: "delivery" alone is a third of "how much is the
+// delivery fee", "cancel" half of "can I cancel my order", "what does delivery
+// cost" all of a variant.
+const minCoverage = 0.5
+
+// Verdict is the gates' decision on a hit, with what decided it.
+type Verdict struct {
+	Passed bool     `json:"passed"`
+	Gate   Gate     `json:"gate,omitempty"`
+	Words  []string `json:"words,omitempty"`
+	// Coverage is the largest share of an entry question's content words the
+	// question has.
+	Coverage float64 `json:"coverage"`
+}
+
+// Reason says why a hit was refused, for a trace and for people.
+func (v Verdict) Reason() string {
+	switch v.Gate {
+	case GateSpecifics:
+		if len(v.Words) == 0 {
+			return "the question names other numbers, codes, names or addresses than the one the answer was learned for"
+		}
+		return "the question names " + quoteAll(v.Words) + ", which the entry does not"
+	case GateExtraWords:
+		return "the question asks about " + quoteAll(v.Words) + ", which the entry does not mention"
+	case GateVague:
+		return fmt.Sprintf("the question says too little to be taken for the entry's (%.0f%% of its words)", 100*v.Coverage)
+	}
+	return "passed"
+}
+
+func quoteAll(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = fmt.Sprintf("%q", w)
+	}
+	return strings.Join(q, ", ")
+}
+
+// CheckHit puts a hit for asked through the precision gates: the question may
+// name nothing specific the entry does not, may ask about nothing the entry's
+// questions and answer leave out, and must say enough of one of the entry's
+// questions. A learned entry must also name the same specific things as the
+// question it was learned for, with no word put in another's place
+// (SameSpecifics): its answer was written for that question alone.
+func CheckHit(asked string, hit *CacheHit) Verdict {
+	a := analyse(asked)
+	questions := hit.Questions
+	if len(questions) == 0 {
+		questions = []string{hit.Question}
+	}
+	known, entryTokens := map[string]bool{}, map[string]bool{}
+	var coverage float64
+	for _, text := range append(slices.Clone(questions), hit.Answer) {
+		e := analyse(text)
+		for _, w := range e.content {
+			known[w] = true
+		}
+		for t := range e.tokens {
+			entryTokens[t] = true
+		}
+	}
+	for _, q := range questions {
+		coverage = max(coverage, covered(analyse(q).content, a.content))
+	}
+	v := Verdict{Coverage: coverage}
+	if missing := absent(a.specific, entryTokens); len(missing) > 0 {
+		v.Gate, v.Words = GateSpecifics, missing
+		return v
+	}
+	if hit.Kind == CacheEntryLearned && !SameSpecifics(asked, hit.Question) {
+		v.Gate = GateSpecifics
+		return v
+	}
+	var extra []string
+	for _, w := range a.content {
+		if !known[w] && !slices.Contains(extra, w) {
+			extra = append(extra, w)
+		}
+	}
+	if len(extra) > 0 {
+		v.Gate, v.Words = GateExtraWords, extra
+		return v
+	}
+	if coverage <= minCoverage {
+		v.Gate = GateVague
+		return v
+	}
+	v.Passed = true
+	return v
+}
+
+// covered is the share of want's distinct words that have has.
+func covered(want, has []string) float64 {
+	distinct := map[string]bool{}
+	for _, w := range want {
+		distinct[w] = true
+	}
+	if len(distinct) == 0 {
+		return 1
+	}
+	n := 0
+	for w := range distinct {
+		if slices.Contains(has, w) {
+			n++
+		}
+	}
+	return float64(n) / float64(len(distinct))
+}
+
+// absent are the words of set that tokens lacks, sorted.
+func absent(set, tokens map[string]bool) []string {
+	var out []string
+	for w := range set {
+		if !tokens[w] {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
