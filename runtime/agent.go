@@ -24,6 +24,7 @@ type Agent struct {
 	filters      map[spec.FilterStage][]*spec.Filter
 	intents      map[string]*intent // nil when the spec declares none
 	intentOrder  []*intent
+	rules        *spec.Rules // the intents' routing rules
 	store        store.Store
 	knowledge    knowledge.Knowledge
 	prices       Prices // by the model that answers each purpose's calls (see Compile)

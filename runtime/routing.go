@@ -3,7 +3,6 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -33,8 +32,6 @@ type intent struct {
 	examples          []string
 	tools             []model.ToolDef
 	allowed           map[string]bool
-	keywords          []string // lower case
-	patterns          []*regexp.Regexp
 	cache             *spec.CacheSettings // nil: no FAQ cache
 	rag               *spec.RAGSettings   // nil: no retrieval
 	plan              *spec.PlanSettings  // nil: plan mode is off
@@ -49,6 +46,7 @@ func (a *Agent) compileIntents() {
 		return
 	}
 	a.intents = map[string]*intent{}
+	a.rules = spec.NewRules(s.Intents)
 	for i, in := range s.Intents {
 		set := a.settings.Intents[i]
 		it := &intent{name: in.Name, description: in.Description, kind: set.Kind, memory: set.Memory,
@@ -64,48 +62,9 @@ func (a *Agent) compileIntents() {
 			it.allowed[def.Name] = true
 			it.tools = append(it.tools, def)
 		}
-		for _, k := range in.Keywords {
-			it.keywords = append(it.keywords, strings.ToLower(k))
-		}
-		for _, p := range in.Patterns {
-			if p.Re != nil {
-				it.patterns = append(it.patterns, p.Re)
-			}
-		}
 		a.intents[in.Name] = it
 		a.intentOrder = append(a.intentOrder, it)
 	}
-}
-
-// matchRules returns the first intent, in spec order, whose keyword, pattern or
-// example matches the input.
-func (a *Agent) matchRules(input string) (*intent, string) {
-	lower := strings.ToLower(input)
-	norm := normalize(input)
-	for _, it := range a.intentOrder {
-		for _, k := range it.keywords {
-			if strings.Contains(lower, k) {
-				return it, "keyword " + quote(k)
-			}
-		}
-		for _, p := range it.patterns {
-			if p.MatchString(input) {
-				return it, "pattern " + quote(p.String())
-			}
-		}
-		for _, e := range it.examples {
-			if normalize(e) == norm {
-				return it, "example " + quote(e)
-			}
-		}
-	}
-	return nil, ""
-}
-
-func normalize(s string) string {
-	return strings.ToLower(strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 127 && !strings.ContainsRune("，。？！、；：“”‘’（）", r))
-	}), " "))
 }
 
 // route picks the run's intent: a pre-recognised one, then the rules, then the
@@ -134,8 +93,8 @@ func (r *run) route() {
 	}
 	routing := a.settings.Routing
 	if routing.Recognizer != spec.RecognizerOff {
-		if it, why := a.matchRules(r.input()); it != nil {
-			choose(it, RoutedRules, why)
+		if m, ok := a.rules.Match(r.input()); ok {
+			choose(a.intents[m.Intent], RoutedRules, m.Rule)
 			return
 		}
 	}
