@@ -102,6 +102,7 @@ func NewLoader() (*spec.Loader, error) {
 		return nil, err
 	}
 	l.Bundled = skills.Bundled()
+	l.FAQQuestions = faqQuestions
 	return l, nil
 }
 

@@ -485,3 +485,18 @@ func OpenKnowledge(ctx context.Context, s *spec.Spec, o KnowledgeOptions) (k kno
 	}
 	return k, idx.Close, nil
 }
+
+// faqQuestions reads the questions and variants of an FAQ file as the index does.
+func faqQuestions(file string) ([]string, error) {
+	chunks, _, err := knowledge.ReadSources(filepath.Dir(file), []string{filepath.Base(file)}, knowledge.ChunkOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range chunks {
+		if c.Kind == knowledge.ChunkFAQ {
+			out = append(out, c.Questions...)
+		}
+	}
+	return out, nil
+}

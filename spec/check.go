@@ -40,6 +40,7 @@ type checker struct {
 	extraTools map[string]bool
 	extraKinds []string
 	disabled   map[string]bool
+	rules      *Rules // the intents' routing rules, compiled when a check needs them
 }
 
 func (c *checker) check() {

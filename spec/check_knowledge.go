@@ -22,6 +22,8 @@ const minLocalDimensions = 16
 // collectionFacts is what the checker learned about a collection's sources.
 type collectionFacts struct {
 	faq bool // a source is a .yaml/.yml file: an FAQ list the cache can answer from
+	// faqFiles are those files, as paths relative to the working directory.
+	faqFiles []string
 	// unsure means a source could not be expanded (a schema error, an unset variable,
 	// a bad glob), so whether the collection has an FAQ file is not known.
 	unsure bool
@@ -52,6 +54,7 @@ func (c *checker) checkKnowledge() {
 				used[name] = true
 			}
 			c.checkCache(in, name, ok, facts[name])
+			c.checkStarvedCache(in, facts[name])
 		}
 	}
 	for _, col := range c.spec.Knowledge.Collections {
@@ -125,6 +128,7 @@ func (c *checker) checkCollection(col *Collection) collectionFacts {
 		for _, f := range files {
 			if ext := strings.ToLower(path.Ext(f)); ext == ".yaml" || ext == ".yml" {
 				facts.faq = true // a missing FAQ file is reported above, not as "no FAQ source" too
+				facts.faqFiles = append(facts.faqFiles, filepath.Join(dir, f))
 			}
 		}
 	}
@@ -284,4 +288,65 @@ func (c *checker) checkKnowledgeDurations() {
 			c.errorf(at, "use a number with a unit: 500ms, 30s, 2m, 1h30m", "invalid duration %q: out of range", at.node.Value)
 		}
 	}
+}
+
+// maxStarvedShown is how many captured FAQ questions a warning names.
+const maxStarvedShown = 3
+
+// checkStarvedCache warns of routing rules that send FAQ questions of in's cache
+// to another intent: rules go first, in spec order, so a keyword such as 取消 on an
+// orders intent makes every phrasing of "How do I cancel an order?" unreachable
+// from the cache that has its answer.
+func (c *checker) checkStarvedCache(in *Intent, facts collectionFacts) {
+	if c.loader == nil || c.loader.FAQQuestions == nil || c.spec.Routing.Recognizer == RecognizerOff || len(facts.faqFiles) == 0 {
+		return
+	}
+	if c.rules == nil {
+		c.rules = NewRules(c.spec.Intents)
+	}
+	type capture struct {
+		m         RuleMatch
+		questions []string
+	}
+	var captures []*capture
+	byRule := map[RuleMatch]*capture{}
+	for _, f := range facts.faqFiles {
+		questions, err := c.loader.FAQQuestions(f)
+		if err != nil {
+			continue // the file's own problems are reported where its sources are read
+		}
+		for _, q := range questions {
+			m, ok := c.rules.Match(q)
+			if !ok || m.Intent == in.Name {
+				continue
+			}
+			if byRule[m] == nil {
+				byRule[m] = &capture{m: m}
+				captures = append(captures, byRule[m])
+			}
+			byRule[m].questions = append(byRule[m].questions, q)
+		}
+	}
+	for _, cp := range captures {
+		shown := make([]string, 0, maxStarvedShown)
+		for _, q := range cp.questions[:min(len(cp.questions), maxStarvedShown)] {
+			shown = append(shown, strconv.Quote(q))
+		}
+		if more := len(cp.questions) - len(shown); more > 0 {
+			shown = append(shown, fmt.Sprintf("%d more", more))
+		}
+		c.warnf(c.at("intents", cp.m.Intent, cp.m.Key, strconv.Itoa(cp.m.Index)),
+			fmt.Sprintf("rules are tried in spec order: narrow the %s, or give intent %s a rule these questions match and declare it before %s",
+				strings.TrimSuffix(cp.m.Key, "s"), in.Name, cp.m.Intent),
+			"%s of intent %s routes %s of intent %s's cache away from it: %s",
+			cp.m.Rule, cp.m.Intent, plural(len(cp.questions), "FAQ question"), in.Name, strings.Join(shown, ", "))
+	}
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -27,6 +27,10 @@ type Loader struct {
 	// Bundled holds the bundled skill packs, one directory per skill with its
 	// skill.yaml; nil for none.
 	Bundled fs.FS
+	// FAQQuestions reads the questions and variants of an FAQ source file, for
+	// the warning of routing rules that take them from a cached intent; nil skips
+	// that check (the spec package cannot read knowledge sources itself).
+	FAQQuestions func(file string) ([]string, error)
 }
 
 // NewLoader compiles the embedded schema.
