@@ -81,9 +81,11 @@ func (r *run) answerFromCache() bool {
 }
 
 // refuseHit says why hit may not answer asked — its score is below the
-// threshold of its kind, or a precision gate refused it (hit.Verdict says which)
-// — or "" when it may.
+// threshold of its kind, or a precision gate refused it — or "" when it may.
+// hit.Verdict is the gates' verdict either way.
 func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) string {
+	v := knowledge.CheckHit(asked, hit) // also below the threshold: an evaluation's curve needs it
+	hit.Verdict = &v
 	threshold := c.Threshold
 	if hit.Kind == knowledge.CacheEntryLearned {
 		threshold = c.LearnedThreshold
@@ -91,8 +93,6 @@ func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) str
 	if hit.Score < threshold {
 		return fmt.Sprintf("best %.2f < %.2f", hit.Score, threshold)
 	}
-	v := knowledge.CheckHit(asked, hit)
-	hit.Verdict = &v
 	if !v.Passed {
 		return "refused: " + v.Reason()
 	}

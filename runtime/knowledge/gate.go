@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/internal/words"
 )
 
 // A cache hit is served without a model, so nothing downstream catches a wrong
@@ -21,8 +24,9 @@ const (
 	// GateExtraWords: the question has words the entry's questions and answer
 	// have nowhere — a qualifier the entry was not written for.
 	GateExtraWords Gate = "extra_words"
-	// GateVague: the question says no more than half of any of the entry's
-	// questions (one word: "membership", "取消") to be taken for it.
+	// GateVague: the question says too little to be taken for the entry's: no
+	// more than half of any of its questions, or fewer than two words
+	// ("membership", "手机号") unless those are all one of its questions says.
 	GateVague Gate = "vague"
 )
 
@@ -31,6 +35,24 @@ const (
 // delivery fee", "cancel" half of "can I cancel my order", "what does delivery
 // cost" all of a variant.
 const minCoverage = 0.5
+
+// minWords is how many content words a question needs to be taken for an
+// entry's at all, a Chinese character counting half: "手机号" or "refund" alone
+// could ask any of several things.
+const minWords = 2
+
+// wordCount counts a's content words, a CJK character as half of one.
+func wordCount(a analysed) float64 {
+	n := 0.0
+	for _, w := range a.content {
+		if r, _ := utf8.DecodeRuneInString(w); utf8.RuneCountInString(w) == 1 && words.IsCJK(r) {
+			n += 0.5
+		} else {
+			n++
+		}
+	}
+	return n
+}
 
 // Verdict is the gates' decision on a hit, with what decided it.
 type Verdict struct {
@@ -89,8 +111,12 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 			entryTokens[t] = true
 		}
 	}
+	exact := false // the question says what one of the entry's says, no more
 	for _, q := range questions {
-		coverage = max(coverage, covered(analyse(q).content, a.content))
+		qc := analyse(q).content
+		c := covered(qc, a.content)
+		coverage = max(coverage, c)
+		exact = exact || c == 1 && covered(a.content, qc) == 1
 	}
 	v := Verdict{Coverage: coverage}
 	if missing := absent(a.specific, entryTokens); len(missing) > 0 {
@@ -111,7 +137,7 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 		v.Gate, v.Words = GateExtraWords, extra
 		return v
 	}
-	if coverage <= minCoverage {
+	if !exact && (coverage <= minCoverage || wordCount(a) < minWords) {
 		v.Gate = GateVague
 		return v
 	}

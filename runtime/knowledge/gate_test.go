@@ -36,6 +36,8 @@ func TestCheckHit(t *testing.T) {
 		{"words of the answer", "can I cancel a paid order after the restaurant accepts it", cancelOrder, ""},
 		{"Chinese in other function words", "你们几点营业到几点", orderingHours, ""},
 		{"a plural", "how long do refunds take", refundTime, ""},
+		{"one word that is all a variant says", "我想退货", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: "我想退货",
+			Questions: []string{"怎么退货？", "如何退货", "我想退货"}, Answer: "在订单页点击申请退货。"}, ""},
 
 		{"a qualifier the entry lacks", "how do I remove one dish from my order", cancelOrder, knowledge.GateExtraWords},
 		{"a holiday", "春节期间几点可以点外卖", orderingHours, knowledge.GateExtraWords},
@@ -45,6 +47,10 @@ func TestCheckHit(t *testing.T) {
 		{"another city", "北京有夜间配送吗", orderingHours, knowledge.GateExtraWords},
 		{"one word", "cancel", cancelOrder, knowledge.GateVague},
 		{"one Chinese word", "会员", cancelGold, knowledge.GateVague},
+		{"three characters that are most of a variant", "取消会员", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: "取消会员",
+			Questions: []string{"怎么取消金卡会员？", "取消会员"}, Answer: cancelGold.Answer}, ""},
+		{"a word all a variant has", "手机号", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: "手机号怎么换",
+			Questions: []string{"怎么更换绑定的手机号？", "手机号怎么换"}, Answer: "在「我的 › 账号与安全」中更换手机号。"}, knowledge.GateVague},
 		{"a learned answer for another code", "where is my parcel ZMWLVB", learnedParcel, knowledge.GateSpecifics},
 		{"a learned answer without its code", "where is my parcel", learnedParcel, knowledge.GateSpecifics},
 	} {
