@@ -25,6 +25,7 @@ const (
 	KindScript  FileKind = "model script" // exec --record writes one, --model script: reads it
 	KindTest    FileKind = "scenario test"
 	KindFAQ     FileKind = "FAQ file"
+	KindEval    FileKind = "knowledge evaluation set" // agentrun knowledge eval reads one
 )
 
 // kindKeys are the keys only one kind of file has at its top, in the order they are
@@ -35,6 +36,7 @@ var kindKeys = sync.OnceValue(func() []kindKey {
 		{KindTest, []string{"cases"}},
 		{KindFAQ, []string{"faq"}},
 		{KindScript, []string{"turns"}},
+		{KindEval, []string{"cache", "retrieval"}},
 		{KindServe, topKeys(schema.ServeJSON)},
 	}
 })
@@ -93,7 +95,7 @@ func (f File) UnknownKind() Diagnostic {
 	for _, k := range kindKeys() {
 		known = append(known, k.keys...)
 	}
-	hint := "an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq"
+	hint := "an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq; a knowledge evaluation set cache or retrieval"
 	for _, key := range f.Keys {
 		if c := Closest(key, known); c != "" {
 			hint = fmt.Sprintf("did you mean %q for %q?", c, key)
@@ -101,7 +103,7 @@ func (f File) UnknownKind() Diagnostic {
 		}
 	}
 	return Diagnostic{Severity: Error, Pos: Pos{File: f.Path, Line: 1, Col: 1}, Hint: hint,
-		Message: fmt.Sprintf("not an agent spec, serve config, scenario test, model script or FAQ file: its top-level keys are %s", strings.Join(f.Keys, ", "))}
+		Message: fmt.Sprintf("not an agent spec, serve config, scenario test, model script, FAQ file or knowledge evaluation set: its top-level keys are %s", strings.Join(f.Keys, ", "))}
 }
 
 // File is a YAML file that YAMLFiles found, with what it holds.

@@ -124,6 +124,11 @@ func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
 			diags = append(diags, ds...)
 		case spec.KindServe:
 			diags = append(diags, checkServeConfig(f.Path)...)
+		case spec.KindEval:
+			var ds spec.Diagnostics
+			if _, err = agentrun.LoadKnowledgeSet(f.Path); errors.As(err, &ds) {
+				diags, err = append(diags, ds...), nil
+			}
 		}
 		if err != nil {
 			diags = append(diags, spec.Diagnostic{Severity: spec.Error, Pos: spec.Pos{File: f.Path}, Message: err.Error()})
