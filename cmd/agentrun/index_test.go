@@ -387,7 +387,11 @@ func TestExecKnowledgeEvents(t *testing.T) {
 
 	_, errOut = mustRun(t, "exec", "--model", "test", specPath, "退货 again please")
 	if !strings.Contains(errOut, "[0] cache miss (best 0.") || !strings.Contains(errOut, "< 0.76) · nearest faq help-center/faq.yaml:3") ||
-		!strings.Contains(errOut, "cache: learned the answer") {
+		!strings.Contains(errOut, "cache: not learned: the offline test model's answers are placeholders") {
+		t.Errorf("cache miss progress:\n%s", errOut)
+	}
+	_, errOut = mustRun(t, "exec", "--model", "script:"+learnScript(t, dir), specPath, "退货 again please")
+	if !strings.Contains(errOut, "cache: learned the answer") {
 		t.Errorf("cache miss progress:\n%s", errOut)
 	}
 
@@ -403,6 +407,17 @@ func TestExecKnowledgeEvents(t *testing.T) {
 	}
 }
 
+// learnScript writes a model script whose one answer the cache may learn: the
+// test model's placeholders never are.
+func learnScript(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "learn.script.yaml")
+	if err := os.WriteFile(path, []byte("turns:\n  - text: Send the parcel back from the order page.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // cache list and clear act on the agent's learned entries.
 func TestCacheListClear(t *testing.T) {
 	dir, _ := knowledgeCopy(t)
@@ -410,12 +425,12 @@ func TestCacheListClear(t *testing.T) {
 	if out, _ := mustRun(t, "cache", "list", specPath); out != "no learned entries\n" {
 		t.Errorf("cache list of a new index = %q", out)
 	}
-	mustRun(t, "exec", "-q", "--model", "test", specPath, "退货 again please")
+	mustRun(t, "exec", "-q", "--model", "script:"+learnScript(t, dir), specPath, "退货 again please")
 
 	out, _ := mustRun(t, "cache", "list", specPath)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID  INTENT  SCOPE   QUESTION") ||
-		!strings.Contains(lines[1], "faq     shared  退货 again please") || !strings.Contains(lines[1], "test model") {
+		!strings.Contains(lines[1], "faq     shared  退货 again please") || !strings.Contains(lines[1], "Send the parcel back") {
 		t.Errorf("cache list:\n%s", out)
 	}
 	out, _ = mustRun(t, "cache", "list", "--json", "--intent", "faq", specPath)

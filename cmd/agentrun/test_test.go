@@ -13,7 +13,7 @@ import (
 
 func TestAgentrunTestExamples(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "test", "../../examples/agents")
-	if code != 0 || !strings.HasSuffix(stdout, "42 passed, 0 failed\n") {
+	if code != 0 || !strings.HasSuffix(stdout, "43 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "test", "--run", "judge", "../../examples/agents")

@@ -67,6 +67,10 @@ type Passage struct {
 	EndLine   int     `json:"end_line"`
 	Score     float64 `json:"score"` // vector score
 	Text      string  `json:"text"`
+	// Instructions marks a passage that reads like instructions to the model
+	// (LooksLikeInstructions): it is labelled so, and its run's answer is never
+	// learned.
+	Instructions bool `json:"instructions,omitempty"`
 }
 
 // Shown is the hit as results and events show it: a learned entry's question is
