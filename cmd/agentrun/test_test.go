@@ -50,7 +50,7 @@ func brokenShop(t *testing.T) string {
 func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 	dir := brokenShop(t)
 	code, stdout, _ := runCLI(t, "test", dir)
-	if code != 1 || !strings.HasSuffix(stdout, "14 passed, 9 failed\n") {
+	if code != 1 || !strings.HasSuffix(stdout, "15 passed, 9 failed\n") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	for _, want := range []string{
@@ -75,7 +75,7 @@ func TestAgentrunTestReportsBrokenSpec(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 14 || out.Failed != 9 {
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Passed != 15 || out.Failed != 9 {
 		t.Errorf("json: %v %+v", err, out)
 	}
 }
