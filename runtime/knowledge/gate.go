@@ -102,7 +102,8 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	}
 	known, entryTokens := map[string]bool{}, map[string]bool{}
 	var coverage float64
-	for _, text := range append(slices.Clone(questions), hit.Answer) {
+	exact := false // the question says what one of the entry's says, no more
+	for i, text := range append(slices.Clone(questions), hit.Answer) {
 		e := analyse(text)
 		for _, w := range e.content {
 			known[w] = true
@@ -110,10 +111,10 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 		for t := range e.tokens {
 			entryTokens[t] = true
 		}
-	}
-	exact := false // the question says what one of the entry's says, no more
-	for _, q := range questions {
-		qc := analyse(q).content
+		if i == len(questions) {
+			break // the answer: words the entry knows, not a question it asks
+		}
+		qc := e.content
 		c := covered(qc, a.content)
 		coverage = max(coverage, c)
 		exact = exact || c == 1 && covered(a.content, qc) == 1

@@ -73,3 +73,11 @@ func TestVerdictReason(t *testing.T) {
 		t.Errorf("reason %q, want %q", got, want)
 	}
 }
+
+// BenchmarkCheckHit is the gates' cost on a hit, beside the lookup's (the index's
+// FAQ benchmarks): the question and the entry are analysed once each.
+func BenchmarkCheckHit(b *testing.B) {
+	for b.Loop() {
+		knowledge.CheckHit("can I cancel a paid order after the restaurant accepts it", cancelOrder)
+	}
+}

@@ -62,6 +62,16 @@ func (s *Vectors) Done() {
 	v.start = append(v.start, int32(len(v.data)/max(v.dims, 1)))
 	v.quantize()
 	v.invertFAQ()
+	if len(v.faq) > 0 {
+		v.passages = make([]int32, 0, len(v.ids)-len(v.faq))
+		for i, f := 0, 0; i < len(v.ids); i++ {
+			if f < len(v.faq) && v.faq[f] == int32(i) {
+				f++
+				continue
+			}
+			v.passages = append(v.passages, int32(i))
+		}
+	}
 }
 
 // Generation is the generation NewVectors was given.
@@ -76,7 +86,8 @@ type Scored struct {
 	Score float32
 }
 
-// Top returns the n chunks of best vector score, best first (ties by id).
+// Top returns the n passages — chunks but FAQ entries — of best vector score,
+// best first (ties by id).
 func (s *Vectors) Top(q *Query, n int) []Scored {
 	top := s.v.top(q.q, n)
 	out := make([]Scored, len(top))

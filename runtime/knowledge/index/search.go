@@ -14,7 +14,8 @@ import (
 // query's vector: what a storage gives Fuse and BestFAQ. Scoring may be in process
 // (InProcess) or in the database server.
 type Snapshot interface {
-	// Top is the n chunks of best vector score, best first (ties by id).
+	// Top is the n passages (chunks but FAQ entries) of best vector score, best
+	// first (ties by id).
 	Top(ctx context.Context, n int) ([]Scored, error)
 	// Best is chunk id's best vector score and the row (the chunk's vector) that
 	// gave it; ok is false when the chunk has no vectors.
@@ -37,7 +38,11 @@ type TextMatch struct {
 }
 
 // Fuse returns up to k chunks for query, best first: the vector ranking and the
-// full-text ranking fused by reciprocal rank fusion (ties by id).
+// full-text ranking fused by reciprocal rank fusion (ties by id). FAQ entries are
+// found by their words alone: their vectors are their questions', which match a
+// short question closer than any article can whatever they answer, so in the
+// vector ranking they would crowd out the passages that do (the cache, which
+// compares questions with questions, is where their vectors count).
 func Fuse(ctx context.Context, s Snapshot, query string, k int) ([]Hit, error) {
 	if k <= 0 {
 		return nil, nil

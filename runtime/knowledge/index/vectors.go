@@ -26,6 +26,9 @@ type vectors struct {
 	scale  []float32
 	index  map[int64]int32 // chunk id → i
 	faq    []int32         // the i of FAQ chunks
+	// passages are the i of the other chunks: what the vector ranking of a search
+	// ranks (see Snapshot.Top); nil when every chunk is one.
+	passages []int32
 	// faqPostings inverts the FAQ questions' vectors when they are sparse (a
 	// question of the local embedder has about 30 non-zero components of 256):
 	// per component, the rows that have it, so a sparse query touches only the
@@ -181,7 +184,7 @@ func (h *minHeap) Pop() any {
 // the memory it streams, so it runs over the int8 rows, split across CPUs for a
 // large collection, and rescores its best candidates — many more than n, so int8's
 // rounding cannot push a true top-n chunk out — with the float32 rows.
-func (v *vectors) top(q *queryVector, n int) []scored { return v.topOf(q, n, nil) }
+func (v *vectors) top(q *queryVector, n int) []scored { return v.topOf(q, n, v.passages) }
 
 // topOf is top among the chunks of subset (nil: every chunk).
 func (v *vectors) topOf(q *queryVector, n int, subset []int32) []scored {

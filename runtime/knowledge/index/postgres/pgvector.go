@@ -169,7 +169,7 @@ func (s inServer) scores() string {
 
 func (s inServer) Top(ctx context.Context, n int) ([]index.Scored, error) {
 	rows, err := s.tx.Query(ctx, `SELECT id, score FROM (SELECT DISTINCT ON (id) id, score FROM `+s.scores()+`
-		ORDER BY id, score DESC) best ORDER BY score DESC, id LIMIT $4`, s.collection, s.embedder, s.q, n)
+		WHERE kind <> '`+string(knowledge.ChunkFAQ)+`' ORDER BY id, score DESC) best ORDER BY score DESC, id LIMIT $4`, s.collection, s.embedder, s.q, n)
 	if err != nil {
 		return nil, err
 	}
