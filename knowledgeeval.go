@@ -250,7 +250,7 @@ func CacheIntent(a *Agent, collection string) (string, error) {
 }
 
 // curveThresholds are the thresholds of the curve.
-var curveThresholds = []float64{0.5, 0.55, 0.6, 0.65, 0.7, 0.76, 0.8, 0.85, 0.9, 0.95}
+var curveThresholds = []float64{0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.76, 0.8, 0.85, 0.9, 0.95}
 
 func (ev *KnowledgeEval) evalCache(ctx context.Context, a *Agent, set *KnowledgeSet) error {
 	for _, in := range a.Settings().Intents {

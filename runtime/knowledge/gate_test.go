@@ -53,6 +53,10 @@ func TestCheckHit(t *testing.T) {
 			Questions: []string{"怎么更换绑定的手机号？", "手机号怎么换"}, Answer: "在「我的 › 账号与安全」中更换手机号。"}, knowledge.GateVague},
 		{"a learned answer for another code", "where is my parcel ZMWLVB", learnedParcel, knowledge.GateSpecifics},
 		{"a learned answer without its code", "where is my parcel", learnedParcel, knowledge.GateSpecifics},
+		{"a learned answer for another dish", "do you have dishes with no eggs", &knowledge.CacheHit{Kind: knowledge.CacheEntryLearned,
+			Question: "do you have dishes with no meat", Answer: "Yes: the vegetarian menu has no meat."}, knowledge.GateSpecifics},
+		{"a learned answer for another city", "is there night delivery in beijing", &knowledge.CacheHit{Kind: knowledge.CacheEntryLearned,
+			Question: "is there night delivery in shanghai", Answer: "Yes, in shanghai from 22:00."}, knowledge.GateSpecifics},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := knowledge.CheckHit(tt.asked, tt.hit)

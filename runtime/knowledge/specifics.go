@@ -88,7 +88,7 @@ func analyse(text string) analysed {
 // number or code with digits, a code in capitals (KXPQRT), a word with a capital
 // inside (iPhone), or a capitalised word inside a sentence (Alice, Paris).
 func isSpecific(w word, caseShouts, caseTitles bool) bool {
-	if w.cjk {
+	if w.cjk || firstPerson[w.text] {
 		return false
 	}
 	if strings.ContainsFunc(w.text, unicode.IsDigit) {
@@ -107,6 +107,10 @@ func isSpecific(w word, caseShouts, caseTitles bool) bool {
 	}
 	return unicode.IsUpper(first) && !w.initial && !caseTitles
 }
+
+// firstPerson are "I" and its contractions as splitWords leaves them: capitalised
+// inside a sentence, and no name.
+var firstPerson = map[string]bool{"I": true, "Im": true, "Ill": true, "Ive": true, "Id": true}
 
 func isAllUpper(s string) bool {
 	return strings.ContainsFunc(s, unicode.IsLetter) && !strings.ContainsFunc(s, unicode.IsLower)

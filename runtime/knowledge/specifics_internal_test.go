@@ -20,6 +20,7 @@ func TestSameSpecifics(t *testing.T) {
 		{"the same in Chinese", "怎么退款", "如何退款", true},
 		{"a sentence starts with a capital", "Delivery fee? Tell me.", "delivery fee", true},
 		{"title case says nothing of names", "What Is The Delivery Fee", "what is the delivery fee", true},
+		{"I and its contractions are no names", "So I'm asking: I'll pay, I've paid", "so im asking ill pay ive paid", true},
 
 		{"other numbers", "where is parcel 88123", "where is parcel 45990", false},
 		{"other letter codes", "Where is my parcel with tracking code KXPQRT?", "Where is my parcel with tracking code ZMWLVB?", false},
