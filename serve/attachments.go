@@ -60,6 +60,9 @@ type runAttachment struct {
 
 // runParts reads the run API's attachments.
 func runParts(list []runAttachment, lim attach.Limits) ([]model.Part, error) {
+	if lim.MaxCount > 0 && len(list) > lim.MaxCount {
+		return nil, lim.Check(make([]model.Part, len(list))) // refused before any is decoded
+	}
 	parts := make([]model.Part, 0, len(list))
 	for i, a := range list {
 		shown := a.Name
