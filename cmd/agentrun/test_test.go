@@ -104,7 +104,7 @@ func TestAgentrunTestJUnit(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Total != 23 || got.Passed != 14 || got.Failed != 9 {
+	if got.Total != 24 || got.Passed != 15 || got.Failed != 9 {
 		t.Errorf("the consumer read %+v", got)
 	}
 	failed := 0
