@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/agentrun/agentrun/internal/words"
 )
 
@@ -26,7 +28,7 @@ const (
 	GateExtraWords Gate = "extra_words"
 	// GateVague: the question says too little to be taken for the entry's: no
 	// more than half of any of its questions, or fewer than two words
-	// ("membership", "手机号") unless those are all one of its questions says.
+	// ("membership", "手机号") unless it is one of its questions word for word.
 	GateVague Gate = "vague"
 )
 
@@ -102,7 +104,8 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	}
 	known, entryTokens := map[string]bool{}, map[string]bool{}
 	var coverage float64
-	exact := false // the question says what one of the entry's says, no more
+	exact := false // the question is one of the entry's, word for word
+	written := literal(asked)
 	for i, text := range append(slices.Clone(questions), hit.Answer) {
 		e := analyse(text)
 		for _, w := range e.content {
@@ -117,7 +120,7 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 		qc := e.content
 		c := covered(qc, a.content)
 		coverage = max(coverage, c)
-		exact = exact || c == 1 && covered(a.content, qc) == 1
+		exact = exact || literal(questions[i]) == written
 	}
 	v := Verdict{Coverage: coverage}
 	if missing := absent(a.specific, entryTokens); len(missing) > 0 {
@@ -144,6 +147,17 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	}
 	v.Passed = true
 	return v
+}
+
+// literal is text's words in order, in lower case: a question as written, but
+// for case, spacing and punctuation.
+func literal(text string) string {
+	ws := splitWords(norm.NFKC.String(text))
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = strings.ToLower(w.text)
+	}
+	return strings.Join(out, " ")
 }
 
 // covered is the share of want's distinct words that have has.
