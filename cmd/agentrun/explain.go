@@ -53,6 +53,7 @@ func newExplainCommand() *cobra.Command {
 			}
 			if intent == "" && len(s.Intents) > 0 && question == "" {
 				writeIntentTable(out, agent.Agent, s)
+				warnRouting(cmd.ErrOrStderr(), args[0])
 				return nil
 			}
 			if err := agentrun.CheckIntent(s, intent); err != nil {
@@ -69,6 +70,25 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&set, "set", nil, "a user attribute the prompt is rendered with, `key=value` (repeatable)")
 	cmd.Flags().StringVar(&model, "model", "", "the model for --question's classifier: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	return cmd
+}
+
+// warnRouting repeats validate's warnings of the spec at path about its routing
+// (a rule that takes FAQ questions from a cached intent), beside the table of
+// intents they concern.
+func warnRouting(w io.Writer, path string) {
+	loader, err := agentrun.NewLoader()
+	if err != nil {
+		return
+	}
+	var ds spec.Diagnostics
+	for _, d := range loader.LoadFile(path).Diagnostics {
+		if d.Severity == spec.Warning && strings.HasPrefix(d.Path, "intents.") && strings.Contains(d.Message, "FAQ question") {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) > 0 {
+		fmt.Fprint(w, "\n"+formatDiagnostics(spec.FillEnds(ds)))
+	}
 }
 
 // warnUnsetAttributes names each declared user attribute that was not given and

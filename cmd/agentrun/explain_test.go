@@ -213,3 +213,28 @@ instructions: |
 		t.Errorf("an undeclared attribute: exit %d\n%s", code, stderr)
 	}
 }
+
+// explain's table of intents comes with validate's warning of a rule that takes
+// FAQ questions from a cached intent.
+func TestExplainWarnsOfStarvedCache(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"kb/faq.yaml": "faq:\n  - question: How do I cancel an order?\n    variants: [\"Can I cancel my order?\"]\n    answer: Unpaid orders can be cancelled.\n",
+		"agent.yaml": "version: 1\nname: shop\ninstructions: hi\nmodel: {provider: test}\nknowledge:\n  collections:\n    help: {sources: [kb/faq.yaml]}\n" +
+			"intents:\n  cancel_order:\n    kind: task\n    patterns: [\"(?i)cancel\"]\n  faq:\n    kind: knowledge\n    cache: true\nrouting: {recognizer: rules, fallback: faq}\n",
+	}
+	for name, text := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "explain", filepath.Join(dir, "agent.yaml"))
+	if code != 0 || !strings.Contains(stdout, "cancel_order") ||
+		!strings.Contains(stderr, `warning: intents.cancel_order.patterns[0]: pattern "(?i)cancel" of intent cancel_order routes 2 FAQ questions of intent faq's cache away from it`) {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, _, stderr := runCLI(t, "explain", shopSupport); stderr != "" {
+		t.Errorf("the shop's rules take no FAQ question, yet: %s", stderr)
+	}
+}
