@@ -117,10 +117,8 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 		if i == len(questions) {
 			break // the answer: words the entry knows, not a question it asks
 		}
-		qc := e.content
-		c := covered(qc, a.content)
-		coverage = max(coverage, c)
-		exact = exact || literal(questions[i]) == written
+		coverage = max(coverage, covered(e.content, a.content))
+		exact = exact || literal(text) == written
 	}
 	v := Verdict{Coverage: coverage}
 	if missing := absent(a.specific, entryTokens); len(missing) > 0 {
