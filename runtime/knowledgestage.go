@@ -86,17 +86,21 @@ func (r *run) answerFromCache() bool {
 func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) string {
 	v := knowledge.CheckHit(asked, hit) // also below the threshold: an evaluation's curve needs it
 	hit.Verdict = &v
-	threshold := c.Threshold
-	if hit.Kind == knowledge.CacheEntryLearned {
-		threshold = c.LearnedThreshold
-	}
-	if hit.Score < threshold {
+	if threshold := hitThreshold(c, hit); hit.Score < threshold {
 		return fmt.Sprintf("best %.2f < %.2f", hit.Score, threshold)
 	}
 	if !v.Passed {
 		return "refused: " + v.Reason()
 	}
 	return ""
+}
+
+// hitThreshold is the score hit's kind of entry needs.
+func hitThreshold(c *spec.CacheSettings, hit *knowledge.CacheHit) float64 {
+	if hit.Kind == knowledge.CacheEntryLearned {
+		return c.LearnedThreshold
+	}
+	return c.Threshold
 }
 
 func (r *run) cacheSettings() *spec.CacheSettings {
@@ -156,10 +160,7 @@ func (a *Agent) CheckCache(ctx context.Context, intent, question, user string) (
 		out.Refused = "no entries"
 		return out, nil
 	}
-	if hit.Kind == knowledge.CacheEntryLearned {
-		out.Threshold = c.LearnedThreshold
-	}
-	out.Refused = refuseHit(c, question, hit)
+	out.Threshold, out.Refused = hitThreshold(c, hit), refuseHit(c, question, hit)
 	out.Closest, out.Answers = hit.Shown(), out.Refused == ""
 	out.Verify = out.Answers && c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow
 	return out, nil

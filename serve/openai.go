@@ -206,7 +206,9 @@ func clientHistory(msgs []model.Message, window, budget int) []model.Message {
 		switch n := len(joined); {
 		case m.Content == "" && len(m.Parts) == 0, n == 0 && m.Role != model.RoleUser:
 		case n > 0 && joined[n-1].Role == m.Role:
-			joined[n-1].Content = strings.TrimPrefix(joined[n-1].Content+"\n\n"+m.Content, "\n\n")
+			if m.Content != "" {
+				joined[n-1].Content = strings.TrimPrefix(joined[n-1].Content+"\n\n"+m.Content, "\n\n")
+			}
 			joined[n-1].Parts = append(joined[n-1].Parts, m.Parts...)
 		default:
 			joined = append(joined, m)
