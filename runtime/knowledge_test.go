@@ -416,6 +416,41 @@ intents:
 	}
 }
 
+// With verify: judge, a hit whose question asks about words its entry does not
+// mention goes to the judge instead of being refused: the words may be a
+// synonym or a qualifier, and only reading them tells. A question that names
+// something specific the entry does not is refused without asking.
+func TestVerifyAsksTheJudgeAboutWordsTheEntryLacks(t *testing.T) {
+	const intents = `
+intents:
+  faq:
+    kind: knowledge
+    keywords: [opening, open]
+    cache: {verify: judge, verify_below: 0.51, threshold: 0.5}
+`
+	m := &stubModel{judge: []stubReply{stubVerdict(false, "it asks about holidays"), stubVerdict(true, ""), stubVerdict(true, ""), stubVerdict(true, "")},
+		agent: []stubReply{stubSay("On public holidays we open at 12:00."), stubSay("Our Beijing kitchen opens at 11:00.")}}
+	a, _ := knowledgeAgent(t, intents, m)
+	holiday, _ := runAs(t, a, "u1", "c1", "What are your opening hours on public holidays?")
+	if holiday.Cache != runtime.CacheMissOutcome || holiday.Answer != "On public holidays we open at 12:00." {
+		t.Fatalf("holiday: cache %q answer %q", holiday.Cache, holiday.Answer)
+	}
+	if len(m.judgeReqs) != 2 || !strings.Contains(m.judgeReqs[0].Messages[1].Content, "including what it says about public, holidays.") {
+		t.Fatalf("the judge was not asked about the hit, or not told what its entry lacks: %+v", m.judgeReqs)
+	}
+	times, _ := runAs(t, a, "u1", "c2", "What hours are you open each day?")
+	if times.Cache != runtime.CacheHitOutcome || times.Answer != "We deliver every day from 10:00 to 22:00." || len(m.judgeReqs) != 3 {
+		t.Fatalf("times: cache %q answer %q after %d judge calls", times.Cache, times.Answer, len(m.judgeReqs))
+	}
+	city, events := runAs(t, a, "u1", "c3", "What are your opening hours in Beijing?")
+	if city.Cache != runtime.CacheMissOutcome || len(m.judgeReqs) != 4 || strings.Contains(m.judgeReqs[3].Messages[1].Content, "similar question") {
+		t.Fatalf("a named city was put to the judge as a hit, or hit (%q)", city.Cache)
+	}
+	if ev := eventsOf(events, runtime.EventCache); len(ev) == 0 || ev[0].Cached.Verdict.Gate != knowledge.GateSpecifics {
+		t.Fatalf("cache events %+v", ev)
+	}
+}
+
 func TestRetrievalFramesPassagesAsData(t *testing.T) {
 	const intents = `
 intents:

@@ -59,12 +59,13 @@ func (r *run) answerFromCache() bool {
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Message: "no entries"})
 		return false
 	}
-	if why := refuseHit(c, r.input(), hit); why != "" {
+	why, judge := refuseHit(c, r.input(), hit)
+	if why != "" {
 		r.result.Cached = hit.Shown() // the closest entry, and why it did not answer
 		r.emit(Event{Kind: EventCache, CacheOutcome: CacheMissOutcome, Cached: hit.Shown(), Message: why})
 		return false
 	}
-	if c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow && !r.verifyHit(hit) {
+	if judge && !r.verifyHit(hit) {
 		return false
 	}
 	r.result.Cache, r.result.Cached = CacheHitOutcome, hit.Shown()
@@ -81,18 +82,25 @@ func (r *run) answerFromCache() bool {
 }
 
 // refuseHit says why hit may not answer asked — its score is below the
-// threshold of its kind, or a precision gate refused it — or "" when it may.
-// hit.Verdict is the gates' verdict either way.
-func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) string {
+// threshold of its kind, or a precision gate refused it — or "" when it may,
+// and then whether the judge must confirm it first (verify: judge): below
+// verify_below, or when the question asks about words the entry does not
+// mention, which a synonym explains as well as a qualifier. hit.Verdict is the
+// gates' verdict either way.
+func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) (why string, judge bool) {
 	v := knowledge.CheckHit(asked, hit) // also below the threshold: an evaluation's curve needs it
 	hit.Verdict = &v
 	if threshold := hitThreshold(c, hit); hit.Score < threshold {
-		return fmt.Sprintf("best %.2f < %.2f", hit.Score, threshold)
+		return fmt.Sprintf("best %.2f < %.2f", hit.Score, threshold), false
 	}
-	if !v.Passed {
-		return "refused: " + v.Reason()
+	verify := c.Verify == spec.VerifyJudge
+	switch {
+	case v.Passed:
+		return "", verify && hit.Score < c.VerifyBelow
+	case verify && v.Gate == knowledge.GateExtraWords:
+		return "", true
 	}
-	return ""
+	return "refused: " + v.Reason(), false
 }
 
 // hitThreshold is the score hit's kind of entry needs.
@@ -160,9 +168,9 @@ func (a *Agent) CheckCache(ctx context.Context, intent, question, user string) (
 		out.Refused = "no entries"
 		return out, nil
 	}
-	out.Threshold, out.Refused = hitThreshold(c, hit), refuseHit(c, question, hit)
+	out.Threshold = hitThreshold(c, hit)
+	out.Refused, out.Verify = refuseHit(c, question, hit)
 	out.Closest, out.Answers = hit.Shown(), out.Refused == ""
-	out.Verify = out.Answers && c.Verify == spec.VerifyJudge && hit.Score < c.VerifyBelow
 	return out, nil
 }
 
@@ -174,7 +182,11 @@ func (r *run) verifyHit(hit *knowledge.CacheHit) bool {
 	if j == nil {
 		return false // the checker requires a judge for verify: judge
 	}
-	criteria := append([]string{fmt.Sprintf("The answer, written for the similar question %q, answers the user's message exactly as asked.", hit.Question)}, j.Criteria...)
+	criterion := fmt.Sprintf("The answer, written for the similar question %q, answers the user's message exactly as asked", hit.Question)
+	if hit.Verdict != nil && hit.Verdict.Gate == knowledge.GateExtraWords {
+		criterion += ", including what it says about " + strings.Join(hit.Verdict.Words, ", ")
+	}
+	criteria := append([]string{criterion + "."}, j.Criteria...)
 	v, ended := r.judgeDraft(&spec.JudgeSettings{Criteria: criteria, OnError: spec.JudgeErrorFail}, hit.Answer)
 	if ended != nil {
 		return false // the run's context ended; the model stage stops it with the reason

@@ -3,6 +3,8 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/agentrun/agentrun/internal/words"
 )
 
 // suggest returns `did you mean "x"?` for the candidate closest to s, or "" when none
@@ -22,7 +24,7 @@ func Closest(s string, candidates []string) string {
 		if c == s {
 			continue
 		}
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
+		if d := words.Distance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
@@ -49,31 +51,4 @@ func maxTypoDistance(s string) int {
 	default:
 		return 3
 	}
-}
-
-// editDistance is the optimal-string-alignment distance: insertions, deletions,
-// substitutions and swaps of neighbours each cost one, so "stpo" is one from "stop".
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

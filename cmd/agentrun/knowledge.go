@@ -41,7 +41,9 @@ func newKnowledgeCommand() *cobra.Command {
 			"learned entry, its score against the threshold, then the precision gates — and say\n" +
 			"whether the cache would answer it, and if not why. Nothing else of a run happens:\n" +
 			"no routing, no filters, no model, no judge (with verify: judge, a hit would still be\n" +
-			"checked by the judge). --user U sees U's own learned entries besides the shared ones.",
+			"checked by the judge, and so would a question with words its entry does not mention,\n" +
+			"which a run refuses without it). --user U sees U's own learned entries besides the\n" +
+			"shared ones.",
 		Example: "  agentrun knowledge check examples/agents/shop-support.yaml \"春节几点营业？\"",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -145,7 +147,10 @@ func printCheck(w io.Writer, c *runtime.CacheCheck) {
 	}
 	if v := h.Verdict; v != nil {
 		state := "passed"
-		if !v.Passed {
+		switch {
+		case !v.Passed && c.Answers:
+			state = "left to the judge (" + string(v.Gate) + "): " + v.Reason()
+		case !v.Passed:
 			state = "refused (" + string(v.Gate) + "): " + v.Reason()
 		}
 		fmt.Fprintf(w, "  gates: %s; the question has %.0f%% of the words of the entry's closest question\n", state, 100*v.Coverage)

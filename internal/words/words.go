@@ -1,6 +1,6 @@
 // Package words holds the small pieces of text handling that the knowledge
 // embedder and the engine's learned-answer rule must do alike: which characters
-// are CJK and how English words are stemmed. It imports nothing of ours.
+// are CJK, how English words are stemmed and how far apart two spellings are. It imports nothing of ours.
 package words
 
 import (
@@ -27,4 +27,32 @@ func Stem(w string) string {
 		return w[:len(w)-1]
 	}
 	return w
+}
+
+// Distance is the optimal-string-alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of neighbours each cost one, so
+// "stpo" is one from "stop" and "cancle" one from "cancel".
+func Distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -102,23 +103,25 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	if len(questions) == 0 {
 		questions = []string{hit.Question}
 	}
+	entry := make([]analysed, 0, len(questions)+1)
 	known, entryTokens := map[string]bool{}, map[string]bool{}
-	var coverage float64
-	exact := false // the question is one of the entry's, word for word
-	written := literal(asked)
-	for i, text := range append(slices.Clone(questions), hit.Answer) {
+	for _, text := range append(slices.Clone(questions), hit.Answer) {
 		e := analyse(text)
+		entry = append(entry, e)
 		for _, w := range e.content {
 			known[w] = true
 		}
 		for t := range e.tokens {
 			entryTokens[t] = true
 		}
-		if i == len(questions) {
-			break // the answer: words the entry knows, not a question it asks
-		}
-		coverage = max(coverage, covered(e.content, a.content))
-		exact = exact || literal(text) == written
+	}
+	content, extra := spelledAsKnown(a, known)
+	var coverage float64
+	exact := false // the question is one of the entry's, word for word
+	written := literal(asked)
+	for i, e := range entry[:len(questions)] { // the answer holds words the entry knows, not a question it asks
+		coverage = max(coverage, covered(e.content, content))
+		exact = exact || literal(questions[i]) == written
 	}
 	v := Verdict{Coverage: coverage}
 	if missing := absent(a.specific, entryTokens); len(missing) > 0 {
@@ -128,12 +131,6 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	if hit.Kind == CacheEntryLearned && !SameSpecifics(asked, hit.Question) {
 		v.Gate = GateSpecifics
 		return v
-	}
-	var extra []string
-	for _, w := range a.content {
-		if !known[w] && !slices.Contains(extra, w) {
-			extra = append(extra, w)
-		}
 	}
 	if len(extra) > 0 {
 		v.Gate, v.Words = GateExtraWords, extra
@@ -145,6 +142,54 @@ func CheckHit(asked string, hit *CacheHit) Verdict {
 	}
 	v.Passed = true
 	return v
+}
+
+// spelledAsKnown is a's content words with each misspelling of a word the entry
+// knows put right, and the words, as written, that it knows under no spelling.
+func spelledAsKnown(a analysed, known map[string]bool) (content, extra []string) {
+	content = slices.Clone(a.content)
+	for i, w := range content {
+		if known[w] {
+			continue
+		}
+		if k := misspelt(w, known); k != "" {
+			content[i] = k
+		} else if !slices.Contains(extra, a.written[i]) {
+			extra = append(extra, a.written[i])
+		}
+	}
+	return content, extra
+}
+
+// minTypoLength is the shortest word taken for a misspelling of another: below
+// it one letter changes the word ("card", "cart"; "fee", "free").
+const minTypoLength = 5
+
+// misspelt is the one word of known that w is a slip of the keyboard away from
+// ("cancle", "membrship", "huamn"), or "" when there is none or more than one.
+func misspelt(w string, known map[string]bool) string {
+	if utf8.RuneCountInString(w) < minTypoLength || !isLatinWord(w) {
+		return ""
+	}
+	found := ""
+	for k := range known {
+		if utf8.RuneCountInString(k) >= minTypoLength && words.Distance(w, k) == 1 {
+			if found != "" {
+				return ""
+			}
+			found = k
+		}
+	}
+	return found
+}
+
+func isLatinWord(w string) bool {
+	for _, r := range w {
+		if !unicode.In(r, unicode.Latin) {
+			return false
+		}
+	}
+	return true
 }
 
 // literal is text's words in order, in lower case: a question as written, but

@@ -39,6 +39,15 @@ func TestCheckHit(t *testing.T) {
 		{"one word that is all a variant says", "我想退货", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: "我想退货",
 			Questions: []string{"怎么退货？", "如何退货", "我想退货"}, Answer: "在订单页点击申请退货。"}, ""},
 
+		{"a misspelt word of the entry", "how do i cancle my order", cancelOrder, ""},
+		{"misspellings of a variant's words", "how many days untill a refnd arrives", refundTime, ""},
+		{"Chinese fillers", "退款一般多久才能到呀", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ, Question: "退款多久到账？",
+			Questions: []string{"退款多久到账？", "退款什么时候到？"}, Answer: "1 到 3 个工作日到账。"}, ""},
+
+		{"a short word one letter from the entry's", "can I pay by cart", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ,
+			Question: "Can I pay by card?", Answer: "Yes, by card or in cash."}, knowledge.GateExtraWords},
+		{"a word one letter from two of the entry's", "how do I cancel my ordes", &knowledge.CacheHit{Kind: knowledge.CacheEntryFAQ,
+			Question: "How do I cancel orders or order codes?", Answer: "In the app."}, knowledge.GateExtraWords},
 		{"a qualifier the entry lacks", "how do I remove one dish from my order", cancelOrder, knowledge.GateExtraWords},
 		{"a holiday", "春节期间几点可以点外卖", orderingHours, knowledge.GateExtraWords},
 		{"an order number", "when will I get my refund for order 20241108", refundTime, knowledge.GateSpecifics},
@@ -71,6 +80,10 @@ func TestVerdictReason(t *testing.T) {
 	v := knowledge.CheckHit("how do I remove one dish from my order", cancelOrder)
 	if got, want := v.Reason(), `the question asks about "remove", "one", "dish", which the entry does not mention`; got != want {
 		t.Errorf("reason %q, want %q", got, want)
+	}
+	v = knowledge.CheckHit("How do I cancel a scheduled order?", cancelOrder)
+	if got, want := v.Reason(), `the question asks about "scheduled", which the entry does not mention`; got != want {
+		t.Errorf("reason %q, want %q (the words as asked, not their stems)", got, want)
 	}
 	v = knowledge.CheckHit("when will I get my refund for order 20241108", refundTime)
 	if got, want := v.Reason(), `the question names "20241108", which the entry does not`; got != want {

@@ -35,10 +35,10 @@ func SameSpecifics(asked, learned string) bool {
 
 // analysed is a question as the rule sees it: its tokens and those of them that
 // are specific (lower case), and its content words in order (stemmed, function
-// words left out).
+// words left out), with each as written (in lower case).
 type analysed struct {
 	tokens, specific map[string]bool
-	content          []string
+	content, written []string
 }
 
 // word is one word of a question with what its spelling says of it.
@@ -80,6 +80,7 @@ func analyse(text string) analysed {
 			continue
 		}
 		q.content = append(q.content, words.Stem(lower))
+		q.written = append(q.written, lower)
 	}
 	return q
 }
@@ -221,13 +222,15 @@ var englishFunction = func() map[string]bool {
 		been am do does did done can could will would shall should may might must how what what's whats which
 		who whom whose when where why to of for on in at by from with about into and or but if then so than
 		please pls hey hi hello thanks thank that this these those there here some any ever also just really
-		tell know let get got give show find check want need like say see im i'm there's is it's its`) {
+		tell know let get got give show find check want need like say see im i'm there's is it's its
+		usually usual normally typically generally still already actually maybe ok okay anything something
+		someone somewhere info information`) {
 		m[w] = true
 	}
 	return m
 }()
 
-const chineseFunction = "的了吗呢啊呀吧呗么我你您是一下怎如何样能可以都也还要想什啥咋哪些请问"
+const chineseFunction = "的了吗呢啊呀吧呗么嘛哦哈啦哇哟我你您是一下怎如何样能可以都也还要想什啥咋哪些请问个才再就又把被给让这那得过着已经般来"
 
 // substitutes reports whether aligning two content-word sequences leaves a place
 // where each has words the other lacks: a word replaced by another.
