@@ -253,9 +253,10 @@ func CacheIntent(a *Agent, collection string) (string, error) {
 var curveThresholds = []float64{0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.76, 0.8, 0.85, 0.9, 0.95}
 
 func (ev *KnowledgeEval) evalCache(ctx context.Context, a *Agent, set *KnowledgeSet) error {
+	judged := false // verify: judge: a hit refused only for words its entry lacks goes to the judge
 	for _, in := range a.Settings().Intents {
 		if in.Name == ev.Intent && in.Cache != nil {
-			ev.Threshold = in.Cache.Threshold
+			ev.Threshold, judged = in.Cache.Threshold, in.Cache.Verify == spec.VerifyJudge
 		}
 	}
 	ev.Curve = make([]CurvePoint, len(curveThresholds))
@@ -284,10 +285,16 @@ func (ev *KnowledgeEval) evalCache(ctx context.Context, a *Agent, set *Knowledge
 			p := &ev.Curve[i]
 			above := check.Closest != nil && check.Closest.Score >= p.Threshold
 			p.ScoreAlone.count(c.FAQ != nil, above, right)
-			p.Gated.count(c.FAQ != nil, above && check.Closest.Verdict != nil && check.Closest.Verdict.Passed, right)
+			p.Gated.count(c.FAQ != nil, above && passes(check.Closest.Verdict, judged), right)
 		}
 	}
 	return nil
+}
+
+// passes reports whether a hit with verdict v answers, if the judge, when there
+// is one for the grey zone, confirms it.
+func passes(v *knowledge.Verdict, judged bool) bool {
+	return v != nil && (v.Passed || judged && v.Debatable())
 }
 
 // entryQuestion is an FAQ entry's own question (its first), or the learned

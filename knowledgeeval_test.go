@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,25 +99,14 @@ func TestRulesThatStarveTheCacheAreWarned(t *testing.T) {
 	}
 }
 
-// The evaluation scores the cache and retrieval on a labelled set: a right hit,
-// a refused near miss and a miss, and passages ranked by the hybrid search and
-// by BM25.
-func TestEvalKnowledge(t *testing.T) {
-	path := evalWorld(t, "")
-	dir := filepath.Dir(path)
-	set := filepath.Join(dir, "set.yaml")
-	if err := os.WriteFile(set, []byte(`collection: help
-cache:
-  - {q: "what does delivery cost?", faq: "How much is the delivery fee?", lang: en, kind: paraphrase}
-  - {q: "how do I remove one dish from my order", faq: null, lang: en, kind: qualifier, why: not cancelling}
-  - {q: "could you kindly explain what happens with shipping charges", faq: "How much is the delivery fee?", lang: en, kind: long}
-retrieval:
-  - {q: "when does the kitchen open during the Spring Festival", source: hours.md, heading: Spring Festival, lang: en}
-  - {q: "weekday opening time", source: hours.md, heading: Weekdays, lang: en}
-`), 0o600); err != nil {
+// evalSet evaluates the spec at path on a set written beside it.
+func evalSet(t *testing.T, path, set string) *agentrun.KnowledgeEval {
+	t.Helper()
+	file := filepath.Join(filepath.Dir(path), "set.yaml")
+	if err := os.WriteFile(file, []byte(set), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := agentrun.LoadKnowledgeSet(set)
+	ks, err := agentrun.LoadKnowledgeSet(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +119,22 @@ retrieval:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ev
+}
+
+// The evaluation scores the cache and retrieval on a labelled set: a right hit,
+// a refused near miss and a miss, and passages ranked by the hybrid search and
+// by BM25.
+func TestEvalKnowledge(t *testing.T) {
+	ev := evalSet(t, evalWorld(t, ""), `collection: help
+cache:
+  - {q: "what does delivery cost?", faq: "How much is the delivery fee?", lang: en, kind: paraphrase}
+  - {q: "how do I remove one dish from my order", faq: null, lang: en, kind: qualifier, why: not cancelling}
+  - {q: "could you kindly explain what happens with shipping charges", faq: "How much is the delivery fee?", lang: en, kind: long}
+retrieval:
+  - {q: "when does the kitchen open during the Spring Festival", source: hours.md, heading: Spring Festival, lang: en}
+  - {q: "weekday opening time", source: hours.md, heading: Weekdays, lang: en}
+`)
 	if c := ev.Cache; ev.Intent != "faq" || c.Questions != 3 || c.Positives != 2 || c.Hits != 1 || c.False != 0 || c.Precision() != 1 || c.Recall() != 0.5 {
 		t.Errorf("intent %q, cache %+v", ev.Intent, c)
 	}
@@ -141,6 +147,40 @@ retrieval:
 	for name, s := range map[string]agentrun.RetrievalScores{"hybrid": ev.Retrieval["all"], "bm25": ev.BM25["all"]} {
 		if s.Questions != 2 || s.HitAt1 != 1 || s.MRR != 1 {
 			t.Errorf("%s: %+v", name, s)
+		}
+	}
+}
+
+// With verify: judge, a hit refused only for words its entry lacks is left to the
+// judge, so the evaluation counts it as answered, at the threshold and on the
+// curve alike; without it, it is a miss.
+func TestEvalKnowledgeCountsHitsLeftToTheJudge(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		path := evalWorld(t, "")
+		if verify {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = []byte(strings.Replace(string(src), "cache: true", "cache: {verify: judge}", 1) + "judge: {criteria: [The answer is right.]}\n")
+			if err := os.WriteFile(path, src, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev := evalSet(t, path, `collection: help
+cache:
+  - {q: "what does delivery cost nowadays", faq: "How much is the delivery fee?", lang: en, kind: colloquial}
+`)
+		want := 0
+		if verify {
+			want = 1
+		}
+		at := slices.IndexFunc(ev.Curve, func(p agentrun.CurvePoint) bool { return p.Threshold == ev.Threshold })
+		if at < 0 {
+			t.Fatalf("no point of the curve at the threshold %.2f", ev.Threshold)
+		}
+		if r := ev.Results[0]; ev.Cache.Hits != want || ev.Curve[at].Gated.Hits != want || r.Check.Verdict == nil || r.Check.Verdict.Gate != "extra_words" {
+			t.Errorf("verify %v: %d hits, %d on the curve at %.2f, result %+v", verify, ev.Cache.Hits, ev.Curve[at].Gated.Hits, ev.Threshold, r.Check)
 		}
 	}
 }

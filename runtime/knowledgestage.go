@@ -97,7 +97,7 @@ func refuseHit(c *spec.CacheSettings, asked string, hit *knowledge.CacheHit) (wh
 	switch {
 	case v.Passed:
 		return "", verify && hit.Score < c.VerifyBelow
-	case verify && v.Gate == knowledge.GateExtraWords:
+	case verify && v.Debatable():
 		return "", true
 	}
 	return "refused: " + v.Reason(), false

@@ -67,6 +67,12 @@ type Verdict struct {
 	Coverage float64 `json:"coverage"`
 }
 
+// Debatable reports whether a judge may overrule the refusal (verify: judge):
+// words the entry does not mention may be a synonym as well as a qualifier, and
+// only reading them tells; another number, or too few words, is not a matter of
+// reading.
+func (v Verdict) Debatable() bool { return v.Gate == GateExtraWords }
+
 // Reason says why a hit was refused, for a trace and for people.
 func (v Verdict) Reason() string {
 	switch v.Gate {
