@@ -136,6 +136,24 @@ func TestFAQCacheThreshold(t *testing.T) {
 	if hit < minHitRate {
 		t.Errorf("hit rate %.1f%%, want at least %.0f%%", 100*hit, 100*minHitRate)
 	}
+
+	// What a run serves: the hits that also pass the precision gates, each FAQ
+	// question an entry with no variants and no answer. Below 0.70 a word-order
+	// swap gets through (0.67: "can I pay for my order after changing the
+	// items" ~ "Can I change the items in my order after paying?").
+	var gatedHits, gatedFalse int
+	for _, s := range scored {
+		if s.score < DefaultCacheThreshold || !CheckHit(s.Question, &CacheHit{Kind: CacheEntryFAQ, Question: s.FAQ}).Passed {
+			continue
+		}
+		if s.Hit {
+			gatedHits++
+		} else {
+			gatedFalse++
+			t.Errorf("a must-not pair passes the gates: %.3f %q ~ %q", s.score, s.FAQ, s.Question)
+		}
+	}
+	t.Logf("with the gates: %d of %d must-hit pairs served, %d of %d must-not", gatedHits, nHit, gatedFalse, nMiss)
 }
 
 const minHitRate = 0.70
