@@ -91,6 +91,7 @@ type prepared struct {
 	// orphanable: a streamed run, which waits ResumeGrace for a reader to come
 	// back before it is canceled. Other runs have a request waiting on them.
 	orphanable bool
+	key        *runKey // the request's Idempotency-Key, if it has one
 }
 
 // maxConversationID bounds a conversation id a client names.
@@ -178,13 +179,27 @@ func containsString(list []string, s string) bool {
 // start runs a prepared run in the background under ctx (ended by the client
 // leaving, for a run it waits on) and the server's runs context (ended after a
 // shutdown's grace period). The run's events go to its record and the metrics.
-func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
+//
+// A run with a key (pr.key) outlives its request, as a streamed one does, so
+// that a repeat of the request can follow it. When the key's run was started
+// first, by a request that came in meanwhile, that run is returned instead and
+// pr is released; ok is false when that request asked for something else.
+func (s *Server) start(ctx context.Context, pr *prepared) (rec *runRecord, ok bool) {
+	if pr.key != nil {
+		ctx, pr.orphanable = context.WithoutCancel(ctx), true
+	}
 	ctx, cancel := context.WithTimeout(ctx, pr.timeout)
-	stop := context.AfterFunc(s.runsCtx, cancel)
 	name := pr.agent.Spec.Name
-	rec := newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
-	rec.orphanable = pr.orphanable
-	s.runs.add(rec)
+	rec = newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
+	rec.orphanable, rec.key = pr.orphanable, pr.key
+	if pr.key == nil {
+		s.runs.add(rec)
+	} else if first, conflict := s.runs.addKeyed(rec); first != rec {
+		cancel()
+		pr.done()
+		return first, !conflict
+	}
+	stop := context.AfterFunc(s.runsCtx, cancel)
 	pr.req.RunID = rec.ID // a run paused for approval keeps this id when it resumes
 	pr.req.Observer = s.runObserver(rec, name)
 	s.metrics.RunStarted(name)
@@ -195,7 +210,7 @@ func (s *Server) start(ctx context.Context, pr *prepared) *runRecord {
 		}
 		return pr.agent.Run(ctx, pr.req)
 	})
-	return rec
+	return rec, true
 }
 
 // runObserver sends a run's events to its record and the metrics.
@@ -256,38 +271,55 @@ func (s *Server) logRun(rec *runRecord, req runtime.Request, res *runtime.Result
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	fail := func(status int, code, msg string) { writeError(w, status, code, msg) }
+	var body runRequest
+	follow := func(rec *runRecord) {
+		if body.Stream {
+			s.stream(w, r, rec, 0)
+		} else if s.await(r, rec) {
+			s.writeRunResult(w, rec)
+		}
+	}
+	key, repeated, ok := s.requestOnce(w, r, p, "runs "+r.PathValue("name"), &body, fail, follow)
+	if repeated || !ok {
+		return
+	}
 	slot, ok := s.admit(w, r, p, fail)
 	if !ok {
 		return
 	}
-	var body runRequest
-	if !decodeJSON(w, r, &body, fail) {
+	if key == nil && !decodeJSON(w, r, &body, fail) {
 		slot()
 		return
 	}
+	pr, ok := s.prepareRun(p, slot, r.PathValue("name"), body, fail)
+	if !ok {
+		return
+	}
+	ctx := r.Context() // a run waited on lives as long as the request: a client that leaves cancels it
+	if body.Stream {
+		// A streamed run may outlive its first reader for ResumeGrace, so a client can
+		// reconnect with Last-Event-ID; with nobody reading it is canceled.
+		ctx, pr.orphanable = context.WithoutCancel(ctx), true
+	}
+	pr.key = key
+	rec, ok := s.start(ctx, pr)
+	if !ok {
+		keyConflict(fail)
+		return
+	}
+	follow(rec)
+}
+
+// prepareRun prepares the run a run request asks for.
+func (s *Server) prepareRun(p Principal, slot func(), name string, body runRequest, fail func(status int, code, msg string)) (*prepared, bool) {
 	parts, err := runParts(body.Attachments, s.limits.attachLimits())
 	if err != nil {
 		slot()
 		status, code := attachmentFailure(err)
 		fail(status, code, err.Error())
-		return
+		return nil, false
 	}
-	pr, ok := s.prepare(p, slot, r.PathValue("name"), runInput{text: body.Input, parts: parts, conversation: body.Conversation, intent: body.Intent}, fail)
-	if !ok {
-		return
-	}
-	if !body.Stream {
-		// The run lives as long as the request: a client that leaves cancels it.
-		rec := s.start(r.Context(), pr)
-		<-rec.done
-		s.writeRunResult(w, rec)
-		return
-	}
-	// A streamed run may outlive its first reader for ResumeGrace, so a client can
-	// reconnect with Last-Event-ID; with nobody reading it is canceled.
-	pr.orphanable = true
-	rec := s.start(context.WithoutCancel(r.Context()), pr)
-	s.stream(w, r, rec, 0)
+	return s.prepare(p, slot, name, runInput{text: body.Input, parts: parts, conversation: body.Conversation, intent: body.Intent}, fail)
 }
 
 // writeRunResult answers a finished run: its Result, or the reason it could not

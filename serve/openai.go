@@ -136,12 +136,17 @@ func chatInput(body chatRequest, lim attach.Limits) (run chatRun, status int, co
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Principal) {
 	fail := openAIFail(w)
+	var body chatRequest
+	follow := func(rec *runRecord) { s.answerChat(w, r, rec, body) }
+	key, repeated, ok := s.requestOnce(w, r, p, "chat", &body, fail, follow)
+	if repeated || !ok {
+		return
+	}
 	slot, ok := s.admit(w, r, p, fail)
 	if !ok {
 		return
 	}
-	var body chatRequest
-	if !decodeJSON(w, r, &body, fail) {
+	if key == nil && !decodeJSON(w, r, &body, fail) {
 		slot()
 		return
 	}
@@ -166,32 +171,47 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(in.input)
 		pr.req.History, pr.req.Ephemeral = clientHistory(in.history, window, budget), true
 	}
-	id := newID("chatcmpl-")
-	created := time.Now().Unix()
-	rec := s.start(r.Context(), pr) // the client leaving cancels the run
-	w.Header().Set("X-Agentrun-Run", rec.ID)
-	if !body.Stream {
-		<-rec.done
-		v := rec.snapshot()
-		if v.Status == runFailed {
-			s.chatFailure(w, v, fail)
-			return
-		}
-		res := v.Result
-		if status, code, msg, failed := faultOf(res.Stop); failed {
-			fail(status, code, msg)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "object": "chat.completion", "created": created, "model": body.Model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(res.Stop),
-				"message": map[string]any{"role": "assistant", "content": res.Answer, "refusal": nil}}},
-			"usage":    usage(res.Usage),
-			"agentrun": map[string]any{"run": rec.ID, "stop": res.Stop, "intent": res.Intent},
-		})
+	pr.key = key
+	rec, ok := s.start(r.Context(), pr) // without a key, the client leaving cancels the run
+	if !ok {
+		keyConflict(fail)
 		return
 	}
-	s.streamChat(w, r, rec, id, created, body)
+	follow(rec)
+}
+
+// answerChat answers a chat completion from its run, streamed or not. The
+// completion's id and time are the run's, so a repeat of the request (its
+// Idempotency-Key) gets the same completion.
+func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, rec *runRecord, body chatRequest) {
+	id, created := "chatcmpl-"+strings.TrimPrefix(rec.ID, "run_"), rec.Created.Unix()
+	w.Header().Set("X-Agentrun-Run", rec.ID)
+	if body.Stream {
+		s.streamChat(w, r, rec, id, created, body)
+		return
+	}
+	if !s.await(r, rec) {
+		return
+	}
+	fail := openAIFail(w)
+	v := rec.snapshot()
+	if v.Status == runFailed {
+		fail(runFailure(v))
+		return
+	}
+	res := v.Result
+	if status, code, msg, failed := faultOf(res); failed {
+		noRetry(w, res)
+		fail(status, code, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": id, "object": "chat.completion", "created": created, "model": body.Model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(res.Stop),
+			"message": map[string]any{"role": "assistant", "content": res.Answer, "refusal": nil}}},
+		"usage":    usage(res.Usage),
+		"agentrun": map[string]any{"run": rec.ID, "stop": res.Stop, "intent": res.Intent},
+	})
 }
 
 // clientHistory holds a client's history (user and assistant messages, oldest
@@ -243,25 +263,36 @@ func finishReason(stop runtime.StopReason) string {
 
 // faultOf turns a run that ended on a fault — the model failing, the deadline, a
 // cancellation — into an error, so a client never takes the fallback message for
-// the agent's answer.
-func faultOf(stop runtime.StopReason) (status int, code, msg string, failed bool) {
-	switch stop {
+// the agent's answer. Before any tool ran, it is a 5xx, which clients retry: a
+// retry repeats model calls only. Once a tool ran it is 424 (failed dependency),
+// which stock clients do not retry, since the tool's effects would happen twice.
+func faultOf(res *runtime.Result) (status int, code, msg string, failed bool) {
+	switch res.Stop {
 	case runtime.StopModelError:
-		return http.StatusBadGateway, "model_error", "the agent's model failed", true
+		status, code, msg = http.StatusBadGateway, "model_error", "the agent's model failed"
 	case runtime.StopTimeout:
-		return http.StatusGatewayTimeout, "timeout", "the run took longer than it may", true
+		status, code, msg = http.StatusGatewayTimeout, "timeout", "the run took longer than it may"
 	case runtime.StopCanceled:
-		return http.StatusServiceUnavailable, "canceled", "the run was canceled", true
+		status, code, msg = http.StatusServiceUnavailable, "canceled", "the run was canceled"
+	default:
+		return 0, "", "", false
 	}
-	return 0, "", "", false
+	if res.ToolRounds > 0 {
+		status, msg = http.StatusFailedDependency, msg+" after its tools ran; not retried, since they would run again"
+	}
+	return status, code, msg, true
+}
+
+// noRetry tells the official OpenAI clients, which obey x-should-retry, not to
+// retry a run whose tools ran.
+func noRetry(w http.ResponseWriter, res *runtime.Result) {
+	if res.ToolRounds > 0 {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 }
 
 func usage(u model.Usage) map[string]any {
 	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
-}
-
-func (s *Server) chatFailure(w http.ResponseWriter, v runView, fail func(int, string, string)) {
-	fail(runFailure(v))
 }
 
 // answerChunk is how many runes of the answer one streamed chunk carries.
@@ -296,6 +327,8 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rec *runReco
 	if !chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil) {
 		return
 	}
+	rec.reading(+1, s.opts.ResumeGrace) // a run with a key waits for a reader to come back
+	defer rec.reading(-1, s.opts.ResumeGrace)
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 wait:
@@ -304,7 +337,7 @@ wait:
 		case <-rec.done:
 			break wait
 		case <-r.Context().Done():
-			return // the run is canceled with the request
+			return // the run is canceled with the request, or, with a key, unless another follows it
 		case <-tick.C:
 			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
@@ -325,7 +358,7 @@ wait:
 		rc.Flush()
 		return
 	}
-	if _, code, msg, failed := faultOf(v.Result.Stop); failed {
+	if _, code, msg, failed := faultOf(v.Result); failed {
 		b, _ := json.Marshal(openAIErrorBody("server_error", code, msg))
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		rc.Flush()

@@ -43,6 +43,7 @@ type runRecord struct {
 	Created      time.Time
 
 	cancel context.CancelFunc
+	key    *runKey // the Idempotency-Key it was started with, if any
 
 	mu         sync.Mutex
 	events     []runtime.Event // the last maxRunEvents; JSON only when a stream reads them
@@ -227,17 +228,47 @@ func (r *runRecord) reading(delta int, grace time.Duration) {
 type runRegistry struct {
 	mu   sync.Mutex
 	runs map[string]*runRecord
+	keys map[userKey]*runRecord // the runs started with an Idempotency-Key
 }
 
-func newRunRegistry() *runRegistry { return &runRegistry{runs: map[string]*runRecord{}} }
+func newRunRegistry() *runRegistry {
+	return &runRegistry{runs: map[string]*runRecord{}, keys: map[userKey]*runRecord{}}
+}
 
 func (g *runRegistry) add(r *runRecord) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.addLocked(r)
+}
+
+func (g *runRegistry) addLocked(r *runRecord) {
 	if len(g.runs) >= maxRuns {
 		g.sweepLocked(time.Now())
 	}
 	g.runs[r.ID] = r
+	if r.key != nil {
+		g.keys[userKey{r.key.user, r.key.key}] = r
+	}
+}
+
+// addKeyed adds r, started with its key, unless a run was started with the key
+// first: then that run (conflict: for another request), and r is not added.
+func (g *runRegistry) addKeyed(r *runRecord) (first *runRecord, conflict bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if first, conflict := g.keyedLocked(r.key); first != nil {
+		return first, conflict
+	}
+	g.addLocked(r)
+	return r, false
+}
+
+// deleteLocked drops a run and its key.
+func (g *runRegistry) deleteLocked(id string) {
+	if r := g.runs[id]; r != nil && r.key != nil && g.keys[userKey{r.key.user, r.key.key}] == r {
+		delete(g.keys, userKey{r.key.user, r.key.key})
+	}
+	delete(g.runs, id)
 }
 
 // reopen registers the execution that resumes a paused run: the run's record, run
@@ -288,7 +319,7 @@ func (g *runRegistry) sweepLocked(now time.Time) {
 		r.mu.Unlock()
 		switch {
 		case over && now.Sub(fin) > keepFinished && now.After(keep):
-			delete(g.runs, id)
+			g.deleteLocked(id)
 		case over:
 			done = append(done, finished{id, fin})
 		}
@@ -301,7 +332,7 @@ func (g *runRegistry) sweepLocked(now time.Time) {
 		if len(g.runs) < maxRuns*9/10 {
 			break
 		}
-		delete(g.runs, f.id)
+		g.deleteLocked(f.id)
 	}
 }
 
