@@ -289,13 +289,21 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, p Principal, fail
 		fail(http.StatusTooManyRequests, "too_many_runs", msg)
 		return nil, false
 	}
-	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
+	if !s.withinRate(w, r, p, fail) {
 		release()
+		return nil, false
+	}
+	return release, true
+}
+
+// withinRate takes one of the user's requests from their rate, or answers 429.
+func (s *Server) withinRate(w http.ResponseWriter, r *http.Request, p Principal, fail func(status int, code, msg string)) bool {
+	ok, wait := s.limiter.allow(p.User.ID, time.Now())
+	if !ok {
 		s.metrics.RateLimited("rate")
 		refuseBody(w, r)
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond))
-		return nil, false
 	}
-	return release, true
+	return ok
 }

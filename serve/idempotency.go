@@ -85,7 +85,9 @@ func (s *Server) requestOnce(w http.ResponseWriter, r *http.Request, p Principal
 		keyConflict(fail)
 		return nil, false, false
 	case rec != nil:
-		follow(rec)
+		if s.withinRate(w, r, p, fail) { // a repeat takes no run slot, but counts in the rate
+			follow(rec)
+		}
 		return key, true, true
 	}
 	return key, false, true
