@@ -273,6 +273,22 @@ func (r *run) loop() {
 	}
 }
 
+// deltas is where the model's text goes as it streams (Request.OnDelta). It
+// reaches the request's OnDelta only where nothing after a draft can refuse or
+// change it — no judge, no plan to finish, no answer filter; elsewhere a draft
+// the user must not see could reach them, so the model still streams (the wire
+// is the spec's) but its text is shown once accepted. A structured answer is
+// not streamed: a draft is shown only once it validates.
+func (r *run) deltas() func(string) {
+	switch {
+	case r.req.OnDelta == nil || r.output() != nil:
+		return nil
+	case r.agent.settings.Judge != nil || r.planSettings() != nil || len(r.agent.filters[spec.StageAnswer]) > 0:
+		return func(string) {}
+	}
+	return r.req.OnDelta
+}
+
 // think asks the model for the next step. It returns the draft answer when the
 // model answered without tool calls.
 func (r *run) think() *model.Message {
@@ -281,10 +297,9 @@ func (r *run) think() *model.Message {
 		r.stopForContext(err)
 		return nil
 	}
-	req := &model.Request{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.req.OnDelta}
+	req := &model.Request{Messages: r.requestMessages(), Tools: r.tools, OnDelta: r.deltas()}
 	if st := r.output(); st != nil {
 		req.JSONSchema = st.format() // providers combine it with the tools natively
-		req.OnDelta = nil            // a draft is shown only once it validates
 	}
 	detail, release := r.overBudget(PurposeAgent, req)
 	if detail != "" {

@@ -45,6 +45,16 @@ func (r *run) delegate(ctx context.Context, name, task string, c *call, seen map
 	return sub.execute(ctx, req, &parentLink{run: r, agent: name, callID: c.tc.ID})
 }
 
+// handoffDeltas is where a specialist's text goes as it streams: nowhere when
+// this agent's answer filters may still change its answer (the specialist's own
+// judge and filters it checks itself).
+func (r *run) handoffDeltas() func(string) {
+	if r.req.OnDelta != nil && len(r.agent.filters[spec.StageAnswer]) > 0 {
+		return func(string) {}
+	}
+	return r.req.OnDelta
+}
+
 // handoff hands the run to the agent its intent names: the specialist answers the
 // user's message, with the conversation's history, and its exchange becomes this
 // run's. The run's answer filters still apply; the specialist's judge replaces
@@ -52,7 +62,7 @@ func (r *run) delegate(ctx context.Context, name, task string, c *call, seen map
 func (r *run) handoff() {
 	it := r.intent
 	req := &Request{Input: r.input(), Parts: r.req.Parts, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
-		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.req.OnDelta, Approvals: ApprovalsRefuse,
+		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.handoffDeltas(), Approvals: ApprovalsRefuse,
 		Host: r.req.Host, RunID: r.id + "/" + it.agent}
 	if req.History == nil {
 		req.History = []model.Message{}

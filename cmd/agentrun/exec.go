@@ -128,17 +128,42 @@ func telemetryLogger(errOut io.Writer, quiet bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
 }
 
-// showDeltas shows a streamed answer's text on stderr as it arrives; nil when the
-// run is not streamed. -q hides the text, but the request stays streamed: quiet
-// never changes what goes over the wire.
-func showDeltas(errOut io.Writer, stream, quiet bool) func(string) {
+// liveAnswer shows a streamed answer's text on stderr as it arrives, and keeps
+// what it showed. -q hides the text, but the request stays streamed: quiet never
+// changes what goes over the wire.
+type liveAnswer struct {
+	w     io.Writer
+	shown strings.Builder
+}
+
+// showDeltas is the live answer of a run, nil when the run is not streamed.
+func showDeltas(errOut io.Writer, stream, quiet bool) *liveAnswer {
 	switch {
 	case !stream:
 		return nil
 	case quiet:
-		return func(string) {}
+		return &liveAnswer{w: io.Discard}
 	}
-	return func(text string) { fmt.Fprint(errOut, text) }
+	return &liveAnswer{w: errOut}
+}
+
+// onDelta is the run's Request.OnDelta: nil for no live answer.
+func (l *liveAnswer) onDelta() func(string) {
+	if l == nil {
+		return nil
+	}
+	return func(text string) {
+		fmt.Fprint(l.w, text)
+		l.shown.WriteString(text)
+	}
+}
+
+// onScreen reports whether answer is on the terminal that out writes to
+// already: shown live on errOut, the same terminal. Printing it again would
+// show it twice.
+func (l *liveAnswer) onScreen(out, errOut io.Writer, answer string) bool {
+	return l != nil && l.w == errOut && answer != "" && isTerminal(out) && isTerminal(errOut) &&
+		strings.HasSuffix(strings.TrimSpace(l.shown.String()), strings.TrimSpace(answer))
 }
 
 func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error {
@@ -200,7 +225,8 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		return err
 	}
 	defer closeTrace()
-	req.OnDelta = showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
+	live := showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
+	req.OnDelta = live.onDelta()
 	storeURL, _ := agentrun.StoreURL(o.store, s.Memory, s.Pos.File, nil)
 	stdin, _ := cmd.InOrStdin().(*os.File)
 	stdinTerminal := stdin != nil && isTerminal(stdin)
@@ -236,7 +262,7 @@ func runExec(cmd *cobra.Command, specPath, question string, o execOptions) error
 		fmt.Fprintf(errOut, "agentrun: the store %s ends with this process: nothing can resume the paused run\n", storeURL)
 	}
 	return finishResult(cmd, agent, req, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet,
-		resume: resumeFlags(o.store, s)})
+		resume: resumeFlags(o.store, s), live: live})
 }
 
 // execOnTemporal starts the run as a workflow and shows it as exec shows a
@@ -270,7 +296,8 @@ func execOnTemporal(cmd *cobra.Command, s *spec.Spec, req runtime.Request, o exe
 // resultOptions say how finishResult prints a run's result.
 type resultOptions struct {
 	asJSON, quiet bool
-	resume        []string // the flags a printed resume command needs to find the store
+	resume        []string    // the flags a printed resume command needs to find the store
+	live          *liveAnswer // the answer shown as it streamed, if it was
 }
 
 // finishResult prints a run's result as exec and resume do and returns the exit
@@ -295,7 +322,9 @@ func finishResult(cmd *cobra.Command, agent *agentrun.Agent, req runtime.Request
 		}
 		return reportModelConfig(errOut, model, result.ModelConfigStatus, result.Detail)
 	}
-	if err := printResult(cmd.OutOrStdout(), result, o.asJSON); err != nil {
+	if out := cmd.OutOrStdout(); !o.asJSON && o.live.onScreen(out, errOut, result.Answer) {
+		fmt.Fprintln(out) // the answer is on the screen: only its line ends
+	} else if err := printResult(out, result, o.asJSON); err != nil {
 		return err
 	}
 	// After the answer is out: extraction never delays it. (A run on Temporal has

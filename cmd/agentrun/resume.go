@@ -230,7 +230,8 @@ func resumeHere(cmd *cobra.Command, s *spec.Spec, st store.Store, p *runtime.Pau
 	if len(observers) > 0 {
 		req.Observer = observers
 	}
-	req.OnDelta = showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
+	live := showDeltas(errOut, o.stream || boolValue(agent.Spec.Model.Stream), o.quiet)
+	req.OnDelta = live.onDelta()
 	if waiting := waitingCalls(p); len(waiting) > 0 && !o.quiet {
 		fmt.Fprintf(errOut, "approvals expired at %s: approval.on_timeout decides %s\n", p.Expires.Local().Format(time.DateTime), callList(&runtime.Paused{Approvals: waiting}))
 	}
@@ -241,7 +242,7 @@ func resumeHere(cmd *cobra.Command, s *spec.Spec, st store.Store, p *runtime.Pau
 	}
 	// The request the run was started with, as far as fact extraction reads it.
 	started := runtime.Request{User: tool.User{ID: p.User}, Conversation: p.Conversation}
-	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags})
+	return finishResult(cmd, agent, started, result, resultOptions{asJSON: o.asJSON, quiet: o.quiet, resume: flags, live: live})
 }
 
 // check rejects flags that cannot be used, or not together: usage errors,

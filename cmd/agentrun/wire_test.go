@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -299,6 +301,38 @@ func TestWireParallelCallsAndMissingType(t *testing.T) {
 	}
 }
 
+// On a terminal, an answer shown as it streamed is not printed again: stdout
+// and stderr are the same screen. (script(1) gives the command a terminal.)
+func TestWireStreamedAnswerShownOnceOnATerminal(t *testing.T) {
+	scriptCmd, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) is not installed")
+	}
+	streamedText := reply{sse: []string{
+		sseChunk(`{"role":"assistant","content":"The answer "}`, ""),
+		sseChunk(`{"content":"is forty-two."}`, ""),
+		sseChunk(`{}`, "stop"),
+		"[DONE]",
+	}}
+	newFakeOpenAI(t, streamedText)
+	src, err := os.ReadFile(codeAssistant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unjudged := filepath.Join(t.TempDir(), "unjudged.yaml")
+	if err := os.WriteFile(unjudged, src[:bytes.Index(src, []byte("\njudge:"))+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join([]string{agentrunBinary(t), "exec", "--stream", unjudged, "'what is 6*7?'"}, " ")
+	out, err := exec.Command(scriptCmd, "-qec", line, "/dev/null").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "The answer is forty-two."); n != 1 {
+		t.Errorf("the answer is on the terminal %d times:\n%s", n, out)
+	}
+}
+
 func sseChunk(delta string, finish string) string {
 	fin := "null"
 	if finish != "" {
@@ -321,20 +355,35 @@ func TestWireStreaming(t *testing.T) {
 		sseChunk(`{}`, "stop"),
 		"[DONE]",
 	}}
-	f := newFakeOpenAI(t, streamedCall, streamedText)
-	code, stdout, stderr := runCLI(t, "exec", "--stream", codeAssistant, "6*7?")
-	if code != 0 || stdout != "The answer is 42, by calculator.\n" {
-		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
+	// Without a judge the text is shown as it streams; with one, a draft it may
+	// reject is never shown: the answer appears once, accepted.
+	src, err := os.ReadFile(codeAssistant)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, "The answer is 42, by calculator.") {
-		t.Errorf("the streamed text was not shown live:\n%s", stderr)
+	unjudged := filepath.Join(t.TempDir(), "unjudged.yaml")
+	if err := os.WriteFile(unjudged, src[:bytes.Index(src, []byte("\njudge:"))+1], 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if f.requests[0]["stream"] != true {
-		t.Error("request did not ask for a stream")
-	}
-	f.checkRequests()
-	if got := f.messages(1)[3]["content"]; got != "42" {
-		t.Errorf("calculator got the streamed arguments wrong: %v", got)
+	for _, tt := range []struct {
+		spec  string
+		shown bool
+	}{{unjudged, true}, {codeAssistant, false}} {
+		f := newFakeOpenAI(t, streamedCall, streamedText)
+		code, stdout, stderr := runCLI(t, "exec", "--stream", tt.spec, "6*7?")
+		if code != 0 || stdout != "The answer is 42, by calculator.\n" {
+			t.Fatalf("%s: exit %d, stdout %q\n%s", tt.spec, code, stdout, stderr)
+		}
+		if got := strings.Contains(stderr, "The answer is 42, by calculator."); got != tt.shown {
+			t.Errorf("%s: the streamed text was shown live: %v, want %v\n%s", tt.spec, got, tt.shown, stderr)
+		}
+		if f.requests[0]["stream"] != true {
+			t.Error("request did not ask for a stream")
+		}
+		f.checkRequests()
+		if got := f.messages(1)[3]["content"]; got != "42" {
+			t.Errorf("calculator got the streamed arguments wrong: %v", got)
+		}
 	}
 }
 
