@@ -28,6 +28,10 @@ const (
 	EventCache         EventKind = "cache"          // the FAQ cache was looked up (CacheOutcome, Cached) or learned an answer
 	EventRetrieve      EventKind = "retrieve"       // retrieval put passages into the context (Passages)
 	EventStop          EventKind = "stop"           // the run ended (Stop, Usage, Cost: the run's so far)
+	// EventText is the model's text as it streams, where the run shows it
+	// (Text). The runtime hands the text to Request.OnDelta; serve's streams
+	// record it as these events.
+	EventText EventKind = "text"
 	// EventApprovalRequested: a call waits for a person's decision (Tool, CallID,
 	// Args, Message: the spec's approval message).
 	EventApprovalRequested EventKind = "approval_requested"
@@ -51,7 +55,7 @@ const (
 var EventKinds = []EventKind{EventState, EventModelRequest, EventModelResponse, EventToolCall, EventToolResult,
 	EventToolRefused, EventBindDiscarded, EventGuard, EventVerdict, EventFilter, EventCollect, EventIntent,
 	EventMemory, EventCache, EventRetrieve, EventStop, EventApprovalRequested, EventApprovalDecided, EventPlan,
-	EventAgent, EventStep}
+	EventAgent, EventStep, EventText}
 
 // Purpose says what a model request is for.
 type Purpose string
@@ -114,6 +118,9 @@ type Event struct {
 	From    State   `json:"from,omitempty"`
 	State   State   `json:"state,omitempty"`
 	Trigger Trigger `json:"trigger,omitempty"`
+
+	// Text is a piece of the model's streamed text (EventText).
+	Text string `json:"text,omitempty"`
 
 	Purpose  Purpose      `json:"purpose,omitempty"`
 	Messages int          `json:"messages,omitempty"` // messages in a model request

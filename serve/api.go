@@ -92,6 +92,9 @@ type prepared struct {
 	// back before it is canceled. Other runs have a request waiting on them.
 	orphanable bool
 	key        *runKey // the request's Idempotency-Key, if it has one
+	// text: a streamed request, whose readers get the model's text as it comes
+	// (where the agent shows it: see runtime's Request.OnDelta).
+	text bool
 }
 
 // maxConversationID bounds a conversation id a client names.
@@ -202,6 +205,9 @@ func (s *Server) start(ctx context.Context, pr *prepared) (rec *runRecord, ok bo
 	stop := context.AfterFunc(s.runsCtx, cancel)
 	pr.req.RunID = rec.ID // a run paused for approval keeps this id when it resumes
 	pr.req.Observer = s.runObserver(rec, name)
+	if pr.text {
+		pr.req.OnDelta = rec.text
+	}
 	s.metrics.RunStarted(name)
 	s.running.Add(1)
 	go s.execute(rec, name, pr.req, pr.done, stop, cancel, func() (*runtime.Result, error) {
@@ -299,7 +305,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	if body.Stream {
 		// A streamed run may outlive its first reader for ResumeGrace, so a client can
 		// reconnect with Last-Event-ID; with nobody reading it is canceled.
-		ctx, pr.orphanable = context.WithoutCancel(ctx), true
+		ctx, pr.orphanable, pr.text = context.WithoutCancel(ctx), true, true
 	}
 	pr.key = key
 	rec, ok := s.start(ctx, pr)

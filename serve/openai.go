@@ -171,7 +171,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 		budget := (window+1)*s.limits.MaxInputChars - utf8.RuneCountInString(in.input)
 		pr.req.History, pr.req.Ephemeral = clientHistory(in.history, window, budget), true
 	}
-	pr.key = key
+	pr.key, pr.text = key, body.Stream
 	rec, ok := s.start(r.Context(), pr) // without a key, the client leaving cancels the run
 	if !ok {
 		keyConflict(fail)
@@ -329,22 +329,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rec *runReco
 	}
 	rec.reading(+1, s.opts.ResumeGrace) // a run with a key waits for a reader to come back
 	defer rec.reading(-1, s.opts.ResumeGrace)
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-rec.done:
-			break wait
-		case <-r.Context().Done():
-			return // the run is canceled with the request, or, with a key, unless another follows it
-		case <-tick.C:
-			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			rc.Flush()
-		}
+	streamed, ok := s.streamChatText(w, r, rec, chunk)
+	if !ok {
+		return // the run is canceled with the request, or, with a key, unless another follows it
 	}
 	v := rec.snapshot()
 	if v.Status == runFailed {
@@ -365,6 +352,13 @@ wait:
 		return
 	}
 	answer := v.Result.Answer
+	switch {
+	case streamed == "":
+	case strings.HasSuffix(streamed, answer):
+		answer = "" // it is out already
+	default: // a fallback message after the text of a run that stopped
+		answer = "\n\n" + answer
+	}
 	for answer != "" {
 		n, i := 0, 0
 		for i < len(answer) && n < answerChunk {
@@ -385,6 +379,53 @@ wait:
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	rc.Flush()
+}
+
+// streamChatText sends the model's text as it streams, with keep-alive comments
+// while nothing comes, until the run is over, and returns what it sent; false
+// when the client left first. Text after a model response that called tools
+// starts a new paragraph: what the model said before a tool ("Let me look that
+// up.") is not run into the answer.
+func (s *Server) streamChatText(w http.ResponseWriter, r *http.Request, rec *runRecord, chunk func(delta map[string]any, finish any, u any) bool) (string, bool) {
+	rc := http.NewResponseController(w)
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	var streamed strings.Builder
+	after, paragraph := 0, false
+	for {
+		events, last, finished, changed := rec.since(after)
+		after = last
+		for _, e := range events {
+			switch {
+			case e.Kind == runtime.EventText:
+				text := e.Text
+				if paragraph && streamed.Len() > 0 {
+					text = "\n\n" + text
+				}
+				paragraph = false
+				if !chunk(map[string]any{"content": text}, nil, nil) {
+					return "", false
+				}
+				streamed.WriteString(text)
+			case e.Kind == runtime.EventModelResponse && e.Calls > 0:
+				paragraph = true
+			}
+		}
+		if finished {
+			return streamed.String(), true
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return "", false
+		case <-tick.C:
+			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return "", false
+			}
+			rc.Flush()
+		}
+	}
 }
 
 func openAIErrorBody(typ, code, msg string) openAIError {

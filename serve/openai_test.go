@@ -124,11 +124,17 @@ func TestOpenAIChatCompletionStreaming(t *testing.T) {
 	checkToolRan(t, e)
 }
 
-// A long answer streams in several chunks that add up to it, in order; without
-// include_usage no chunk carries usage.
+// A long answer that is sent once the judge accepted it streams in several
+// chunks that add up to it, in order; without include_usage no chunk carries
+// usage.
 func TestOpenAIStreamingLongAnswer(t *testing.T) {
 	long := strings.Repeat("多字节 text, ", 40)
-	e := newEnv(t, envOptions{reply: func(openaitest.Request) openaitest.Reply { return openaitest.Reply{Content: long} }})
+	e := newEnv(t, envOptions{editSpec: withJudge, reply: func(req openaitest.Request) openaitest.Reply {
+		if req.Judge {
+			return openaitest.Reply{Content: `{"passed": true, "missing": ""}`}
+		}
+		return openaitest.Reply{Content: long}
+	}})
 	stream := e.openAIClient(aliceToken).Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
 		Model: "support", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 	})

@@ -60,6 +60,9 @@ type runRecord struct {
 	// keepUntil keeps a finished run paused for approval in the registry until its
 	// approvals expire, so its resumption goes on with its events.
 	keepUntil time.Time
+	// pendingText is streamed text not yet kept as an event, since pendingSince.
+	pendingText  string
+	pendingSince time.Time
 	// results are the result events of the run's earlier executions (a run paused
 	// for approval, then resumed), by sequence number: each kept in events as an
 	// event of kind "result", so sequence numbers go on increasing.
@@ -78,6 +81,41 @@ func newRunRecord(id, agent, user, conversation string, cancel context.CancelFun
 // Observe keeps an event. It never blocks on a reader.
 func (r *runRecord) Observe(e runtime.Event) {
 	r.mu.Lock()
+	r.flushTextLocked()
+	r.observeLocked(e)
+	r.mu.Unlock()
+}
+
+// A streamed answer's text is kept as text events of a few tokens each: one per
+// token would crowd a run's other events out of the maxRunEvents it keeps.
+const (
+	textChunk = 64                    // bytes of text that make an event at once
+	textEvery = 50 * time.Millisecond // how long text waits for more, at most, while more comes
+)
+
+// text keeps a piece of the model's streamed text (Request.OnDelta).
+func (r *runRecord) text(delta string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pendingText == "" {
+		r.pendingSince = time.Now()
+	}
+	r.pendingText += delta
+	if len(r.pendingText) >= textChunk || time.Since(r.pendingSince) >= textEvery {
+		r.flushTextLocked()
+	}
+}
+
+// flushTextLocked keeps the text that waits as one event, before any other.
+func (r *runRecord) flushTextLocked() {
+	if r.pendingText != "" {
+		text := r.pendingText
+		r.pendingText = ""
+		r.observeLocked(runtime.Event{Time: time.Now(), Kind: runtime.EventText, Text: text})
+	}
+}
+
+func (r *runRecord) observeLocked(e runtime.Event) {
 	r.events = append(r.events, e)
 	if len(r.events) >= 2*maxRunEvents { // dropped in halves, so each event is copied once
 		drop := len(r.events) - maxRunEvents
@@ -90,7 +128,6 @@ func (r *runRecord) Observe(e runtime.Event) {
 		}
 	}
 	r.notifyLocked()
-	r.mu.Unlock()
 }
 
 func (r *runRecord) notifyLocked() {
@@ -102,6 +139,7 @@ func (r *runRecord) notifyLocked() {
 func (r *runRecord) finish(res *runtime.Result, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flushTextLocked()
 	r.result, r.err, r.finished = res, err, time.Now()
 	r.status = runFinished
 	if err != nil {

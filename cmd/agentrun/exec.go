@@ -586,8 +586,9 @@ var printers = map[runtime.EventKind]eventPrinter{
 }
 
 // silentKinds are the events progress deliberately does not print: the state
-// machine's moves are for traces, the steps they lead to are printed.
-var silentKinds = []runtime.EventKind{runtime.EventState}
+// machine's moves are for traces, the steps they lead to are printed; streamed
+// text is shown as it comes (--stream), not as events.
+var silentKinds = []runtime.EventKind{runtime.EventState, runtime.EventText}
 
 // stateless is a printer that needs nothing of the progress it prints on.
 func stateless(print func(io.Writer, runtime.Event)) eventPrinter {

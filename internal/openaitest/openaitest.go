@@ -26,7 +26,7 @@ type Request struct {
 
 // Reply is one answer: text, tool calls, or an HTTP error status.
 type Reply struct {
-	Content   string
+	Content   string // with ToolCalls: what the model says before it calls them
 	ToolCalls []ToolCall
 	Status    int // non-zero: answer with this status and an OpenAI error body
 }
@@ -116,7 +116,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
 		}
 		msg["tool_calls"] = calls
-		msg["content"] = nil
+		if rep.Content == "" {
+			msg["content"] = nil
+		}
 	}
 	usage := map[string]any{"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 	id := fmt.Sprintf("chatcmpl-fake-%d", n)
@@ -137,10 +139,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	send(chunk(map[string]any{"role": "assistant"}, nil))
+	if rep.Content != "" { // text first, as models say what they do before they call a tool
+		send(chunk(map[string]any{"content": rep.Content}, nil))
+	}
 	if calls, ok := msg["tool_calls"]; ok {
 		send(chunk(map[string]any{"tool_calls": calls}, nil))
-	} else {
-		send(chunk(map[string]any{"content": rep.Content}, nil))
 	}
 	send(chunk(map[string]any{}, finish))
 	send(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1, "model": "fake", "choices": []any{}, "usage": usage})
