@@ -59,3 +59,33 @@ func TestRunRegistryBounds(t *testing.T) {
 		t.Fatal("another user's run was found")
 	}
 }
+
+// Streamed text is kept a few tokens to an event, in order, and what waits is
+// kept before the next other event and before the run's end: a long answer does
+// not crowd the run's other events out.
+func TestRunTextIsKeptInChunks(t *testing.T) {
+	r := newRunRecord("run_1", "a", "u", "", func() {})
+	var want string
+	for i := range 400 {
+		token := string(rune('a'+i%26)) + "·"
+		want += token
+		r.text(token)
+	}
+	r.Observe(runtime.Event{Kind: runtime.EventModelResponse})
+	r.text("tail")
+	r.finish(&runtime.Result{Stop: runtime.StopCompleted}, nil)
+	var got string
+	texts := 0
+	for i, e := range r.events {
+		if e.Kind == runtime.EventText {
+			got += e.Text
+			texts++
+		}
+		if e.Kind == runtime.EventModelResponse && got != want {
+			t.Fatalf("event %d: the model response came before the text that preceded it", i)
+		}
+	}
+	if got != want+"tail" || texts > 400*len("a·")/textChunk+2 {
+		t.Errorf("%d text events holding %q", texts, got)
+	}
+}
