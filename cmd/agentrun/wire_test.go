@@ -301,6 +301,21 @@ func TestWireParallelCallsAndMissingType(t *testing.T) {
 	}
 }
 
+// unjudgedCodeAssistant is the code-assistant example without its judge, in a
+// temporary directory: an agent whose drafts nothing can refuse.
+func unjudgedCodeAssistant(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(codeAssistant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unjudged := filepath.Join(t.TempDir(), "unjudged.yaml")
+	if err := os.WriteFile(unjudged, src[:bytes.Index(src, []byte("\njudge:"))+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return unjudged
+}
+
 // On a terminal, an answer shown as it streamed is not printed again: stdout
 // and stderr are the same screen. (script(1) gives the command a terminal.)
 func TestWireStreamedAnswerShownOnceOnATerminal(t *testing.T) {
@@ -315,14 +330,7 @@ func TestWireStreamedAnswerShownOnceOnATerminal(t *testing.T) {
 		"[DONE]",
 	}}
 	newFakeOpenAI(t, streamedText)
-	src, err := os.ReadFile(codeAssistant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unjudged := filepath.Join(t.TempDir(), "unjudged.yaml")
-	if err := os.WriteFile(unjudged, src[:bytes.Index(src, []byte("\njudge:"))+1], 0o600); err != nil {
-		t.Fatal(err)
-	}
+	unjudged := unjudgedCodeAssistant(t)
 	line := strings.Join([]string{agentrunBinary(t), "exec", "--stream", unjudged, "'what is 6*7?'"}, " ")
 	out, err := exec.Command(scriptCmd, "-qec", line, "/dev/null").CombinedOutput()
 	if err != nil {
@@ -357,14 +365,7 @@ func TestWireStreaming(t *testing.T) {
 	}}
 	// Without a judge the text is shown as it streams; with one, a draft it may
 	// reject is never shown: the answer appears once, accepted.
-	src, err := os.ReadFile(codeAssistant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unjudged := filepath.Join(t.TempDir(), "unjudged.yaml")
-	if err := os.WriteFile(unjudged, src[:bytes.Index(src, []byte("\njudge:"))+1], 0o600); err != nil {
-		t.Fatal(err)
-	}
+	unjudged := unjudgedCodeAssistant(t)
 	for _, tt := range []struct {
 		spec  string
 		shown bool
