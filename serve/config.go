@@ -19,6 +19,8 @@ type Config struct {
 	LogMessages bool `yaml:"log_messages"`
 	// Approvals configures the handling of runs paused for approval.
 	Approvals ApprovalsConfig `yaml:"approvals"`
+	// CORS lets web pages of other origins call the API; off by default.
+	CORS CORSConfig `yaml:"cors"`
 }
 
 // ApprovalsConfig is how the server looks after runs paused for approval.

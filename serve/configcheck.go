@@ -28,6 +28,12 @@ func checkConfig(f *spec.ConfigFile, c *Config) {
 		}
 		seen[h] = i
 	}
+	for i, o := range c.CORS.AllowedOrigins {
+		if o != "*" && !validOrigin(o) {
+			f.Errorf([]string{"cors", "allowed_origins", strconv.Itoa(i)}, `an origin is a scheme, a host and a port if not the default: "https://app.example.com", "http://localhost:5173"; or "*" for any`,
+				"%q is not an origin", o)
+		}
+	}
 	if j := c.Auth.JWT; j != nil {
 		switch {
 		case j.HS256SecretEnv == "" && j.JWKSFile == "" && j.JWKSURL == "":

@@ -85,7 +85,7 @@ func (s *Server) Handler() http.Handler {
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return s.cors(mux)
 }
 
 // apiError is the JSON body of an error of the run API.

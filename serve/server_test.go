@@ -141,6 +141,7 @@ func (l *lockedBuffer) String() string {
 
 type envOptions struct {
 	limits serve.Limits
+	cors   serve.CORSConfig
 	// latency delays every model answer; set before the fake serves anything.
 	latency     time.Duration
 	resumeGrace time.Duration
@@ -212,6 +213,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 			JWT: &serve.JWTConfig{HS256SecretEnv: "TEST_JWT_SECRET", Issuer: jwtIssuer, Audience: jwtAudience},
 		},
 		Limits: o.limits,
+		CORS:   o.cors,
 	}
 	srv, err := serve.New(t.Context(), serve.Options{
 		Config:      cfg,
