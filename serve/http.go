@@ -39,6 +39,8 @@ type route struct {
 	handle  func(http.ResponseWriter, *http.Request, Principal)
 	// attachments: the body may carry files, within limits.max_attachment_bytes.
 	attachments bool
+	// streamToken: a stream token of the run in the URL authenticates too.
+	streamToken bool
 }
 
 // routes are the authenticated endpoints; docs/serve.md documents each, and
@@ -49,7 +51,8 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/agents", handle: s.listAgents},
 		{pattern: "POST /v1/agents/{name}/runs", handle: s.createRun, attachments: true},
 		{pattern: "GET /v1/runs/{id}", handle: s.getRun},
-		{pattern: "GET /v1/runs/{id}/events", handle: s.runEvents},
+		{pattern: "GET /v1/runs/{id}/events", handle: s.runEvents, streamToken: true},
+		{pattern: "POST /v1/runs/{id}/stream_token", handle: s.streamToken},
 		{pattern: "POST /v1/runs/{id}/cancel", handle: s.cancelRun},
 		{pattern: "GET /v1/runs/{id}/approvals", handle: s.getApprovals},
 		{pattern: "POST /v1/runs/{id}/approvals/{call_id}", handle: s.decide},
@@ -80,7 +83,11 @@ func (s *Server) Handler() http.Handler {
 		if rt.attachments {
 			bodyCap = s.limits.attachmentBodyBytes()
 		}
-		mux.Handle(rt.pattern, s.observe(rt.pattern, bodyCap, s.authenticate(rt.handle)))
+		auth := s.authenticate(rt.handle)
+		if rt.streamToken {
+			auth = s.authenticateStream(rt.handle)
+		}
+		mux.Handle(rt.pattern, s.observe(rt.pattern, bodyCap, auth))
 	}
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))

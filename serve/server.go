@@ -85,6 +85,7 @@ type Server struct {
 	store   store.Store
 	metrics *Metrics
 	limiter *limiter
+	tokens  *streamTokens // the stream tokens of GET /v1/runs/{id}/events
 	runs    *runRegistry
 	log     *slog.Logger
 
@@ -126,7 +127,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.ResumeGrace == 0 {
 		opts.ResumeGrace = DefaultResumeGrace
 	}
-	s := &Server{opts: opts, limits: opts.Config.Limits.withDefaults(), metrics: NewMetrics(), runs: newRunRegistry(), log: opts.Logger}
+	s := &Server{opts: opts, limits: opts.Config.Limits.withDefaults(), metrics: NewMetrics(), runs: newRunRegistry(), log: opts.Logger,
+		tokens: newStreamTokens()}
 	s.limiter = newLimiter(s.limits)
 	if opts.InsecureNoAuth {
 		if !IsLoopback(opts.Config.Addr) {
