@@ -47,7 +47,7 @@ func openAIFail(w http.ResponseWriter) func(status int, code, msg string) {
 		switch {
 		case status == http.StatusTooManyRequests:
 			typ = "rate_limit_exceeded"
-		case status >= 500:
+		case status >= 500, status == http.StatusFailedDependency: // a fault of the run, after its tools ran
 			typ = "server_error"
 		}
 		writeOpenAIError(w, status, typ, code, msg)

@@ -23,6 +23,7 @@ type retryOutcome struct {
 	Run         string
 	Status      int
 	Code        string
+	Type        string
 	ShouldRetry string
 	Error       string
 }
@@ -103,7 +104,7 @@ func TestServeFaultAfterToolsIsNotRetried(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"orders":[{"number":"A1001","status":"delivering"}]}`))
 	}, "20000", "")
-	if got.Status != http.StatusFailedDependency || got.Code != "model_error" || got.ShouldRetry != "false" {
+	if got.Status != http.StatusFailedDependency || got.Code != "model_error" || got.Type != "server_error" || got.ShouldRetry != "false" {
 		t.Fatalf("the client ended with %+v", got)
 	}
 	if n := lookups.Load(); n != 1 {

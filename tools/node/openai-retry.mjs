@@ -27,6 +27,7 @@ try {
   console.log(JSON.stringify({
     status: err.status ?? null,
     code: err.code ?? null,
+    type: err.type ?? null,
     shouldRetry: err.headers?.get?.("x-should-retry") ?? null,
     error: String(err.message ?? err),
   }));
