@@ -380,16 +380,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 	rc.Flush()
 	rec.reading(+1, s.opts.ResumeGrace)
 	defer rec.reading(-1, s.opts.ResumeGrace)
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
-	for {
+	send := func(events []runtime.Event, first int) bool {
 		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		events, last, finished, changed := rec.since(after)
 		for i, e := range events {
-			seq := last - len(events) + 1 + i
 			var data []byte
 			if e.Kind == resultKind { // an earlier execution's result: the run paused, then resumed
-				if data = rec.earlierResult(seq); data == nil {
+				if data = rec.earlierResult(first + i); data == nil {
 					continue
 				}
 			} else {
@@ -398,33 +394,31 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *runRecord, 
 					continue
 				}
 			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, sseName(e.Kind), data); err != nil {
-				return
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", first+i, sseName(e.Kind), data); err != nil {
+				return false
 			}
 		}
-		after = last
-		if finished {
-			// (A run resumed meanwhile is running again: its stream goes on.)
-			if v := rec.snapshot(); v.Status != runRunning {
-				if after > v.Events { // the reader has the result already
-					return
-				}
-				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", v.Events+1, resultKind, v.resultEvent)
-				rc.Flush()
-				return
-			}
-		}
-		if err := rc.Flush(); err != nil {
+		return rc.Flush() == nil
+	}
+	idle := func() bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		_, err := fmt.Fprint(w, ": heartbeat\n\n")
+		return err == nil && rc.Flush() == nil
+	}
+	for {
+		var ok bool
+		if after, ok = follow(r.Context(), rec, after, send, idle); !ok {
 			return
 		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-changed:
-		case <-tick.C:
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+		// (A run resumed meanwhile is running again: its stream goes on.)
+		if v := rec.snapshot(); v.Status != runRunning {
+			if after > v.Events { // the reader has the result already
 				return
 			}
+			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", v.Events+1, resultKind, v.resultEvent)
+			rc.Flush()
+			return
 		}
 	}
 }

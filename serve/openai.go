@@ -388,13 +388,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rec *runReco
 // up.") is not run into the answer.
 func (s *Server) streamChatText(w http.ResponseWriter, r *http.Request, rec *runRecord, chunk func(delta map[string]any, finish any, u any) bool) (string, bool) {
 	rc := http.NewResponseController(w)
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
 	var streamed strings.Builder
-	after, paragraph := 0, false
-	for {
-		events, last, finished, changed := rec.since(after)
-		after = last
+	paragraph := false
+	send := func(events []runtime.Event, _ int) bool {
 		for _, e := range events {
 			switch {
 			case e.Kind == runtime.EventText:
@@ -404,28 +400,24 @@ func (s *Server) streamChatText(w http.ResponseWriter, r *http.Request, rec *run
 				}
 				paragraph = false
 				if !chunk(map[string]any{"content": text}, nil, nil) {
-					return "", false
+					return false
 				}
 				streamed.WriteString(text)
 			case e.Kind == runtime.EventModelResponse && e.Calls > 0:
 				paragraph = true
 			}
 		}
-		if finished {
-			return streamed.String(), true
-		}
-		select {
-		case <-changed:
-		case <-r.Context().Done():
-			return "", false
-		case <-tick.C:
-			rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return "", false
-			}
-			rc.Flush()
-		}
+		return true
 	}
+	idle := func() bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		_, err := fmt.Fprint(w, ": keep-alive\n\n")
+		return err == nil && rc.Flush() == nil
+	}
+	if _, ok := follow(r.Context(), rec, 0, send, idle); !ok {
+		return "", false
+	}
+	return streamed.String(), true
 }
 
 func openAIErrorBody(typ, code, msg string) openAIError {
