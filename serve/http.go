@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,6 +65,8 @@ func (s *Server) routes() []route {
 		{pattern: "DELETE /v1/me/memory", handle: s.forgetMemory},
 		{pattern: "GET /v1/models", handle: s.listModels},
 		{pattern: "POST /v1/chat/completions", handle: s.chatCompletions, attachments: true},
+		{pattern: "POST /v1/responses", handle: s.createResponse, attachments: true},
+		{pattern: "GET /v1/responses/{id}", handle: s.getResponse},
 	}
 }
 
@@ -226,7 +229,8 @@ func refuseBody(w http.ResponseWriter, r *http.Request) {
 }
 
 func isOpenAIRoute(r *http.Request) bool {
-	return r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/models"
+	return r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/models" ||
+		r.URL.Path == "/v1/responses" || strings.HasPrefix(r.URL.Path, "/v1/responses/")
 }
 
 // ready answers 200 once agents are loaded and the store answers.

@@ -88,6 +88,8 @@ type Server struct {
 	tokens  *streamTokens // the stream tokens of GET /v1/runs/{id}/events
 	runs    *runRegistry
 	log     *slog.Logger
+	// responses are the requests of stored Responses API responses, for their GET.
+	responses responseBodies
 
 	// runsCtx is the parent of every run: CancelRuns ends the ones still going.
 	runsCtx    context.Context
