@@ -293,8 +293,16 @@ func TestResponsesConversation(t *testing.T) {
 			t.Errorf("%s: %d %s", name, r.Status, r.Body)
 		}
 	}
-	if n := len(e.model.Requests()) - before; n != 1 {
-		t.Errorf("%d model requests; only the unstored response's should have run", n)
+	// With store false, a continuation reads the conversation and writes nothing.
+	peek := e.postResponse(t, aliceToken, map[string]any{"model": "support", "input": "what did I ask?", "previous_response_id": id, "store": false})
+	if peek.Status != http.StatusOK || !strings.Contains(e.lastModelText(), ordersInput) {
+		t.Errorf("store false after previous_response_id: %d %s\n%s", peek.Status, peek.Body, e.lastModelText())
+	}
+	if r := e.do("GET", "/v1/conversations/"+convs[0], aliceToken, nil); r.json(t)["turns"] != 2.0 {
+		t.Errorf("a continuation with store false wrote to the conversation: %s", r.Body)
+	}
+	if n := len(e.model.Requests()) - before; n != 2 {
+		t.Errorf("%d model requests; only the unstored responses' should have run", n)
 	}
 	if got := e.conversations(bobToken); len(got) != 0 {
 		t.Errorf("bob's request with alice's response id left conversations %q", got)
