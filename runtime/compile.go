@@ -302,7 +302,7 @@ func (c *compilation) subAgent(entry *spec.SubAgent) *Agent {
 	sub := c.opts.Agents[entry.Name]
 	if sub == nil && entry.Loaded != nil {
 		subOpts := c.opts
-		subOpts.Agents, subOpts.External, subOpts.Knowledge = nil, nil, nil
+		subOpts.Agents, subOpts.External, subOpts.Knowledge, subOpts.RemoteAgents = nil, nil, nil, nil
 		var subDiags spec.Diagnostics
 		if sub, subDiags = Compile(entry.Loaded, subOpts); subDiags.HasErrors() {
 			c.report(entry.Source, "agent %s (%s): %v", entry.Name, entry.Spec, subDiags.Errors())
