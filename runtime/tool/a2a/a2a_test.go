@@ -145,25 +145,38 @@ func TestATaskThatEndsWithoutAnAnswerIsAnError(t *testing.T) {
 	}
 }
 
-// A call that ends before its task (its deadline) cancels the remote task with
-// tasks/cancel and reports it canceled, whether the agent streams or is polled.
+// A call that ends before its task (its deadline, or the run canceled) cancels
+// the remote task with tasks/cancel and reports it canceled, whether the agent
+// streams or is polled.
 func TestACallThatEndsFirstCancelsTheTask(t *testing.T) {
 	p := a2apeer.Start(t, token)
+	ends := map[string]func() (context.Context, context.CancelFunc){
+		"deadline": func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		},
+		"canceled": func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(1500*time.Millisecond, cancel)
+			return ctx, cancel
+		},
+	}
 	for _, path := range []string{"/stream", "/plain"} {
-		t.Run(path, func(t *testing.T) {
-			var ts tasks
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
-			start := time.Now()
-			_, err := remote(t, p, path, token).Call(ctx, ts.input("run_1", "slow: refund everything"))
-			if err == nil || !strings.Contains(err.Error(), "did not finish") || time.Since(start) > 10*time.Second {
-				t.Fatalf("error %v after %s", err, time.Since(start))
-			}
-			last := ts.last()
-			if last.State != "canceled" || !slices.Contains(p.Log(t).Canceled, last.Task) {
-				t.Fatalf("reported %v; the peer canceled %v", ts.states(), p.Log(t).Canceled)
-			}
-		})
+		for end, ctxOf := range ends {
+			t.Run(end+path, func(t *testing.T) {
+				var ts tasks
+				ctx, cancel := ctxOf()
+				defer cancel()
+				start := time.Now()
+				_, err := remote(t, p, path, token).Call(ctx, ts.input("run_1", "slow: refund everything"))
+				if err == nil || !strings.Contains(err.Error(), "did not finish") || time.Since(start) > 10*time.Second {
+					t.Fatalf("error %v after %s", err, time.Since(start))
+				}
+				last := ts.last()
+				if last.State != "canceled" || !slices.Contains(p.Log(t).Canceled, last.Task) {
+					t.Fatalf("reported %v; the peer canceled %v", ts.states(), p.Log(t).Canceled)
+				}
+			})
+		}
 	}
 }
 
