@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/runtime/store"
 	"github.com/agentrun/agentrun/runtime/telemetry"
 	"github.com/agentrun/agentrun/runtime/tool"
+	"github.com/agentrun/agentrun/runtime/tool/a2a"
 	"github.com/agentrun/agentrun/runtime/tool/kinds"
 	"github.com/agentrun/agentrun/runtime/tool/mcp"
 	"github.com/agentrun/agentrun/skills"
@@ -271,6 +272,12 @@ func (a *Agent) buildSubAgents(ctx context.Context, ropts *runtime.Options, opts
 	}
 	ropts.Agents = map[string]*runtime.Agent{}
 	for _, entry := range a.Spec.Agents {
+		if entry.Remote() {
+			if err := a.buildRemoteAgent(ropts, &entry, opts); err != nil {
+				return err
+			}
+			continue
+		}
 		if entry.Loaded == nil {
 			continue // the loader said why; Compile reports the entry
 		}
@@ -287,6 +294,36 @@ func (a *Agent) buildSubAgents(ctx context.Context, ropts *runtime.Options, opts
 		a.closers = append(a.closers, b.Close)
 		ropts.Agents[entry.Name] = b.Agent
 	}
+	return nil
+}
+
+// buildRemoteAgent builds the tool of an agents entry that names a remote A2A
+// agent, with the token from the environment variable its auth names. A run
+// needs the token; inspecting the agent does not (its calls then go without).
+func (a *Agent) buildRemoteAgent(ropts *runtime.Options, entry *spec.SubAgent, opts Options) error {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var token string
+	if auth := entry.A2A.Auth; auth != nil {
+		var ok bool
+		if token, ok = lookup(auth.TokenEnv); (!ok || token == "") && !opts.Inspect {
+			return fmt.Errorf("agent %s: the environment variable %s (a2a.auth.token_env) is not set", entry.Name, auth.TokenEnv)
+		}
+	}
+	remote, err := a2a.New(entry.Name, entry.A2A, token)
+	if err != nil {
+		return err
+	}
+	var t tool.Tool = remote
+	if a.tel != nil && a.tel.TracesEnabled() {
+		t = telemetry.WrapTool(t, a.tel.TracerProvider(), a.topts...)
+	}
+	if ropts.RemoteAgents == nil {
+		ropts.RemoteAgents = map[string]tool.Tool{}
+	}
+	ropts.RemoteAgents[entry.Name] = t
 	return nil
 }
 

@@ -56,6 +56,10 @@ type Options struct {
 	// tools and store): what offline tests want, where one script plays every
 	// agent's turns.
 	Agents map[string]*Agent
+	// RemoteAgents are the tools that send the tasks of the agents entries that
+	// are remote agents (a2a) to them, by name. One missing is a tool whose calls
+	// fail, saying the agent is not connected: what validation and inspection get.
+	RemoteAgents map[string]tool.Tool
 }
 
 // Prices are the prices of an agent's models: Agent is Model's, Judge is
@@ -82,6 +86,7 @@ type agentTool struct {
 	engine    engineTool // a tool of the engine (the plan tool, an agents entry's): a call works on the run
 	spec      *spec.Tool // accept, accept_message and collect rules
 	usesUser  bool       // its calls depend on the run context (see spec.Spec.ToolRunContext)
+	remote    bool       // impl is an agents entry's remote agent (a2a)
 }
 
 // compilation is the state of one Compile: the agent being built, the compiler
@@ -269,6 +274,10 @@ func (c *compilation) compileSubAgents() {
 	c.a.subAgents = map[string]*Agent{}
 	for i := range c.s.Agents {
 		entry := &c.s.Agents[i]
+		if entry.Remote() {
+			c.compileRemoteAgent(i, entry)
+			continue
+		}
 		sub := c.subAgent(entry)
 		if sub == nil {
 			continue
@@ -293,7 +302,7 @@ func (c *compilation) subAgent(entry *spec.SubAgent) *Agent {
 	sub := c.opts.Agents[entry.Name]
 	if sub == nil && entry.Loaded != nil {
 		subOpts := c.opts
-		subOpts.Agents, subOpts.External, subOpts.Knowledge = nil, nil, nil
+		subOpts.Agents, subOpts.External, subOpts.Knowledge, subOpts.RemoteAgents = nil, nil, nil, nil
 		var subDiags spec.Diagnostics
 		if sub, subDiags = Compile(entry.Loaded, subOpts); subDiags.HasErrors() {
 			c.report(entry.Source, "agent %s (%s): %v", entry.Name, entry.Spec, subDiags.Errors())

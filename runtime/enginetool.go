@@ -31,10 +31,14 @@ func (delegation) ownState() bool                              { return false }
 // own state (see engineTool).
 func (t *agentTool) ownState() bool { return t.engine != nil && t.engine.ownState() }
 
-// subAgent is the agents entry the tool runs; "" for any other tool.
+// subAgent is the agents entry the tool runs, a local or a remote agent; "" for
+// any other tool.
 func (t *agentTool) subAgent() string {
 	if d, ok := t.engine.(delegation); ok {
 		return d.agent
+	}
+	if t.remote {
+		return t.def.Name
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/model"
+	"github.com/agentrun/agentrun/runtime/tool"
 	"github.com/agentrun/agentrun/spec"
 )
 
@@ -47,6 +48,10 @@ const (
 	EventAgent EventKind = "agent"
 	// EventStep: a workflow step starts or ends (Step; StepStatus; Error).
 	EventStep EventKind = "step"
+	// EventRemote: a call of a remote agent (Tool: its agents entry; CallID, ""
+	// for an intent's handoff) started a task there or the task reached a state
+	// (Remote: the agent's host, the task's and context's ids, the state).
+	EventRemote EventKind = "remote_agent"
 )
 
 // EventKinds lists every event kind, for the tables that handle each one (the
@@ -55,7 +60,7 @@ const (
 var EventKinds = []EventKind{EventState, EventModelRequest, EventModelResponse, EventToolCall, EventToolResult,
 	EventToolRefused, EventBindDiscarded, EventGuard, EventVerdict, EventFilter, EventCollect, EventIntent,
 	EventMemory, EventCache, EventRetrieve, EventStop, EventApprovalRequested, EventApprovalDecided, EventPlan,
-	EventAgent, EventStep, EventText}
+	EventAgent, EventStep, EventText, EventRemote}
 
 // Purpose says what a model request is for.
 type Purpose string
@@ -164,6 +169,9 @@ type Event struct {
 	Count  int              `json:"count,omitempty"`  // facts injected, entities added, history messages read
 
 	Stop StopReason `json:"stop,omitempty"`
+
+	// Remote is a remote agent's task (EventRemote).
+	Remote *tool.RemoteTask `json:"remote,omitempty"`
 
 	CacheOutcome CacheOutcome        `json:"cache,omitempty"`
 	Cached       *knowledge.CacheHit `json:"cached,omitempty"`

@@ -751,7 +751,8 @@ func (r *run) callTool(ctx context.Context, c *call) {
 	defer cancel()
 	start := r.now()
 	out, err := callTool(ctx, t.impl, tool.Input{Args: c.args, User: r.req.User, Conversation: r.req.Conversation,
-		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: c.key, Timeout: t.timeout, Values: &r.vars})
+		Name: c.tc.Name, CallID: c.tc.ID, IdempotencyKey: c.key, Timeout: t.timeout, Values: &r.vars,
+		Run: r.id, OnRemoteTask: r.remoteTasks(c.tc.Name, c.tc.ID)})
 	c.duration = r.since(start)
 	switch {
 	case err != nil && (ctx.Err() == context.DeadlineExceeded || errors.Is(err, tool.ErrTimeout)) && r.ctx.Err() == nil:

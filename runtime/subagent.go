@@ -61,6 +61,10 @@ func (r *run) handoffDeltas() func(string) {
 // this agent's.
 func (r *run) handoff() {
 	it := r.intent
+	if t := r.agent.remoteAgent(it.agent); t != nil {
+		r.handoffRemote(t)
+		return
+	}
 	req := &Request{Input: r.input(), Parts: r.req.Parts, User: r.req.User, Conversation: r.req.Conversation, TraceConversation: r.req.TraceConversation,
 		History: r.req.History, Seen: r.seenSoFar(), Observer: r.req.Observer, OnDelta: r.handoffDeltas(), Approvals: ApprovalsRefuse,
 		Host: r.req.Host, RunID: r.id + "/" + it.agent}

@@ -69,7 +69,7 @@ func (a *Agent) compileWorkflow(compiler *jsonschema.Compiler, report func(src s
 					}
 				}
 			case spec.StepAgent:
-				if a.subAgents[s.Agent] == nil {
+				if a.subAgents[s.Agent] == nil && a.remoteAgent(s.Agent) == nil {
 					report(s.Source, "step %s: the agent %s is not available", s.Name, s.Agent)
 				}
 			case spec.StepLoop:

@@ -284,6 +284,9 @@ func (f *flow) agentStep(fr *frame, st *flowStep, env map[string]any, id string)
 	if err != nil {
 		return nil, nil, fmt.Errorf("task: %w", err)
 	}
+	if r.agent.remoteAgent(st.spec.Agent) != nil {
+		return f.remoteStep(fr, st, task, id)
+	}
 	f.mu.Lock()
 	seen := r.seenSoFar() // what the run took in so far, and the branch's own
 	if seen == nil && len(fr.seen) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/agentrun/agentrun/runtime/tool"
@@ -95,3 +96,29 @@ func jsonValue(v any) any {
 	}
 	return out
 }
+
+// remoteMocks are the agent's remote agents (agents[].a2a) as a case sees them:
+// its mocks answer their calls, and a call no mock matches fails, since a test
+// reaches no server.
+func remoteMocks(s *spec.Spec, mocks []spec.Mock) map[string]tool.Tool {
+	out := map[string]tool.Tool{}
+	for _, a := range s.Agents {
+		if !a.Remote() {
+			continue
+		}
+		m := &remoteMock{mockTool{realErr: fmt.Errorf("the remote agent %s is not reached in tests: mock it (mocks: [{tool: %s, result: …}])", a.Name, a.Name)}}
+		for _, mock := range mocks {
+			if mock.Tool == a.Name {
+				m.mocks = append(m.mocks, mock)
+			}
+		}
+		out[a.Name] = m
+	}
+	return out
+}
+
+// remoteMock is a mocked remote agent: like the real one, it passes nothing of
+// the user on.
+type remoteMock struct{ mockTool }
+
+func (*remoteMock) PassesUser() bool { return false }

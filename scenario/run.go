@@ -260,7 +260,7 @@ func runCase(ctx context.Context, path string, s *spec.Spec, c *spec.TestCase, i
 		script := offline.NewScript(fmt.Sprintf("%s › %s", path, c.Name), turn.Model).WithVerdicts(turn.Judge...).WithClassifier(turn.Classifier...)
 		// The cache's learned entries are keyed by version: one per case keeps the
 		// cases of a file, which share an index, from answering each other.
-		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), Model: script, Store: st,
+		a, diags := agent.Compile(s, agent.Options{Tools: withMocks(opts.Registry(), c.Mocks), RemoteAgents: remoteMocks(s, c.Mocks), Model: script, Store: st,
 			Knowledge: knowledge, Version: fmt.Sprintf("test:%s:%d", path, index), Now: clk.Now})
 		if diags.HasErrors() {
 			fail("%scompiling the agent: %v", label, diags)

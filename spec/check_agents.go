@@ -2,6 +2,8 @@ package spec
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +22,16 @@ func (c *checker) checkAgents() {
 		if nameAt.node != nil && !c.failed[nameAt.path] {
 			c.checkAgentName(a.Name, nameAt, seen, i)
 		}
-		if a.Description == "" && !c.failed[a.Path] && !c.hasErrorAt(c.at("agents", idx, "spec").path) {
+		switch {
+		case c.failed[a.Path]:
+		case a.Spec != "" && a.A2A != nil:
+			c.errorf(c.at("agents", idx, "a2a").keyPos(c.file), "an agent is a spec file run here (spec) or a remote agent (a2a), not both",
+				"agent %q has both spec and a2a", a.Name)
+		case a.A2A != nil:
+			c.checkA2A(a, idx)
+		case a.Spec == "":
+			c.errorf(c.at("agents", idx), "give spec (the agent's spec file) or a2a (a remote A2A agent's url)", "agent %q needs spec or a2a", a.Name)
+		case a.Description == "" && !c.hasErrorAt(c.at("agents", idx, "spec").path):
 			// Loading took the sub-spec's own description when this entry had none.
 			c.errorf(c.at("agents", idx), "the model chooses an agent by its description: add description here or in "+a.Spec,
 				"agent %q has no description, and neither has %s", a.Name, a.Spec)
@@ -172,5 +183,43 @@ func (c *checker) checkPlan() {
 				Hint:    "give the server a prefix: plan mode offers its own " + PlanToolName + " tool",
 				Message: fmt.Sprintf("MCP tool %q has the name of the built-in plan tool", PlanToolName)}))
 		}
+	}
+}
+
+// headerName is an HTTP header's name (RFC 9110's token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// checkA2A checks a remote agent's entry: a description (its card is not read
+// here), a URL agentrun can reach without credentials in it, and auth that does
+// not go out in the clear.
+func (c *checker) checkA2A(a *SubAgent, idx string) {
+	if a.Description == "" {
+		c.errorf(c.at("agents", idx), "describe what the agent does: its card is read only when it is first called, and the model chooses agents by their descriptions",
+			"remote agent %q has no description", a.Name)
+	}
+	at := c.at("agents", idx, "a2a", "url")
+	if at.node == nil || c.failed[at.path] || c.unset[at.node].vars != nil {
+		return
+	}
+	u, err := url.Parse(a.A2A.URL)
+	switch {
+	case err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https":
+		c.errorf(at, "write the agent's base URL, like https://agents.example.com/refunds (its card is at …/.well-known/agent-card.json)",
+			"remote agent URL %q is not an http:// or https:// URL with a host", a.A2A.URL)
+		return
+	case u.User != nil:
+		c.errorf(at, "take the token from the environment with auth: {token_env: NAME}", "remote agent URL %q holds credentials", u.Redacted())
+		return
+	}
+	auth := a.A2A.Auth
+	if auth == nil {
+		return
+	}
+	if host, plain := plainRemoteHTTP(a.A2A.URL); plain {
+		c.warnf(c.at("agents", idx, "a2a", "auth").keyPos(c.file), "use https://, so that the token is encrypted on the way",
+			"remote agent %q gets the token in %s over plain http to %s", a.Name, auth.TokenEnv, host)
+	}
+	if auth.Header != "" && !headerName.MatchString(auth.Header) {
+		c.errorf(c.at("agents", idx, "a2a", "auth", "header"), "use a header name such as X-API-Key", "%q is not an HTTP header name", auth.Header)
 	}
 }

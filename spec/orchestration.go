@@ -26,18 +26,48 @@ func (p *Plan) UnmarshalYAML(n *yaml.Node) error {
 	return n.Decode((*plain)(p))
 }
 
-// SubAgent is another agent spec this agent may use: as a tool named Name (the
-// model gives it a task and gets its answer) and as the target of an intent.
+// SubAgent is another agent this agent may use: as a tool named Name (the model
+// gives it a task and gets its answer) and as the target of an intent. It is a
+// spec file (Spec), run here, or a remote agent (A2A), run by its own server;
+// exactly one of the two.
 type SubAgent struct {
 	Source
-	Name        string `yaml:"name"`
-	Spec        string `yaml:"spec"` // the spec file, relative to this spec's directory
-	Description string `yaml:"description"`
+	Name        string    `yaml:"name"`
+	Spec        string    `yaml:"spec"` // the spec file, relative to this spec's directory
+	A2A         *A2AAgent `yaml:"a2a"`
+	Description string    `yaml:"description"`
 
 	// Loaded is the sub-agent's spec, once the loader resolved it; nil when it could
 	// not be loaded (a diagnostic says why).
 	Loaded *Spec `yaml:"-"`
 }
+
+// A2AAgent is a remote agent that speaks the A2A protocol. Its card is read from
+// URL when the agent is first called, never when the spec is validated; each
+// task goes to the endpoint the card names on URL's host.
+type A2AAgent struct {
+	// URL is the agent's base URL (its card is at URL/.well-known/agent-card.json),
+	// or the card's own URL when its path ends in .json.
+	URL  string   `yaml:"url"`
+	Auth *A2AAuth `yaml:"auth"`
+	// Timeout bounds one task, from sending it to its last state; zero means the
+	// run's guards.max_run_time.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// A2AAuth is how agentrun authenticates to a remote agent: a token from the
+// environment variable TokenEnv, sent as "Authorization: Bearer <token>", or as
+// the value of Header when that is set (an API key).
+type A2AAuth struct {
+	TokenEnv string `yaml:"token_env"`
+	Header   string `yaml:"header"`
+}
+
+// A2ACardPath is where an A2A agent serves its card, below its base URL.
+const A2ACardPath = "/.well-known/agent-card.json"
+
+// Remote reports whether the entry is a remote (A2A) agent.
+func (a *SubAgent) Remote() bool { return a.A2A != nil }
 
 // MaxAgentDepth is how deep sub-agents may nest below the agent that runs: an
 // agent's sub-agent is depth 1, its sub-agent's depth 2, and so on.

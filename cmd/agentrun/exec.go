@@ -566,6 +566,7 @@ var printers = map[runtime.EventKind]eventPrinter{
 	runtime.EventAgent:             stateless(printFlow),
 	runtime.EventPlan:              stateless(printFlow),
 	runtime.EventStep:              stateless(printFlow),
+	runtime.EventRemote:            stateless(printFlow),
 	runtime.EventModelRequest:      stateless(printModel),
 	runtime.EventModelResponse:     stateless(printModel),
 	runtime.EventToolCall:          stateless(printTool),
@@ -637,6 +638,10 @@ func printFlow(w io.Writer, e runtime.Event) {
 	case runtime.EventAgent:
 		if e.Stop == "" {
 			fmt.Fprintf(w, "▶ agent %s: %s\n", e.Agent, clip(e.Message, 120))
+		}
+	case runtime.EventRemote:
+		if r := e.Remote; r != nil {
+			fmt.Fprintf(w, "[%d]   ↗ %s @ %s · task %s · %s\n", e.Turn, e.Tool, r.Host, r.Task, r.State)
 		}
 	case runtime.EventPlan:
 		fmt.Fprintf(w, "[%d]   ☰ plan · %s\n", e.Turn, e.Message)

@@ -198,6 +198,11 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 		title += fmt.Sprintf(" · intent %s (%s, memory %s)", plan.Intent, plan.Kind, plan.Memory)
 	}
 	fmt.Fprintf(w, "%s\n\n", title)
+	if entry := s.SubAgent(plan.Agent); entry != nil && entry.Remote() {
+		fmt.Fprintf(w, "hands its runs to remote agent %s at %s (A2A): the user's message is its task, its answer the run's, within its timeout and this agent's max_run_time\n",
+			plan.Agent, remoteHost(entry.A2A.URL))
+		return
+	}
 	if plan.Agent != "" {
 		entry := s.SubAgent(plan.Agent)
 		fmt.Fprintf(w, "hands its runs to agent %s (%s): its instructions, tools, guards and judge apply, within this agent's limits\n", plan.Agent, entry.Spec)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -61,6 +62,9 @@ func writeGraph(w io.Writer, agent *runtime.Agent, s *spec.Spec) {
 	}
 	for _, a := range s.Agents {
 		kinds[a.Name] = "agent " + a.Spec
+		if a.Remote() {
+			kinds[a.Name] = "remote agent " + remoteHost(a.A2A.URL)
+		}
 	}
 	if st := agent.Settings(); st.Plan != nil || slices.ContainsFunc(st.Intents, func(in spec.IntentSettings) bool { return in.Plan != nil }) {
 		kinds[spec.PlanToolName] = "plan mode"
@@ -262,4 +266,13 @@ func triggerLabel(t runtime.Trigger, st *spec.Settings, approvals bool) string {
 		return "approval_timeout (on_timeout " + setting(st, "approval.on_timeout", st.Approval.OnTimeout) + ")"
 	}
 	return string(t)
+}
+
+// remoteHost is the host of a remote agent's URL, as the graph names it: no
+// path or query, which may hold what the environment put there.
+func remoteHost(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "(url)"
 }

@@ -107,6 +107,12 @@ const (
 	AttrAnsweredProvider = attribute.Key("agentrun.model.answered_provider")
 	AttrFallbackFrom     = attribute.Key("agentrun.model.fallback_from")
 	AttrFallbackTo       = attribute.Key("agentrun.model.fallback_to")
+	// A remote agent's task (agents[].a2a): the host of its URL (never its
+	// credentials), the task's and its context's ids there, and its state.
+	AttrRemoteHost    = attribute.Key("agentrun.remote_agent.host")
+	AttrRemoteTask    = attribute.Key("agentrun.remote_agent.task_id")
+	AttrRemoteContext = attribute.Key("agentrun.remote_agent.context_id")
+	AttrRemoteState   = attribute.Key("agentrun.remote_agent.state")
 
 	// Values of agentrun.model.purpose.
 	PurposeAgent      = "agent"
@@ -123,6 +129,7 @@ const (
 	EventRetrieve    = "agentrun.retrieve"
 	EventIntent      = "agentrun.intent"
 	EventToolRefused = "agentrun.tool_refused"
+	EventRemoteAgent = "agentrun.remote_agent"
 
 	// agentrun's metrics.
 	MetricToolCalls = "agentrun.tool.calls" // counter {call}: agentrun.tool.outcome, gen_ai.tool.name

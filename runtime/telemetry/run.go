@@ -142,6 +142,13 @@ func (r *RunSpan) Observe(e runtime.Event) {
 	case runtime.EventToolRefused:
 		name = EventToolRefused
 		attrs = append(attrs, AttrToolName.String(r.info.toolName(e.Tool)), AttrToolCallID.String(e.CallID), AttrRefusal.String(string(e.Refusal)))
+	case runtime.EventRemote:
+		if e.Remote == nil {
+			return
+		}
+		name = EventRemoteAgent
+		attrs = append(attrs, AttrToolName.String(r.info.toolName(e.Tool)), AttrToolCallID.String(e.CallID))
+		attrs = append(attrs, remoteAttrs(*e.Remote)...)
 	default:
 		return
 	}

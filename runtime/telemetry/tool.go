@@ -72,6 +72,13 @@ func (t *tracedTool) Call(ctx context.Context, in tool.Input) (string, error) {
 	if t.opts.RecordContent {
 		span.SetAttributes(AttrToolCallArguments.String(t.opts.text(marshal(in.Args))))
 	}
+	report := in.OnRemoteTask
+	in.OnRemoteTask = func(rt tool.RemoteTask) { // a remote agent's task: on the call's span too
+		span.SetAttributes(remoteAttrs(rt)...)
+		if report != nil {
+			report(rt)
+		}
+	}
 	out, err := t.next.Call(ctx, in)
 	if err != nil {
 		et := errorType(err)
@@ -109,4 +116,10 @@ func WrapRegistry(reg tool.Registry, tp trace.TracerProvider, opts ...Options) t
 		}
 	}
 	return out
+}
+
+// remoteAttrs are the attributes of a remote agent's task.
+func remoteAttrs(rt tool.RemoteTask) []attribute.KeyValue {
+	return []attribute.KeyValue{AttrRemoteHost.String(rt.Host), AttrRemoteTask.String(rt.Task),
+		AttrRemoteContext.String(rt.Context), AttrRemoteState.String(rt.State)}
 }

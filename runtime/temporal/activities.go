@@ -73,6 +73,7 @@ type ToolCall struct {
 	Conversation   string         `json:"conversation,omitempty"`
 	IdempotencyKey string         `json:"idempotency_key"`
 	Timeout        time.Duration  `json:"timeout_ns"`
+	Run            string         `json:"run,omitempty"` // the run's id (tool.Input.Run)
 }
 
 // ToolOutcome is what the tool returned: its output or its error, both the
@@ -207,7 +208,7 @@ func (a *activities) Tool(ctx context.Context, in ToolCall) (ToolOutcome, error)
 	callCtx, cancel := context.WithTimeout(ctx, in.Timeout)
 	defer cancel()
 	out, err := ag.CallTool(callCtx, tool.Input{Args: in.Args, User: in.User, Conversation: in.Conversation,
-		Name: in.Name, CallID: in.CallID, IdempotencyKey: in.IdempotencyKey, Timeout: in.Timeout})
+		Name: in.Name, CallID: in.CallID, IdempotencyKey: in.IdempotencyKey, Timeout: in.Timeout, Run: in.Run})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return ToolOutcome{}, err // the activity's own end: Temporal retries it, or not

@@ -128,7 +128,7 @@ func (t toolProxy) Call(ctx context.Context, in tool.Input) (string, error) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 			MaximumAttempts: attempts, NonRetryableErrorTypes: []string{"UnknownAgent"}}}
 	call := ToolCall{Target: t.target, Name: in.Name, CallID: in.CallID, Args: in.Args, User: in.User, Conversation: in.Conversation,
-		IdempotencyKey: in.IdempotencyKey, Timeout: in.Timeout}
+		IdempotencyKey: in.IdempotencyKey, Timeout: in.Timeout, Run: in.Run}
 	var out ToolOutcome
 	err := execute(ctx, ao, ActivityTool, call, &out)
 	switch {

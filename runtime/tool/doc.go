@@ -4,7 +4,8 @@
 // spec tool through. User is the identity that authentication bound to the run; it
 // reaches tools here and never the model.
 //
-// The tool kinds live beneath it: kinds (command and http) and mcp (MCP servers). The
+// The tool kinds live beneath it: kinds (command and http), mcp (MCP servers) and
+// a2a (remote A2A agents, the agents entries with a2a:). The
 // builtin tools (package builtin) implement the same interface. What a kind renders and
 // passes on is declared once in spec (spec.ToolKind); the engine reads that
 // declaration, not the implementation.

@@ -93,6 +93,33 @@ type Input struct {
 	// templates see user exactly as the spec's checks typed it (every declared
 	// attribute, "" when unset); nil for a caller outside a run.
 	Values *spec.Values
+
+	// Run is the id of the run making the call: what a tool keeps for the length
+	// of one run (a remote agent's conversation) is keyed by it. "" outside a run.
+	Run string
+	// OnRemoteTask is told about the task a call started on a remote agent, once
+	// its id is known and when it reached its last state, for the run's events
+	// and traces; nil when nobody listens. A tool that runs elsewhere (a durable
+	// engine's activity) has none.
+	OnRemoteTask func(RemoteTask)
+}
+
+// RemoteTask is a task that a call started on a remote agent (A2A): where it
+// runs (the host of the agent's URL, never credentials), its ids there, and its
+// state in the protocol's words (working, completed, failed, canceled, rejected,
+// input-required, auth-required).
+type RemoteTask struct {
+	Host    string `json:"host"`
+	Task    string `json:"task_id,omitempty"`
+	Context string `json:"context_id,omitempty"`
+	State   string `json:"state,omitempty"`
+}
+
+// ReportRemoteTask tells in's listener about t, if there is one.
+func (in Input) ReportRemoteTask(t RemoteTask) {
+	if in.OnRemoteTask != nil {
+		in.OnRemoteTask(t)
+	}
 }
 
 // ErrTimeout is a call that took longer than its timeout where the context
