@@ -64,6 +64,7 @@ func (s *Server) routes() []route {
 		{pattern: "DELETE /v1/me/memory", handle: s.forgetMemory},
 		{pattern: "GET /v1/models", handle: s.listModels},
 		{pattern: "POST /v1/chat/completions", handle: s.chatCompletions, attachments: true},
+		{pattern: "POST /v1/agents/{name}/agui", handle: s.aguiRun, attachments: true},
 	}
 }
 
