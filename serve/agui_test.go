@@ -668,3 +668,52 @@ func mustJSON(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)
 }
+
+// A run that ends on a fault is a RUN_ERROR with the fault's code, never an
+// answer; a run canceled through the run API finishes with the cancelled outcome.
+func TestAGUIFaultsAndCancellation(t *testing.T) {
+	release := make(chan struct{})
+	e := newEnv(t, envOptions{reply: func(req openaitest.Request) openaitest.Reply {
+		switch last := req.Messages[len(req.Messages)-1]; {
+		case messageText(last) == "break":
+			return openaitest.Reply{Status: http.StatusInternalServerError}
+		case last["role"] == "tool":
+			<-release
+		}
+		return shopReply(req)
+	}})
+	t.Cleanup(func() { close(release) }) // before the fake model's Close, which waits for its handlers
+	failed := agui(t, e, "support", aliceToken, "t-fault", map[string]any{"message": "break"})[0]
+	if failed.Failure == nil || failed.Failure.Code != "model_error" || failed.Finished != nil {
+		t.Errorf("a model that fails: failure %+v, finished %+v", failed.Failure, failed.Finished)
+	}
+	if last := failed.Events[len(failed.Events)-1]; last["type"] != "RUN_ERROR" || len(failed.texts()) != 0 {
+		t.Errorf("the run ended with %v, texts %q", last, failed.texts())
+	}
+
+	resp, err := e.request(t.Context(), "POST", "/v1/agents/support/agui", aliceToken, userInput("t-cancel", ordersInput))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sse := newSSEReader(resp.Body)
+	for {
+		ev, err := sse.next()
+		if err != nil {
+			t.Fatalf("the stream ended: %v", err)
+		}
+		if strings.Contains(ev.Data, `"TOOL_CALL_RESULT"`) {
+			break
+		}
+	}
+	if r := e.do("POST", "/v1/runs/"+resp.Header.Get("X-Agentrun-Run")+"/cancel", aliceToken, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	var last map[string]any
+	for _, ev := range sse.all(t) {
+		jsonUnmarshal(t, ev.Data, &last)
+	}
+	if outcome, _ := last["outcome"].(map[string]any); last["type"] != "RUN_FINISHED" || outcome["type"] != "cancelled" || last["result"] != nil {
+		t.Errorf("a canceled run ended with %v", last)
+	}
+}
