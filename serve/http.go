@@ -67,6 +67,7 @@ func (s *Server) routes() []route {
 		{pattern: "POST /v1/chat/completions", handle: s.chatCompletions, attachments: true},
 		{pattern: "POST /v1/responses", handle: s.createResponse, attachments: true},
 		{pattern: "GET /v1/responses/{id}", handle: s.getResponse},
+		{pattern: "POST /v1/agents/{name}/agui", handle: s.aguiRun, attachments: true},
 	}
 }
 
