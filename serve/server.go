@@ -88,6 +88,7 @@ type Server struct {
 	tokens  *streamTokens // the stream tokens of GET /v1/runs/{id}/events
 	runs    *runRegistry
 	log     *slog.Logger
+	a2a     *a2aService // the A2A endpoints' tasks and handlers
 
 	// runsCtx is the parent of every run: CancelRuns ends the ones still going.
 	runsCtx    context.Context
@@ -130,6 +131,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s := &Server{opts: opts, limits: opts.Config.Limits.withDefaults(), metrics: NewMetrics(), runs: newRunRegistry(), log: opts.Logger,
 		tokens: newStreamTokens()}
 	s.limiter = newLimiter(s.limits)
+	s.a2a = newA2AService(s)
 	if opts.InsecureNoAuth {
 		if !IsLoopback(opts.Config.Addr) {
 			return nil, fmt.Errorf("--insecure-no-auth serves everyone as one user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
