@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,8 +26,12 @@ import (
 // caller's, and the authenticated principal is the only identity: the SDK's
 // user is set from it, never from the request.
 
-// a2aRunKey is the task metadata key holding the task's run id.
-const a2aRunKey = "agentrun_run_id"
+// Task metadata keys: the task's run id, and until when a task waiting for
+// approval waits.
+const (
+	a2aRunKey     = "agentrun_run_id"
+	a2aExpiresKey = "agentrun_approvals_expire"
+)
 
 // a2aService is the A2A side of a Server.
 type a2aService struct {
@@ -305,6 +308,3 @@ var errNoContext = a2a.NewError(a2a.ErrTaskNotFound,
 // errNoTask answers a task id that is none of the caller's, another user's
 // alike.
 var errNoTask = a2a.NewError(a2a.ErrTaskNotFound, "task not found")
-
-// isNoTask reports whether err is the store's "task not found".
-func isNoTask(err error) bool { return errors.Is(err, a2a.ErrTaskNotFound) }

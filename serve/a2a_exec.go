@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -119,20 +120,25 @@ func (x *a2aExecutor) followRun(ctx context.Context, call *a2aCall, ec *a2asrv.E
 // answer and completed; input-required with the calls waiting for approval;
 // failed for a fault (faultOf's message), canceled for a cancellation.
 func (x *a2aExecutor) outcome(ctx context.Context, call *a2aCall, ec *a2asrv.ExecutorContext, rec *runRecord) []a2a.Event {
+	// The SDK merges a status's metadata into its task's: the last progress is
+	// cleared, so a task that is over shows none, and so is an expiry.
+	meta := map[string]any{"agentrun_progress": nil, a2aExpiresKey: nil}
 	v := rec.snapshot()
 	if v.Status == runFailed {
 		_, _, msg := runFailure(v)
-		return []a2a.Event{a2aStatus(ec, a2a.TaskStateFailed, msg, nil)}
+		return []a2a.Event{a2aStatus(ec, a2a.TaskStateFailed, msg, meta)}
 	}
 	res := v.Result
-	meta := map[string]any{"agentrun_stop": string(res.Stop)}
+	meta["agentrun_stop"] = string(res.Stop)
 	switch _, _, msg, failed := faultOf(res); {
 	case res.Stop == runtime.StopAwaitingApproval:
 		paused, err := runtime.LoadPaused(ctx, x.a.s.pausedStore(), rec.ID, deciderOf(call.p))
 		if err != nil {
 			return []a2a.Event{a2aStatus(ec, a2a.TaskStateFailed, "the run paused for approval, but its approvals could not be read", meta)}
 		}
-		return []a2a.Event{x.waiting(ec, viewPaused(paused))}
+		waiting := x.waiting(ec, viewPaused(paused))
+		waiting.Metadata["agentrun_stop"] = meta["agentrun_stop"]
+		return []a2a.Event{waiting}
 	case res.Stop == runtime.StopCanceled:
 		return []a2a.Event{a2aStatus(ec, a2a.TaskStateCanceled, msg, meta)}
 	case failed:
@@ -159,10 +165,9 @@ func (x *a2aExecutor) outcome(ctx context.Context, call *a2aCall, ec *a2asrv.Exe
 
 // waiting is the input-required status of a task whose run waits for approval:
 // its message lists the calls waiting, as the approval endpoints show them (a
-// text part for people, a data part for programs), and how to decide. The task
-// is kept while the run waits.
+// text part for people, a data part for programs), and how to decide. Its
+// metadata says until when the run waits, which the store keeps the task for.
 func (x *a2aExecutor) waiting(ec *a2asrv.ExecutorContext, v pausedView) *a2a.TaskStatusUpdateEvent {
-	x.a.tasks.keep(ec.TaskID, v.Expires)
 	pending := []runtime.Approval{}
 	var lines []string
 	for _, ap := range v.Approvals {
@@ -185,8 +190,10 @@ func (x *a2aExecutor) waiting(ec *a2asrv.ExecutorContext, v pausedView) *a2a.Tas
 	}
 	data := a2a.NewDataPart(a2aJSONValue(map[string]any{"run_id": v.RunID, "approvals": pending, "expires": v.Expires}))
 	data.MediaType = "application/json"
-	return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired,
+	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired,
 		a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text), data))
+	ev.Metadata = map[string]any{a2aExpiresKey: v.Expires.UTC().Format(time.RFC3339Nano), "agentrun_progress": nil}
+	return ev
 }
 
 // a2aJSONValue is v as JSON decodes it (maps, slices, strings, float64s), the

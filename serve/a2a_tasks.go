@@ -113,6 +113,10 @@ func (s *a2aTaskStore) Update(ctx context.Context, req *taskstore.UpdateRequest)
 	}
 	t.data, t.state, t.updated = data, req.Task.Status.State, time.Now()
 	t.version++
+	t.keepUntil = time.Time{}
+	if expires, ok := req.Task.Metadata[a2aExpiresKey].(string); ok && t.state == a2a.TaskStateInputRequired {
+		t.keepUntil, _ = time.Parse(time.RFC3339Nano, expires)
+	}
 	return t.version, nil
 }
 
@@ -192,15 +196,6 @@ func (s *a2aTaskStore) hasContext(user, contextID string) bool {
 		}
 	}
 	return false
-}
-
-// keep keeps the task until at least until (its run's approvals expire).
-func (s *a2aTaskStore) keep(id a2a.TaskID, until time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.tasks[id]; t != nil {
-		t.keepUntil = until
-	}
 }
 
 // sweepLocked drops the tasks over keepFinished (and keepUntil) and those in

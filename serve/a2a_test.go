@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +17,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/nodetools"
+	"github.com/agentrun/agentrun/internal/openaitest"
+	"github.com/agentrun/agentrun/internal/providerwire"
+	"github.com/agentrun/agentrun/serve"
 )
 
 // The A2A endpoints, driven by the official JavaScript client (@a2a-js/sdk,
@@ -37,9 +44,9 @@ type a2aSeen struct {
 		OutputModes     []string `json:"outputModes"`
 	} `json:"card"`
 	First, Got, Second, Paused, Canceled, Sent *a2aTaskSeen
-	Events                                   []a2aEventSeen `json:"events"`
-	Again                                    json.RawMessage `json:"again"`
-	Protocol                                 string          `json:"protocol"`
+	Events                                     []a2aEventSeen  `json:"events"`
+	Again                                      json.RawMessage `json:"again"`
+	Protocol                                   string          `json:"protocol"`
 }
 
 type a2aTaskSeen struct {
@@ -294,5 +301,328 @@ func TestA2AProtocol03(t *testing.T) {
 	}
 	if last := seen.Events[len(seen.Events)-1]; last.Kind != "status" || last.State != "completed" {
 		t.Errorf("message/stream ends with %+v", last)
+	}
+}
+
+// rpcError is a JSON-RPC answer's error: its code, message and agentrun's
+// code from its details; nil for a result.
+type rpcError struct {
+	Code    int
+	Message string
+	Agent   string // the run API's code (agentrun_code), if any
+}
+
+func rpcErrorOf(t *testing.T, v map[string]any) *rpcError {
+	t.Helper()
+	e, ok := v["error"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := &rpcError{Code: int(e["code"].(float64)), Message: e["message"].(string)}
+	details, _ := e["data"].([]any)
+	for _, d := range details {
+		if meta, ok := d.(map[string]any)["metadata"].(map[string]any); ok {
+			out.Agent, _ = meta["agentrun_code"].(string)
+		}
+	}
+	return out
+}
+
+// a2aMessage is SendMessage's params: a user message of text parts (or of the
+// parts given as maps), with extra message fields (taskId, contextId).
+func a2aMessage(id string, parts []any, fields ...string) map[string]any {
+	m := map[string]any{"messageId": id, "role": "ROLE_USER", "parts": parts}
+	for i := 0; i+1 < len(fields); i += 2 {
+		m[fields[i]] = fields[i+1]
+	}
+	return map[string]any{"message": m}
+}
+
+func textParts(texts ...string) []any {
+	var out []any
+	for _, s := range texts {
+		out = append(out, map[string]any{"text": s})
+	}
+	return out
+}
+
+// a2aTask is a SendMessage result's task.
+func a2aTask(t *testing.T, v map[string]any) map[string]any {
+	t.Helper()
+	task, ok := v["result"].(map[string]any)["task"].(map[string]any)
+	if !ok {
+		t.Fatalf("no task in %v", v)
+	}
+	return task
+}
+
+func taskState(task map[string]any) string {
+	s, _ := task["status"].(map[string]any)["state"].(string)
+	return s
+}
+
+// Without a token, or with a wrong one, each A2A endpoint answers 401 with a
+// JSON-RPC error; the card is public, and the same for everyone.
+func TestA2AAuthentication(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, path := range []string{"/a2a/support", "/a2a/support/v0.3"} {
+		for _, token := range []string{"", "not-a-token"} {
+			r := e.do("POST", path, token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": map[string]any{"id": "x"}})
+			if r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s with token %q: %d %v", path, token, r.Status, r.Header)
+				continue
+			}
+			if got := rpcErrorOf(t, r.json(t)); got == nil || got.Code != -31401 {
+				t.Errorf("%s with token %q: %s, want a JSON-RPC error", path, token, r.Body)
+			}
+		}
+	}
+	public := e.do("GET", "/a2a/support/.well-known/agent-card.json", "", nil)
+	if public.Status != http.StatusOK {
+		t.Fatalf("the card without a token: %d %s", public.Status, public.Body)
+	}
+	for _, token := range []string{aliceToken, bobToken} {
+		if r := e.do("GET", "/a2a/support/.well-known/agent-card.json", token, nil); !bytes.Equal(r.Body, public.Body) {
+			t.Errorf("the card differs for a user: %s", r.Body)
+		}
+	}
+	for _, user := range []string{"alice", "bob", "carol", "gold"} {
+		if bytes.Contains(public.Body, []byte(user)) {
+			t.Errorf("the public card names %q: %s", user, public.Body)
+		}
+	}
+	if r := e.do("GET", "/a2a/nope/.well-known/agent-card.json", "", nil); r.Status != http.StatusNotFound || bytes.Contains(r.Body, []byte("support")) {
+		t.Errorf("an unknown agent's card: %d %s, want 404 naming no agent", r.Status, r.Body)
+	}
+}
+
+// An agent's intents are its card's skills.
+func TestA2ACardSkills(t *testing.T) {
+	e := newEnv(t, envOptions{editSpec: func(s string) string {
+		return s + "intents:\n  orders:\n    description: Where the user's orders are.\n    keywords: [order]\n" +
+			"  chat:\n    description: Anything else.\n    keywords: [hello]\n"
+	}})
+	r := e.do("GET", "/a2a/support/.well-known/agent-card.json", "", nil)
+	var card struct {
+		Skills []struct{ ID, Name, Description string }
+	}
+	if err := json.Unmarshal(r.Body, &card); err != nil {
+		t.Fatal(err)
+	}
+	if len(card.Skills) != 2 || card.Skills[0].ID != "orders" || card.Skills[0].Description != "Where the user's orders are." ||
+		card.Skills[1].ID != "chat" || card.Skills[1].Name != "chat" {
+		t.Errorf("skills = %+v", card.Skills)
+	}
+}
+
+// Without authentication (--insecure-no-auth, a loopback address only) the
+// card asks for no credentials, and the one user "local" talks to the agent.
+func TestA2AInsecureCard(t *testing.T) {
+	model := openaitest.New(t, shopReply)
+	srv, err := serve.New(t.Context(), serve.Options{Config: serve.Config{Addr: "127.0.0.1:0"}, Specs: []string{"testdata/support.yaml"},
+		InsecureNoAuth: true, Model: "openai:fake", Store: "memory:", Logger: slog.New(slog.DiscardHandler),
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := map[string]string{"LLM_BASE_URL": model.URL, "LLM_API_KEY": "sk-fake"}[k]
+			return v, ok
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	e := &env{t: t, URL: hs.URL, client: hs.Client()}
+	r := e.do("GET", "/a2a/support/.well-known/agent-card.json", "", nil)
+	if r.Status != http.StatusOK || bytes.Contains(r.Body, []byte("securitySchemes")) || bytes.Contains(r.Body, []byte("bearer")) {
+		t.Errorf("the insecure server's card: %d %s", r.Status, r.Body)
+	}
+	_, v := e.a2aRPC("/a2a/support", "", "SendMessage", a2aMessage("m1", textParts("hello")))
+	if task := a2aTask(t, v); taskState(task) != "TASK_STATE_COMPLETED" {
+		t.Errorf("task = %v", task)
+	}
+}
+
+// Another user's task and context are not found, exactly as ones that do not
+// exist, whether the task is over or in flight: tasks/get, tasks/cancel, a
+// message to it, a subscription to it, a message in its context.
+func TestA2AOtherUsersTasksAreNotFound(t *testing.T) {
+	e := newApprovalEnv(t, time.Hour, nil, "")
+	t.Cleanup(func() { close(e.gate) }) // before the server's cleanup
+	_, v := e.a2aRPC("/a2a/shop", aliceToken, "SendMessage", a2aMessage("m1", textParts("hello")))
+	done := a2aTask(t, v)
+	_, v = e.a2aRPC("/a2a/shop", aliceToken, "SendMessage",
+		map[string]any{"message": a2aMessage("m2", textParts(holdOn))["message"], "configuration": map[string]any{"returnImmediately": true}})
+	inFlight := a2aTask(t, v)
+	if taskState(done) != "TASK_STATE_COMPLETED" || taskState(inFlight) == "TASK_STATE_COMPLETED" {
+		t.Fatalf("alice's tasks: %v, %v", done, inFlight)
+	}
+	// alice's run API conversation is hers alone too.
+	e.do("POST", "/v1/agents/shop/runs", aliceToken, map[string]any{"input": "hello", "conversation": "c-42"})
+
+	const unknown = "01a23c2b-0000-7000-8000-000000000000"
+	asks := []struct {
+		method string
+		params func(id string) any
+	}{
+		{"GetTask", func(id string) any { return map[string]any{"id": id} }},
+		{"CancelTask", func(id string) any { return map[string]any{"id": id} }},
+		{"SubscribeToTask", func(id string) any { return map[string]any{"id": id} }},
+		{"SendMessage", func(id string) any { return a2aMessage("b-"+id, textParts("approve"), "taskId", id) }},
+		{"SendStreamingMessage", func(id string) any { return a2aMessage("bs-"+id, textParts("approve"), "taskId", id) }},
+	}
+	for _, task := range []map[string]any{done, inFlight} {
+		for _, a := range asks {
+			_, theirs := e.a2aRPC("/a2a/shop", bobToken, a.method, a.params(task["id"].(string)))
+			_, none := e.a2aRPC("/a2a/shop", bobToken, a.method, a.params(unknown))
+			got, want := rpcErrorOf(t, theirs), rpcErrorOf(t, none)
+			if got == nil || want == nil || *got != *want || got.Code != -32001 {
+				t.Errorf("bob's %s of alice's task: %+v; of none: %+v", a.method, got, want)
+			}
+		}
+	}
+	for _, contextID := range []string{done["contextId"].(string), "c-42"} {
+		_, theirs := e.a2aRPC("/a2a/shop", bobToken, "SendMessage", a2aMessage("c-"+contextID, textParts("hello"), "contextId", contextID))
+		_, none := e.a2aRPC("/a2a/shop", bobToken, "SendMessage", a2aMessage("n-"+contextID, textParts("hello"), "contextId", "made-up"))
+		got, want := rpcErrorOf(t, theirs), rpcErrorOf(t, none)
+		if got == nil || want == nil || *got != *want || got.Code != -32001 {
+			t.Errorf("bob's message in alice's context %s: %+v; in none: %+v", contextID, got, want)
+		}
+		_, mine := e.a2aRPC("/a2a/shop", aliceToken, "SendMessage", a2aMessage("a-"+contextID, textParts("hello"), "contextId", contextID))
+		if task := a2aTask(t, mine); taskState(task) != "TASK_STATE_COMPLETED" || task["contextId"] != contextID {
+			t.Errorf("alice's message in her context %s: %v", contextID, task)
+		}
+	}
+	if _, v := e.a2aRPC("/a2a/shop", aliceToken, "GetTask", map[string]any{"id": done["id"]}); rpcErrorOf(t, v) != nil {
+		t.Errorf("alice's own task: %v", v)
+	}
+}
+
+// A message sent again with its messageId gets the task it started, and runs
+// nothing more; the same id for another message is refused.
+func TestA2AMessageIDs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_, v := e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("m-1", textParts(ordersInput)))
+	first := a2aTask(t, v)
+	calls := len(e.model.Requests())
+	_, v = e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("m-1", textParts(ordersInput)))
+	if again := a2aTask(t, v); again["id"] != first["id"] || taskState(again) != "TASK_STATE_COMPLETED" {
+		t.Errorf("the message sent again got %v, want task %v", again, first["id"])
+	}
+	if n := len(e.model.Requests()); n != calls || len(e.backend.Users()) != 1 {
+		t.Errorf("the repeat ran again: %d model calls (want %d), backend asked %v", n, calls, e.backend.Users())
+	}
+	_, v = e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("m-1", textParts("something else")))
+	if got := rpcErrorOf(t, v); got == nil || got.Code != -32602 || !strings.Contains(got.Message, "messageId") {
+		t.Errorf("another message under the id: %v", v)
+	}
+	// bob's m-1 is his own.
+	_, v = e.a2aRPC("/a2a/support", bobToken, "SendMessage", a2aMessage("m-1", textParts("hello")))
+	if task := a2aTask(t, v); task["id"] == first["id"] {
+		t.Errorf("bob's message got alice's task")
+	}
+}
+
+// Bad input and the limits are JSON-RPC errors with the run API's code in
+// their details, and start nothing.
+func TestA2AErrors(t *testing.T) {
+	e := newEnv(t, envOptions{limits: serve.Limits{RatePerSecond: 0.001, Burst: 2, MaxInputChars: 20}})
+	cases := []struct {
+		name   string
+		params any
+		code   int
+		agent  string
+	}{
+		{"empty input", a2aMessage("e1", textParts("  ")), -32602, "invalid_request"},
+		{"input too long", a2aMessage("e2", textParts(strings.Repeat("x", 21))), -32602, "input_too_long"},
+		{"a data part", a2aMessage("e3", []any{map[string]any{"data": map[string]any{"a": 1}}}), -32005, ""},
+		{"a file of another type", a2aMessage("e4", []any{map[string]any{"raw": "SUQzAwAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "mediaType": "audio/mpeg", "filename": "a.mp3"}}), -32005, "unsupported_attachment"},
+		{"a bad context id", a2aMessage("e5", textParts("hello"), "contextId", "has space"), -32001, ""},
+	}
+	for _, c := range cases {
+		_, v := e.a2aRPC("/a2a/support", aliceToken, "SendMessage", c.params)
+		if got := rpcErrorOf(t, v); got == nil || got.Code != c.code || got.Agent != c.agent {
+			t.Errorf("%s: %v, want code %d (%s)", c.name, v, c.code, c.agent)
+		}
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Errorf("refused messages called the model %d times", n)
+	}
+	// The bucket's two runs: one was taken by the empty input, which prepare
+	// refused after admission, as the run API counts it.
+	e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("r1", textParts("hello")))
+	_, v := e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("r2", textParts("hello")))
+	if got := rpcErrorOf(t, v); got == nil || got.Code != -32000 || got.Agent != "rate_limited" {
+		t.Errorf("over the rate: %v", v)
+	}
+	if _, v := e.a2aRPC("/a2a/nope", aliceToken, "SendMessage", a2aMessage("u1", textParts("hello"))); rpcErrorOf(t, v) == nil {
+		t.Errorf("an unknown agent: %v", v)
+	}
+}
+
+// Two calls wait: a bare "approve" is refused (which one?), a decision on other
+// arguments (args_hash) is refused as the approval endpoint refuses it, and a
+// data part per call decides each: the approved call runs once, the rejected
+// one never, and the task completes.
+func TestA2ADecisions(t *testing.T) {
+	e := newApprovalEnv(t, time.Hour, nil, "")
+	_, v := e.a2aRPC("/a2a/shop", aliceToken, "SendMessage", a2aMessage("m1", textParts(twoApprovals)))
+	task := a2aTask(t, v)
+	id, ctxID := task["id"].(string), task["contextId"].(string)
+	if taskState(task) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("task = %v", task)
+	}
+	runID := task["metadata"].(map[string]any)["agentrun_run_id"].(string)
+	pending := e.approvals(aliceToken, runID)
+	hash := map[string]string{}
+	for _, a := range pending.Approvals {
+		hash[a.CallID] = a.ArgsHash
+	}
+	decide := func(msgID string, parts []any) map[string]any {
+		_, v := e.a2aRPC("/a2a/shop", aliceToken, "SendMessage", a2aMessage(msgID, parts, "taskId", id, "contextId", ctxID))
+		return v
+	}
+	if got := rpcErrorOf(t, decide("d1", textParts("approve"))); got == nil || !strings.Contains(got.Message, "2 calls wait") {
+		t.Errorf("a bare approve with two calls waiting: %+v", got)
+	}
+	wrong := []any{map[string]any{"data": map[string]any{"decision": "approve", "call_id": "call_cancel_a2", "args_hash": hash["call_cancel_a3"]}}}
+	if got := rpcErrorOf(t, decide("d2", wrong)); got == nil || got.Agent != "args_changed" {
+		t.Errorf("a decision on other arguments: %+v", got)
+	}
+	if _, v := e.a2aRPC("/a2a/shop", bobToken, "SendMessage", a2aMessage("b1", textParts("approve"), "taskId", id)); rpcErrorOf(t, v).Code != -32001 {
+		t.Errorf("bob's decision on alice's task: %v", v)
+	}
+	v = decide("d3", []any{
+		map[string]any{"data": map[string]any{"decision": "approve", "call_id": "call_cancel_a2", "args_hash": hash["call_cancel_a2"]}},
+		map[string]any{"data": map[string]any{"decision": "reject", "call_id": "call_cancel_a3", "reason": "A3 is a gift"}},
+	})
+	if done := a2aTask(t, v); taskState(done) != "TASK_STATE_COMPLETED" {
+		t.Fatalf("after the decisions: %v", v)
+	}
+	if a2, a3 := e.shop.count("POST /users/alice/orders/A2/cancel"), e.shop.count("POST /users/alice/orders/A3/cancel"); a2 != 1 || a3 != 0 {
+		t.Errorf("cancel A2 ran %d times, A3 %d; want 1 and 0", a2, a3)
+	}
+	reqs := e.model.Requests()
+	if last := reqs[len(reqs)-1]; !strings.Contains(fmt.Sprint(last.Messages), "A3 is a gift") {
+		t.Errorf("the model was not told the rejection's reason: %v", last.Messages)
+	}
+}
+
+// A file part reaches the model as an attachment of the run; the task's history
+// keeps what it was, not its bytes.
+func TestA2AFile(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	png := base64.StdEncoding.EncodeToString(providerwire.PNG)
+	_, v := e.a2aRPC("/a2a/support", aliceToken, "SendMessage", a2aMessage("f1", []any{
+		map[string]any{"text": "what is this?"}, map[string]any{"raw": png, "mediaType": "image/png", "filename": "cat.png"}}))
+	task := a2aTask(t, v)
+	if taskState(task) != "TASK_STATE_COMPLETED" {
+		t.Fatalf("task = %v", v)
+	}
+	reqs := e.model.Requests()
+	if sent := fmt.Sprint(reqs[len(reqs)-1].Messages); !strings.Contains(sent, png) {
+		t.Errorf("the model did not get the image: %s", sent)
+	}
+	if kept, _ := json.Marshal(task["history"]); bytes.Contains(kept, []byte(png)) || !bytes.Contains(kept, []byte("cat.png")) {
+		t.Errorf("the task's history: %s", kept)
 	}
 }
