@@ -132,14 +132,14 @@ func (s *Server) a2aJSONRPC03(w http.ResponseWriter, r *http.Request, p Principa
 
 func (a *a2aService) serve(w http.ResponseWriter, r *http.Request, p Principal, h http.Handler) {
 	name := r.PathValue("name")
-	if ag, release := a.s.agent(name); ag == nil {
+	ag, release := a.s.agent(name)
+	if ag == nil {
 		refuseBody(w, r)
 		writeJSONRPCError(w, http.StatusNotFound, -32601,
 			fmt.Sprintf("no agent %q; this server has %s", name, strings.Join(a.s.agentNames(), ", ")))
 		return
-	} else {
-		release()
 	}
+	release() // prepare holds the agent for the run it starts
 	call := &a2aCall{p: p, agent: name}
 	rc := http.NewResponseController(w)
 	h.ServeHTTP(&a2aWriter{ResponseWriter: w, rc: rc}, r.WithContext(context.WithValue(r.Context(), a2aCallKey{}, call)))

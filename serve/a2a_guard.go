@@ -81,8 +81,13 @@ func (a *a2aService) beforeMessage(ctx context.Context, call *a2aCall, req *a2a.
 		}
 		return stored.Task, nil
 	}
-	if msg.ContextID != "" && !a.knownContext(ctx, call.p.User.ID, msg.ContextID) {
-		return nil, errNoContext
+	if msg.ContextID != "" {
+		switch known, err := a.knownContext(ctx, call.p.User.ID, msg.ContextID); {
+		case err != nil:
+			return nil, a2a.NewError(a2a.ErrInternalError, "the memory store did not answer")
+		case !known:
+			return nil, errNoContext
+		}
 	}
 	text, parts, err := a2aInput(msg, a.s.limits.attachLimits())
 	if err != nil {
@@ -128,15 +133,15 @@ func a2aDigest(msg *a2a.Message) [sha256.Size]byte {
 // knownContext reports whether contextID is the caller's: the context of one of
 // their tasks, or one of their conversations. Only the caller's own are looked
 // at, so another user's is unknown, as one that does not exist.
-func (a *a2aService) knownContext(ctx context.Context, user, contextID string) bool {
+func (a *a2aService) knownContext(ctx context.Context, user, contextID string) (bool, error) {
 	if !validConversationID(contextID) {
-		return false
+		return false, nil
 	}
 	if a.tasks.hasContext(user, contextID) {
-		return true
+		return true, nil
 	}
 	conv, err := a.s.store.Conversation(ctx, storeConversation(user, contextID), 1)
-	return err == nil && conv.User == user
+	return err == nil && conv.User == user, err
 }
 
 // a2aInput is a message's input: its text parts, joined, and its files (raw

@@ -161,43 +161,65 @@ func TestA2AConversation(t *testing.T) {
 
 // A streamed message gets the task, working, the answer's text as it streams,
 // the tool's progress, the whole answer and a final completed status, in order.
+// What the model says before it calls a tool streams as a paragraph of its own,
+// and the whole answer replaces it; with a judge, which may still reject a
+// draft, no text streams before the answer.
 func TestA2AStream(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	seen := a2aCheck(t, e.URL, "support", "stream", aliceToken, ordersInput)
-	var kinds []string
-	for _, ev := range seen.Events {
-		kinds = append(kinds, ev.Kind+":"+ev.State)
-	}
-	evs := seen.Events
-	if len(evs) < 5 || evs[0].Kind != "task" || evs[0].State != "submitted" || evs[1].Kind != "status" || evs[1].State != "working" {
-		t.Fatalf("events = %v", kinds)
-	}
-	final := evs[len(evs)-1]
-	if final.Kind != "status" || final.State != "completed" {
-		t.Fatalf("the stream does not end with a completed status: %v", kinds)
-	}
-	answer := evs[len(evs)-2]
-	if answer.Kind != "artifact" || answer.ID != "answer" || answer.Text != finalAnswer || answer.Append || !answer.LastChunk {
-		t.Errorf("the last artifact event = %+v, want the whole answer", answer)
-	}
-	var streamed string
-	var tools []string
-	for _, ev := range evs[2 : len(evs)-2] {
-		switch {
-		case ev.Kind == "artifact":
-			if ev.Append != (streamed != "") {
-				t.Errorf("chunk %+v: only the first starts the artifact", ev)
-			}
-			streamed += ev.Text
-		case ev.Kind == "status" && ev.Progress != nil:
-			tools = append(tools, ev.Progress["event"].(string)+" "+ev.Progress["tool"].(string))
+	beforeTool := func(req openaitest.Request) openaitest.Reply {
+		r := shopReply(req)
+		if len(r.ToolCalls) > 0 {
+			r.Content = "Let me look."
 		}
+		return r
 	}
-	if streamed != finalAnswer {
-		t.Errorf("streamed text = %q, want the answer %q", streamed, finalAnswer)
-	}
-	if strings.Join(tools, ",") != "tool_call list_orders,tool_result list_orders" {
-		t.Errorf("tool progress = %v", tools)
+	for _, c := range []struct {
+		name     string
+		o        envOptions
+		streamed string
+	}{
+		{"plain", envOptions{}, finalAnswer},
+		{"text before a tool", envOptions{reply: beforeTool}, "Let me look.\n\n" + finalAnswer},
+		{"judged", envOptions{editSpec: withJudge, reply: judgedShopReply}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.o)
+			seen := a2aCheck(t, e.URL, "support", "stream", aliceToken, ordersInput)
+			var kinds []string
+			for _, ev := range seen.Events {
+				kinds = append(kinds, ev.Kind+":"+ev.State)
+			}
+			evs := seen.Events
+			if len(evs) < 5 || evs[0].Kind != "task" || evs[0].State != "submitted" || evs[1].Kind != "status" || evs[1].State != "working" {
+				t.Fatalf("events = %v", kinds)
+			}
+			final := evs[len(evs)-1]
+			if final.Kind != "status" || final.State != "completed" {
+				t.Fatalf("the stream does not end with a completed status: %v", kinds)
+			}
+			answer := evs[len(evs)-2]
+			if answer.Kind != "artifact" || answer.ID != "answer" || answer.Text != finalAnswer || answer.Append || !answer.LastChunk {
+				t.Errorf("the last artifact event = %+v, want the whole answer", answer)
+			}
+			var streamed string
+			var tools []string
+			for _, ev := range evs[2 : len(evs)-2] {
+				switch {
+				case ev.Kind == "artifact":
+					if ev.Append != (streamed != "") {
+						t.Errorf("chunk %+v: only the first starts the artifact", ev)
+					}
+					streamed += ev.Text
+				case ev.Kind == "status" && ev.Progress != nil:
+					tools = append(tools, ev.Progress["event"].(string)+" "+ev.Progress["tool"].(string))
+				}
+			}
+			if streamed != c.streamed {
+				t.Errorf("streamed text = %q, want %q", streamed, c.streamed)
+			}
+			if strings.Join(tools, ",") != "tool_call list_orders,tool_result list_orders" {
+				t.Errorf("tool progress = %v", tools)
+			}
+		})
 	}
 }
 
