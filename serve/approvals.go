@@ -76,26 +76,35 @@ func (s *Server) pausedStore() store.PausedRuns {
 
 // approvalError answers an error of the runtime's approval API.
 func approvalError(w http.ResponseWriter, err error) {
+	status, code, msg := approvalProblem(err)
+	writeError(w, status, code, msg)
+}
+
+// approvalProblem is how an error of the runtime's approval API is told: the
+// status, code and message of the approval endpoints, which A2A tells too.
+func approvalProblem(err error) (status int, code, msg string) {
+	var other *otherEngineError
 	switch {
 	case errors.Is(err, store.ErrRunNotFound), errors.Is(err, runtime.ErrNoPausedStore):
-		writeError(w, http.StatusNotFound, "run_not_found", "no such run waiting for approval")
+		return http.StatusNotFound, "run_not_found", "no such run waiting for approval"
 	case errors.Is(err, runtime.ErrCallNotFound):
-		writeError(w, http.StatusNotFound, "call_not_found", "the run has no call waiting for approval with this id")
+		return http.StatusNotFound, "call_not_found", "the run has no call waiting for approval with this id"
 	case errors.Is(err, runtime.ErrAlreadyDecided):
-		writeError(w, http.StatusConflict, "already_decided", "the call was already decided")
+		return http.StatusConflict, "already_decided", "the call was already decided"
 	case errors.Is(err, runtime.ErrArgsChanged):
-		writeError(w, http.StatusConflict, "args_changed", "the call's arguments are not those the decision was made for (args_hash differs)")
+		return http.StatusConflict, "args_changed", "the call's arguments are not those the decision was made for (args_hash differs)"
 	case errors.Is(err, runtime.ErrHashRequired):
-		writeError(w, http.StatusConflict, "args_hash_required", "the run had another call of this id before: send the call's args_hash with the decision")
+		return http.StatusConflict, "args_hash_required", "the run had another call of this id before: send the call's args_hash with the decision"
 	case errors.Is(err, runtime.ErrApprovalExpired):
-		writeError(w, http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides")
+		return http.StatusConflict, "approval_expired", "the run's approvals have expired: approval.on_timeout decides"
 	case errors.Is(err, runtime.ErrResuming):
-		writeError(w, http.StatusConflict, "run_resuming", "the run is already being resumed")
+		return http.StatusConflict, "run_resuming", "the run is already being resumed"
 	case errors.Is(err, store.ErrPausedConflict):
-		writeError(w, http.StatusConflict, "run_busy", "the run kept changing while the decision was recorded: try again")
-	default:
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer")
+		return http.StatusConflict, "run_busy", "the run kept changing while the decision was recorded: try again"
+	case errors.As(err, &other):
+		return http.StatusConflict, "run_on_other_engine", other.Error()
 	}
+	return http.StatusServiceUnavailable, "store_unavailable", "the memory store did not answer"
 }
 
 // getApprovals answers GET /v1/runs/{id}/approvals: a paused run of the
@@ -148,25 +157,41 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 		fail(http.StatusBadRequest, "invalid_decision", fmt.Sprintf("decision must be \"approve\" or \"reject\", not %q", body.Decision))
 		return
 	}
-	who := deciderOf(p)
-	// The answer comes from the shared store alone, never from the runs this
-	// process holds: every replica answers a decision alike, and a run that is not
-	// paused (in flight, resumed, unknown, another user's) is not found on each.
-	if !s.decidesHere(w, r, who) {
-		return
-	}
-	paused, err := runtime.Decide(r.Context(), s.pausedStore(), r.PathValue("id"), who,
-		runtime.DecideRequest{CallID: r.PathValue("call_id"), Approve: approve, Reason: body.Reason, ArgsHash: body.ArgsHash}, time.Now())
+	out, err := s.decideCall(r.Context(), p, r.PathValue("id"),
+		runtime.DecideRequest{CallID: r.PathValue("call_id"), Approve: approve, Reason: body.Reason, ArgsHash: body.ArgsHash})
 	if err != nil {
 		approvalError(w, err)
 		return
 	}
-	s.metrics.ApprovalDecided(s.agentLabel(paused.Agent), body.Decision, 1)
-	s.log.Info("approval decided", "run", paused.RunID, "agent", paused.Agent, "call", r.PathValue("call_id"),
-		"decision", body.Decision, "by", p.User.ID, "undecided", len(paused.Undecided()))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decideCall records p's decision on a call of the paused run runID and, when
+// no call is left undecided, resumes the run in the background. Every way of
+// deciding (the approval endpoint, an A2A message) goes through it, so each is
+// checked alike.
+func (s *Server) decideCall(ctx context.Context, p Principal, runID string, d runtime.DecideRequest) (decisionView, error) {
+	who := deciderOf(p)
+	// The answer comes from the shared store alone, never from the runs this
+	// process holds: every replica answers a decision alike, and a run that is not
+	// paused (in flight, resumed, unknown, another user's) is not found on each.
+	if err := s.decidesHere(ctx, runID, who); err != nil {
+		return decisionView{}, err
+	}
+	paused, err := runtime.Decide(ctx, s.pausedStore(), runID, who, d, time.Now())
+	if err != nil {
+		return decisionView{}, err
+	}
+	decision := "reject"
+	if d.Approve {
+		decision = "approve"
+	}
+	s.metrics.ApprovalDecided(s.agentLabel(paused.Agent), decision, 1)
+	s.log.Info("approval decided", "run", paused.RunID, "agent", paused.Agent, "call", d.CallID,
+		"decision", decision, "by", p.User.ID, "undecided", len(paused.Undecided()))
 	out := decisionView{pausedView: viewPaused(paused), Status: string(store.PauseWaiting)}
 	if len(paused.Undecided()) == 0 {
-		switch err := s.resume(r.Context(), paused, who); {
+		switch err := s.resume(ctx, paused, who); {
 		case err == nil, errors.Is(err, runtime.ErrResuming):
 			out.Status = "resumed"
 		default:
@@ -175,26 +200,31 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p Principal) {
 			s.log.Warn("a decided run could not be resumed now", "run", paused.RunID, "agent", paused.Agent, "error", err.Error())
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
+}
+
+// otherEngineError refuses a decision on a run that waits on another engine.
+type otherEngineError struct{ waits, here runtime.Placement }
+
+func (e *otherEngineError) Error() string {
+	return fmt.Sprintf("the run waits on %s and this server runs on %s: decide through a server on the run's engine, or with `agentrun resume`", e.waits, e.here)
 }
 
 // decidesHere refuses a decision on a run that waits on another engine than
 // this server's (a workflow while the server runs runs itself, or the
 // reverse): the server could not resume it, and the run would wait on
 // unaware. Any other run goes on to the decision, which reports the rest.
-func (s *Server) decidesHere(w http.ResponseWriter, r *http.Request, who runtime.Decider) bool {
-	p, err := runtime.LoadPaused(r.Context(), s.pausedStore(), r.PathValue("id"), who)
+func (s *Server) decidesHere(ctx context.Context, runID string, who runtime.Decider) error {
+	p, err := runtime.LoadPaused(ctx, s.pausedStore(), runID, who)
 	if err != nil {
-		return true
+		return nil
 	}
 	here := s.placement()
 	if err := p.Placement.ResumableFrom(here); err != nil {
 		s.log.Warn("a decision on a run paused on another engine was refused", "run", p.RunID, "agent", p.Agent, "error", err.Error())
-		writeError(w, http.StatusConflict, "run_on_other_engine", fmt.Sprintf(
-			"the run waits on %s and this server runs on %s: decide through a server on the run's engine, or with `agentrun resume`", p.Placement, here))
-		return false
+		return &otherEngineError{waits: p.Placement, here: here}
 	}
-	return true
+	return nil
 }
 
 var (

@@ -68,6 +68,9 @@ func (s *Server) routes() []route {
 		{pattern: "POST /v1/responses", handle: s.createResponse, attachments: true},
 		{pattern: "GET /v1/responses/{id}", handle: s.getResponse},
 		{pattern: "POST /v1/agents/{name}/agui", handle: s.aguiRun, attachments: true},
+		// A2A (a2a.go); each agent's card is public, outside this table.
+		{pattern: "POST /a2a/{name}", handle: s.a2aJSONRPC, attachments: true},
+		{pattern: "POST /a2a/{name}/v0.3", handle: s.a2aJSONRPC03, attachments: true},
 	}
 }
 
@@ -82,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	open("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", s.metrics.Handler())
+	open("GET /a2a/{name}/.well-known/agent-card.json", s.a2aAgentCard)
 	for _, rt := range s.routes() {
 		bodyCap := s.limits.MaxBodyBytes
 		if rt.attachments {
@@ -205,6 +209,10 @@ func (s *Server) authenticate(h func(http.ResponseWriter, *http.Request, Princip
 			refuseBody(w, r)
 			if isOpenAIRoute(r) {
 				writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid credentials")
+				return
+			}
+			if isA2ARoute(r) {
+				writeJSONRPCError(w, http.StatusUnauthorized, a2aUnauthenticated, "missing or invalid credentials")
 				return
 			}
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid credentials")

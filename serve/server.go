@@ -90,6 +90,7 @@ type Server struct {
 	log     *slog.Logger
 	// responses are the requests of stored Responses API responses, for their GET.
 	responses responseBodies
+	a2a       *a2aService // the A2A endpoints' tasks and handlers
 
 	// runsCtx is the parent of every run: CancelRuns ends the ones still going.
 	runsCtx    context.Context
@@ -132,6 +133,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s := &Server{opts: opts, limits: opts.Config.Limits.withDefaults(), metrics: NewMetrics(), runs: newRunRegistry(), log: opts.Logger,
 		tokens: newStreamTokens()}
 	s.limiter = newLimiter(s.limits)
+	s.a2a = newA2AService(s)
 	if opts.InsecureNoAuth {
 		if !IsLoopback(opts.Config.Addr) {
 			return nil, fmt.Errorf("--insecure-no-auth serves everyone as one user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
