@@ -26,8 +26,10 @@ const maxHeaderTime = 10 * time.Second
 // there is no WriteTimeout, which would end SSE streams and long runs: each write
 // of a stream has a deadline of its own.
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: min(maxHeaderTime, s.limits.ReadTimeout),
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: min(maxHeaderTime, s.limits.ReadTimeout),
 		ReadTimeout: s.limits.ReadTimeout, IdleTimeout: 2 * time.Minute}
+	hs.RegisterOnShutdown(s.drainMCP) // an MCP session's GET stream would hold the shutdown
+	return hs
 }
 
 // A route is one endpoint of the API: its pattern (method and path, as
@@ -64,6 +66,9 @@ func (s *Server) routes() []route {
 		{pattern: "DELETE /v1/me/memory", handle: s.forgetMemory},
 		{pattern: "GET /v1/models", handle: s.listModels},
 		{pattern: "POST /v1/chat/completions", handle: s.chatCompletions, attachments: true},
+		{pattern: "POST /mcp", handle: s.serveMCP},
+		{pattern: "GET /mcp", handle: s.serveMCP},
+		{pattern: "DELETE /mcp", handle: s.serveMCP},
 	}
 }
 
