@@ -289,3 +289,24 @@ func TestServeSIGTERMClosesIdleMCPSessions(t *testing.T) {
 		t.Errorf("exited %s after SIGTERM: the session's stream held the shutdown", d)
 	}
 }
+
+// agentrun mcp refuses at start a user no agent can run for, before it serves
+// anything: stdout, the protocol's, stays empty.
+func TestMCPRefusesAnUnusableIdentity(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"undeclared attribute", []string{"--set", "tier=gold"}, `no agent declares the user attribute "tier"`},
+		{"malformed attribute", []string{"--set", "tier"}, `--set "tier": want key=value`},
+		{"user id", []string{"--user", "a/b"}, "--user, --set: agent concierge:"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(append([]string{"mcp", "--model", "test"}, tt.args...), concierge)...)
+			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tt.stderr)
+			}
+		})
+	}
+}
