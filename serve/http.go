@@ -27,8 +27,10 @@ const maxHeaderTime = 10 * time.Second
 // there is no WriteTimeout, which would end SSE streams and long runs: each write
 // of a stream has a deadline of its own.
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: min(maxHeaderTime, s.limits.ReadTimeout),
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: min(maxHeaderTime, s.limits.ReadTimeout),
 		ReadTimeout: s.limits.ReadTimeout, IdleTimeout: 2 * time.Minute}
+	hs.RegisterOnShutdown(s.drainMCP) // an MCP session's GET stream would hold the shutdown
+	return hs
 }
 
 // A route is one endpoint of the API: its pattern (method and path, as
@@ -71,6 +73,9 @@ func (s *Server) routes() []route {
 		// A2A (a2a.go); each agent's card is public, outside this table.
 		{pattern: "POST /a2a/{name}", handle: s.a2aJSONRPC, attachments: true},
 		{pattern: "POST /a2a/{name}/v0.3", handle: s.a2aJSONRPC03, attachments: true},
+		{pattern: "POST /mcp", handle: s.serveMCP},
+		{pattern: "GET /mcp", handle: s.serveMCP},
+		{pattern: "DELETE /mcp", handle: s.serveMCP},
 	}
 }
 

@@ -38,6 +38,10 @@ type Options struct {
 	// InsecureNoAuth serves without authentication, as the one user "local"; New
 	// refuses it unless Config.Addr is a loopback address.
 	InsecureNoAuth bool
+	// Stdio: the server answers no HTTP, its agents are served with ServeMCP
+	// (agentrun mcp) for the one principal it is given. New needs no
+	// authentication, and the Handler refuses every authenticated endpoint.
+	Stdio bool
 	// Logger receives the access log and the server's own messages.
 	Logger *slog.Logger
 	// LookupEnv reads the environment; nil means os.LookupEnv.
@@ -109,6 +113,8 @@ type Server struct {
 	resuming    map[string]bool
 	stopSweeper context.CancelFunc
 	sweeperDone chan struct{}
+
+	mcp mcpHTTP // the state of /mcp
 }
 
 // served is one agent the server offers, with the runs using it, so a reload
@@ -134,7 +140,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		tokens: newStreamTokens()}
 	s.limiter = newLimiter(s.limits)
 	s.a2a = newA2AService(s)
-	if opts.InsecureNoAuth {
+	if opts.Stdio {
+		s.auth = stdioAuth{}
+	} else if opts.InsecureNoAuth {
 		if !IsLoopback(opts.Config.Addr) {
 			return nil, fmt.Errorf("--insecure-no-auth serves everyone as one user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
 		}
