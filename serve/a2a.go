@@ -199,27 +199,6 @@ func a2aFailure(status int, code, msg string) error {
 	return a2a.NewError(kind, msg).WithErrorInfoMeta(map[string]string{"agentrun_code": code})
 }
 
-// a2aAdmit takes a run slot and a rate token for p, as admit does for the run
-// API, before a new task's run is prepared.
-func (s *Server) a2aAdmit(p Principal) (release func(), err error) {
-	release, full := s.limiter.acquire(p.User.ID)
-	if full != "" {
-		s.metrics.RateLimited(full)
-		msg := fmt.Sprintf("too many runs in flight for this user (at most %d); try again shortly", s.limits.MaxConcurrentPerUser)
-		if full == "total" {
-			msg = "the server is running as many runs as it may; try again shortly"
-		}
-		return nil, a2aFailure(http.StatusTooManyRequests, "too_many_runs", msg)
-	}
-	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
-		release()
-		s.metrics.RateLimited("rate")
-		return nil, a2aFailure(http.StatusTooManyRequests, "rate_limited",
-			fmt.Sprintf("too many runs: at most %g a second; try again in %s", s.limits.RatePerSecond, wait.Round(time.Second)))
-	}
-	return release, nil
-}
-
 // a2aAgentCard answers GET /a2a/{name}/.well-known/agent-card.json. Cards are
 // public, as A2A means them to be, so clients discover an agent before they
 // authenticate: a card says what the spec says (name, description, intents)

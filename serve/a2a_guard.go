@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -93,9 +94,9 @@ func (a *a2aService) beforeMessage(ctx context.Context, call *a2aCall, req *a2a.
 	if err != nil {
 		return nil, err
 	}
-	slot, err := a.s.a2aAdmit(call.p)
-	if err != nil {
-		return nil, err
+	slot, no := a.s.admitRun(call.p)
+	if no != nil {
+		return nil, a2aFailure(http.StatusTooManyRequests, no.code, no.msg)
 	}
 	if msg.ContextID == "" {
 		// A new context, which its run's conversation is: the SDK takes the message's.

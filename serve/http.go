@@ -302,23 +302,40 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, fail func(status 
 // its body is read, so a body still arriving holds a slot: false after writing the
 // 429. A run the caps refuse costs no rate token.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, p Principal, fail func(status int, code, msg string)) (release func(), ok bool) {
-	release, full := s.limiter.acquire(p.User.ID)
-	if full != "" {
-		s.metrics.RateLimited(full)
+	release, no := s.admitRun(p)
+	if no != nil {
 		refuseBody(w, r)
-		w.Header().Set("Retry-After", "1")
-		msg := fmt.Sprintf("too many runs in flight for this user (at most %d)", s.limits.MaxConcurrentPerUser)
-		if full == "total" {
-			msg = "the server is running as many runs as it may; try again shortly"
-		}
-		fail(http.StatusTooManyRequests, "too_many_runs", msg)
-		return nil, false
-	}
-	if !s.withinRate(w, r, p, fail) {
-		release()
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(no.wait.Seconds()))))
+		fail(http.StatusTooManyRequests, no.code, no.msg)
 		return nil, false
 	}
 	return release, true
+}
+
+// refusal is why a run was not admitted, and how long to wait before trying again.
+type refusal struct {
+	code, msg string
+	wait      time.Duration
+}
+
+// admitRun takes a run slot and a rate token for p, whatever the protocol asking:
+// a nil release and the refusal when the caps or the rate are used up.
+func (s *Server) admitRun(p Principal) (release func(), no *refusal) {
+	release, full := s.limiter.acquire(p.User.ID)
+	if full != "" {
+		s.metrics.RateLimited(full)
+		msg := fmt.Sprintf("too many runs in flight for this user (at most %d); try again shortly", s.limits.MaxConcurrentPerUser)
+		if full == "total" {
+			msg = "the server is running as many runs as it may; try again shortly"
+		}
+		return nil, &refusal{code: "too_many_runs", msg: msg, wait: time.Second}
+	}
+	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
+		release()
+		s.metrics.RateLimited("rate")
+		return nil, &refusal{code: "rate_limited", msg: fmt.Sprintf("too many runs: at most %g a second", s.limits.RatePerSecond), wait: wait}
+	}
+	return release, nil
 }
 
 // withinRate takes one of the user's requests from their rate, or answers 429.

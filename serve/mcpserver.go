@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -164,9 +163,9 @@ func (s *Server) askAgent(name string, who principalOf) mcp.ToolHandler {
 		if err != nil {
 			return toolError("invalid_arguments", err.Error()), nil
 		}
-		slot, code, msg := s.admitCall(p)
-		if slot == nil {
-			return toolError(code, msg), nil
+		slot, no := s.admitRun(p)
+		if no != nil {
+			return toolError(no.code, no.msg), nil
 		}
 		var refused *mcp.CallToolResult
 		fail := func(_ int, code, msg string) { refused = toolError(code, msg) }
@@ -209,27 +208,6 @@ func (s *Server) answerCall(ctx context.Context, req *mcp.CallToolRequest, p Pri
 			return runResult(v, declared)
 		}
 	}
-}
-
-// admitCall takes a run slot and a rate token for p, as admit does for an HTTP
-// request: nil with the refusal's code and message when the caps or the rate
-// are used up.
-func (s *Server) admitCall(p Principal) (release func(), code, msg string) {
-	release, full := s.limiter.acquire(p.User.ID)
-	if full != "" {
-		s.metrics.RateLimited(full)
-		msg := fmt.Sprintf("too many runs in flight for this user (at most %d); try again shortly", s.limits.MaxConcurrentPerUser)
-		if full == "total" {
-			msg = "the server is running as many runs as it may; try again shortly"
-		}
-		return nil, "too_many_runs", msg
-	}
-	if ok, wait := s.limiter.allow(p.User.ID, time.Now()); !ok {
-		release()
-		s.metrics.RateLimited("rate")
-		return nil, "rate_limited", fmt.Sprintf("too many runs: at most %g a second; try again in %s", s.limits.RatePerSecond, wait.Round(time.Millisecond))
-	}
-	return release, "", ""
 }
 
 // progressOf sends the caller a progress notification for each step of the run
