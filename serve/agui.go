@@ -143,16 +143,8 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	name := r.PathValue("name")
 	var body aguiInput
 	follow := func(rec *runRecord) { s.streamAGUI(w, r, rec, body, 0, nil) }
-	key, repeated, ok := s.requestOnce(w, r, p, "agui "+name, &body, fail, follow)
-	if repeated || !ok {
-		return
-	}
-	slot, ok := s.admit(w, r, p, fail)
+	key, slot, ok := s.accept(w, r, p, "agui "+name, &body, fail, follow)
 	if !ok {
-		return
-	}
-	if key == nil && !decodeJSON(w, r, &body, fail) {
-		slot()
 		return
 	}
 	if code, msg := body.check(); code != "" {

@@ -285,16 +285,8 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 			s.writeRunResult(w, rec)
 		}
 	}
-	key, repeated, ok := s.requestOnce(w, r, p, "runs "+r.PathValue("name"), &body, fail, follow)
-	if repeated || !ok {
-		return
-	}
-	slot, ok := s.admit(w, r, p, fail)
+	key, slot, ok := s.accept(w, r, p, "runs "+r.PathValue("name"), &body, fail, follow)
 	if !ok {
-		return
-	}
-	if key == nil && !decodeJSON(w, r, &body, fail) {
-		slot()
 		return
 	}
 	pr, ok := s.prepareRun(p, slot, r.PathValue("name"), body, fail)

@@ -106,3 +106,23 @@ func (s *Server) await(r *http.Request, rec *runRecord) bool {
 		return false
 	}
 }
+
+// accept takes a run request once: a repeat of an earlier request's
+// Idempotency-Key follows that request's run; else the request is admitted (a
+// run slot, which the caller then owns) and its body read into body. ok is false
+// when the request has been answered already.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, p Principal, endpoint string, body any,
+	fail func(status int, code, msg string), follow func(*runRecord)) (key *runKey, slot func(), ok bool) {
+	key, repeated, ok := s.requestOnce(w, r, p, endpoint, body, fail, follow)
+	if repeated || !ok {
+		return nil, nil, false
+	}
+	if slot, ok = s.admit(w, r, p, fail); !ok {
+		return nil, nil, false
+	}
+	if key == nil && !decodeJSON(w, r, body, fail) {
+		slot()
+		return nil, nil, false
+	}
+	return key, slot, true
+}

@@ -138,16 +138,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, p Princ
 	fail := openAIFail(w)
 	var body chatRequest
 	follow := func(rec *runRecord) { s.answerChat(w, r, rec, body) }
-	key, repeated, ok := s.requestOnce(w, r, p, "chat", &body, fail, follow)
-	if repeated || !ok {
-		return
-	}
-	slot, ok := s.admit(w, r, p, fail)
+	key, slot, ok := s.accept(w, r, p, "chat", &body, fail, follow)
 	if !ok {
-		return
-	}
-	if key == nil && !decodeJSON(w, r, &body, fail) {
-		slot()
 		return
 	}
 	in, status, code, msg := chatInput(body, s.limits.attachLimits())

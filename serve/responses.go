@@ -291,16 +291,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, p Princi
 	fail := responsesFail(w)
 	var body responsesRequest
 	follow := func(rec *runRecord) { s.answerResponse(w, r, rec, body) }
-	key, repeated, ok := s.requestOnce(w, r, p, "responses", &body, fail, follow)
-	if repeated || !ok {
-		return
-	}
-	slot, ok := s.admit(w, r, p, fail)
+	key, slot, ok := s.accept(w, r, p, "responses", &body, fail, follow)
 	if !ok {
-		return
-	}
-	if key == nil && !decodeJSON(w, r, &body, fail) {
-		slot()
 		return
 	}
 	in, status, code, msg := responsesInput(body, s.limits.attachLimits())
