@@ -28,11 +28,13 @@ type CORSConfig struct {
 const DefaultCORSMaxAge = 10 * time.Minute
 
 // What a page may send and read: the headers of the API's requests and the
-// headers of its answers that a page needs.
+// headers of its answers that a page needs, those of the protocols' clients too
+// (A2A's version and extensions, MCP's session and protocol version).
 const (
 	corsMethods        = "GET, POST, DELETE"
-	corsRequestHeaders = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-Agentrun-Conversation, traceparent"
-	corsExposedHeaders = "X-Agentrun-Run, Retry-After, X-Should-Retry"
+	corsRequestHeaders = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-Agentrun-Conversation, traceparent, " +
+		"A2A-Version, A2A-Extensions, Mcp-Session-Id, MCP-Protocol-Version"
+	corsExposedHeaders = "X-Agentrun-Run, Retry-After, X-Should-Retry, Mcp-Session-Id"
 )
 
 // validOrigin reports whether o is an origin as a browser sends it: an http or

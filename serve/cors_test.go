@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/serve"
@@ -22,12 +23,21 @@ func TestCORS(t *testing.T) {
 		ok.Header.Get("Access-Control-Allow-Headers") == "" || ok.Header.Get("Access-Control-Max-Age") != "600" {
 		t.Errorf("preflight of %s: %d %v", page, ok.Status, ok.Header)
 	}
+	// The protocols' browser clients send headers of their own, and MCP's reads its session's.
+	for _, h := range []string{"Mcp-Session-Id", "MCP-Protocol-Version", "A2A-Version", "Idempotency-Key"} {
+		if !strings.Contains(ok.Header.Get("Access-Control-Allow-Headers"), h) {
+			t.Errorf("a page may not send %s: %q", h, ok.Header.Get("Access-Control-Allow-Headers"))
+		}
+	}
 	if bad := preflight("https://evil.example"); bad.Status != http.StatusForbidden || bad.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("preflight of another origin: %d %v", bad.Status, bad.Header)
 	}
 	run := e.doT(t, "POST", "/v1/agents/support/runs", aliceToken, map[string]any{"input": "hello"}, "Origin", page)
 	if run.Status != http.StatusOK || run.Header.Get("Access-Control-Allow-Origin") != page || run.Header.Get("Access-Control-Expose-Headers") == "" {
 		t.Errorf("a run from %s: %d %v", page, run.Status, run.Header)
+	}
+	if exposed := run.Header.Get("Access-Control-Expose-Headers"); !strings.Contains(exposed, "Mcp-Session-Id") || !strings.Contains(exposed, "X-Agentrun-Run") {
+		t.Errorf("a page may not read the session or run headers: %q", exposed)
 	}
 	if other := e.doT(t, "GET", "/v1/agents", aliceToken, nil, "Origin", "https://evil.example"); other.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("another origin may read the answer: %v", other.Header)
