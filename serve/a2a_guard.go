@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -67,6 +68,11 @@ func (a *a2aService) beforeMessage(ctx context.Context, call *a2aCall, req *a2a.
 	msg := req.Message
 	if msg == nil || msg.ID == "" || len(msg.Parts) == 0 {
 		return nil, nil // the SDK's handler refuses it
+	}
+	// Refused here what the SDK's handler would refuse after this check: a
+	// decision is recorded here, and must not be for a message it then refuses.
+	if err := a2aCheckMessage(msg, a.s.limits.MaxInputChars); err != nil {
+		return nil, err
 	}
 	if msg.TaskID != "" {
 		return a.beforeDecision(ctx, call, msg)
@@ -211,7 +217,7 @@ func (a *a2aService) beforeDecision(ctx context.Context, call *a2aCall, msg *a2a
 	if err != nil {
 		return nil, a2aApprovalError(err)
 	}
-	decisions, err := a2aDecisions(msg, paused)
+	decisions, err := a2aDecisions(msg, paused, a2aShown(task))
 	if err != nil {
 		return nil, err
 	}
@@ -260,10 +266,78 @@ type a2aDecisionPart struct {
 	ArgsHash string `json:"args_hash"`
 }
 
+// a2aMaxMessageExtras bounds what a message carries besides its text and files
+// (metadata, extensions, references, data parts), all of which its task's
+// history keeps.
+const a2aMaxMessageExtras = 16 << 10
+
+// a2aCheckMessage refuses a message the SDK's handler would refuse (it has no
+// role, or a part that is null) and one whose text or extras are over their
+// bounds, before anything of it is recorded or kept.
+func a2aCheckMessage(msg *a2a.Message, maxChars int) error {
+	if msg.Role == "" {
+		return a2a.NewError(a2a.ErrInvalidParams, "message role is required")
+	}
+	chars := 0
+	extras := []any{msg.Metadata, msg.Extensions, msg.ReferenceTasks}
+	for i, p := range msg.Parts {
+		if p == nil {
+			return a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("parts[%d] is null", i))
+		}
+		switch c := p.Content.(type) {
+		case a2a.Text:
+			chars += utf8.RuneCountInString(string(c))
+		case a2a.Data:
+			extras = append(extras, c.Value)
+		}
+		extras = append(extras, p.Metadata)
+	}
+	if chars > maxChars {
+		return a2aFailure(http.StatusRequestEntityTooLarge, "input_too_long", fmt.Sprintf("the message's text is %d characters; at most %d", chars, maxChars))
+	}
+	if b, _ := json.Marshal(extras); len(b) > a2aMaxMessageExtras {
+		return a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("the message's metadata, extensions, references and data parts are over %d bytes", a2aMaxMessageExtras))
+	}
+	return nil
+}
+
+// a2aShown is what the task's input-required status showed its client: the
+// calls waiting, each with the hash of the arguments shown.
+func a2aShown(task *a2a.Task) map[string]string {
+	shown := map[string]string{}
+	if task.Status.Message == nil {
+		return shown
+	}
+	for _, p := range task.Status.Message.Parts {
+		d, ok := p.Content.(a2a.Data)
+		if !ok {
+			continue
+		}
+		raw, _ := json.Marshal(d.Value)
+		var v struct {
+			Approvals []runtime.Approval `json:"approvals"`
+		}
+		if json.Unmarshal(raw, &v) == nil {
+			for _, ap := range v.Approvals {
+				shown[ap.CallID] = ap.ArgsHash
+			}
+		}
+	}
+	return shown
+}
+
 // a2aDecisions reads a message's decisions on the calls of paused: a data part
-// per call, or the text "approve" or "deny" when one call waits.
-func a2aDecisions(msg *a2a.Message, paused *runtime.Paused) ([]runtime.DecideRequest, error) {
+// per call, or the text "approve" or "deny" when one call waits. A decision is
+// on the call the task showed, with the arguments it showed: when the run waits
+// on other calls than those (it went on meanwhile), the client must read the
+// task again.
+func a2aDecisions(msg *a2a.Message, paused *runtime.Paused, shown map[string]string) ([]runtime.DecideRequest, error) {
 	undecided := paused.Undecided()
+	for _, id := range undecided {
+		if _, ok := shown[id]; !ok {
+			return nil, a2a.NewError(a2a.ErrInvalidParams, "the task waits on other calls than it showed: read it again (GetTask) and decide on those")
+		}
+	}
 	how := `decide with a data part {"decision": "approve" or "reject", "call_id": …} for each call waiting, or the text "approve" or "deny" when one call waits`
 	var out []runtime.DecideRequest
 	var text []string
@@ -284,6 +358,9 @@ func a2aDecisions(msg *a2a.Message, paused *runtime.Paused) ([]runtime.DecideReq
 			if !ok || d.CallID == "" {
 				return nil, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("not a decision (%q on call %q): %s", d.Decision, d.CallID, how))
 			}
+			if d.ArgsHash == "" {
+				d.ArgsHash = shown[d.CallID]
+			}
 			out = append(out, runtime.DecideRequest{CallID: d.CallID, Approve: approve, Reason: d.Reason, ArgsHash: d.ArgsHash})
 		default:
 			return nil, a2a.NewError(a2a.ErrInvalidParams, "a task waiting for approval takes no files: "+how)
@@ -300,7 +377,7 @@ func a2aDecisions(msg *a2a.Message, paused *runtime.Paused) ([]runtime.DecideReq
 	case len(undecided) != 1:
 		return nil, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("%d calls wait for a decision: %s", len(undecided), how))
 	}
-	return []runtime.DecideRequest{{CallID: undecided[0], Approve: approve}}, nil
+	return []runtime.DecideRequest{{CallID: undecided[0], Approve: approve, ArgsHash: shown[undecided[0]]}}, nil
 }
 
 // a2aDecisionWord reads a decision: approve, or reject or deny.

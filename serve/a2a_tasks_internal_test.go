@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"github.com/agentrun/agentrun/runtime"
 	"github.com/agentrun/agentrun/runtime/tool"
 )
 
@@ -102,5 +103,20 @@ func TestA2ATaskStoreIsBounded(t *testing.T) {
 	}
 	if s.tasks["1"] != nil || s.tasks[a2a.TaskID(fmt.Sprint(maxRuns-1))] == nil || s.tasks["one more"] == nil {
 		t.Error("the oldest ended tasks go first, never the new one")
+	}
+}
+
+// A decision is on the calls the task showed: when the run has gone on to other
+// calls since, an "approve" meant for the shown one is refused, and a decision
+// without a hash takes the hash of the arguments shown.
+func TestA2ADecisionsAreOnWhatWasShown(t *testing.T) {
+	paused := &runtime.Paused{Approvals: []runtime.Approval{{CallID: "call_2", ArgsHash: "h2"}}}
+	approve := &a2a.Message{Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.NewTextPart("approve")}}
+	if _, err := a2aDecisions(approve, paused, map[string]string{"call_1": "h1"}); err == nil {
+		t.Error("an approve shown for call_1 decided call_2")
+	}
+	got, err := a2aDecisions(approve, paused, map[string]string{"call_2": "h2-as-shown"})
+	if err != nil || len(got) != 1 || got[0].CallID != "call_2" || got[0].ArgsHash != "h2-as-shown" {
+		t.Errorf("decisions = %+v, %v; want call_2 with the hash shown", got, err)
 	}
 }

@@ -613,6 +613,22 @@ func TestA2ADecisions(t *testing.T) {
 	if _, v := e.a2aRPC("/a2a/shop", bobToken, "SendMessage", a2aMessage("b1", textParts("approve"), "taskId", id)); rpcErrorOf(t, v).Code != -32001 {
 		t.Errorf("bob's decision on alice's task: %v", v)
 	}
+	// A message the SDK would refuse decides nothing: no role, a null part, or
+	// metadata past its bound.
+	approveA2 := []any{map[string]any{"data": map[string]any{"decision": "approve", "call_id": "call_cancel_a2"}}}
+	noRole := a2aMessage("d4", approveA2, "taskId", id, "contextId", ctxID)
+	delete(noRole["message"].(map[string]any), "role")
+	nullPart := a2aMessage("d5", []any{nil}, "taskId", id, "contextId", ctxID)
+	padded := a2aMessage("d6", approveA2, "taskId", id, "contextId", ctxID)
+	padded["message"].(map[string]any)["metadata"] = map[string]any{"pad": strings.Repeat("x", 20<<10)}
+	for name, m := range map[string]map[string]any{"no role": noRole, "a null part": nullPart, "padded metadata": padded} {
+		if _, v := e.a2aRPC("/a2a/shop", aliceToken, "SendMessage", m); rpcErrorOf(t, v) == nil {
+			t.Errorf("a decision with %s was taken: %v", name, v)
+		}
+	}
+	if n := e.shop.count("POST /users/alice/orders/A2/cancel"); n != 0 {
+		t.Fatalf("a refused message approved cancel A2 (%d runs)", n)
+	}
 	v = decide("d3", []any{
 		map[string]any{"data": map[string]any{"decision": "approve", "call_id": "call_cancel_a2", "args_hash": hash["call_cancel_a2"]}},
 		map[string]any{"data": map[string]any{"decision": "reject", "call_id": "call_cancel_a3", "reason": "A3 is a gift"}},

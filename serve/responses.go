@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -661,6 +662,12 @@ type responseBodies struct {
 
 func (b *responseBodies) keep(runs *runRegistry, id string, body responsesRequest) {
 	body.Input = nil // the run has what it was asked
+	// Only the conversation's id: {"id": …} may carry anything else, as large as the body.
+	if named, _ := body.namedConversation(); named != "" {
+		body.Conversation = json.RawMessage(strconv.Quote(named))
+	} else {
+		body.Conversation = nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/runtime"
@@ -65,5 +67,18 @@ func TestResponseStatuses(t *testing.T) {
 				t.Errorf("%s: message %v, want status %s", c.stop, item, want)
 			}
 		}
+	}
+}
+
+// A kept request holds the id of its conversation, not whatever else the
+// client's {"id": …} carried: kept requests stay small however large a body is.
+func TestKeptResponseHoldsOnlyTheConversationID(t *testing.T) {
+	var b responseBodies
+	body := responsesRequest{Model: "support", Input: json.RawMessage(`"hi"`),
+		Conversation: json.RawMessage(`{"id": "c-1", "pad": "` + strings.Repeat("x", 1<<20) + `"}`)}
+	b.keep(newRunRegistry(), "run_1", body)
+	kept, ok := b.get("run_1")
+	if !ok || string(kept.Conversation) != `"c-1"` || kept.Input != nil {
+		t.Errorf("kept conversation %.80s, input %s", kept.Conversation, kept.Input)
 	}
 }
