@@ -182,21 +182,11 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, rec *runReco
 		s.streamChat(w, r, rec, id, created, body)
 		return
 	}
-	if !s.await(r, rec) {
-		return
-	}
-	fail := openAIFail(w)
-	v := rec.snapshot()
-	if v.Status == runFailed {
-		fail(runFailure(v))
+	v, ok := s.answered(w, r, rec, openAIFail(w))
+	if !ok {
 		return
 	}
 	res := v.Result
-	if status, code, msg, failed := faultOf(res); failed {
-		noRetry(w, res)
-		fail(status, code, msg)
-		return
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": id, "object": "chat.completion", "created": created, "model": body.Model,
 		"choices": []any{map[string]any{"index": 0, "finish_reason": finishReason(res.Stop),
@@ -273,6 +263,26 @@ func faultOf(res *runtime.Result) (status int, code, msg string, failed bool) {
 		status, msg = http.StatusFailedDependency, msg+" after its tools ran; not retried, since they would run again"
 	}
 	return status, code, msg, true
+}
+
+// answered waits for a run answered whole and returns it; false when the client
+// left first, or the run could not run or ended on a fault, which fail has told
+// (see faultOf).
+func (s *Server) answered(w http.ResponseWriter, r *http.Request, rec *runRecord, fail func(status int, code, msg string)) (runView, bool) {
+	if !s.await(r, rec) {
+		return runView{}, false
+	}
+	v := rec.snapshot()
+	if v.Status == runFailed {
+		fail(runFailure(v))
+		return v, false
+	}
+	if status, code, msg, failed := faultOf(v.Result); failed {
+		noRetry(w, v.Result)
+		fail(status, code, msg)
+		return v, false
+	}
+	return v, true
 }
 
 // noRetry tells the official OpenAI clients, which obey x-should-retry, not to

@@ -377,18 +377,8 @@ func (s *Server) answerResponse(w http.ResponseWriter, r *http.Request, rec *run
 		s.streamResponse(w, r, rec, body)
 		return
 	}
-	if !s.await(r, rec) {
-		return
-	}
-	fail := responsesFail(w)
-	v := rec.snapshot()
-	if v.Status == runFailed {
-		fail(runFailure(v))
-		return
-	}
-	if status, code, msg, failed := faultOf(v.Result); failed {
-		noRetry(w, v.Result)
-		fail(status, code, msg)
+	v, ok := s.answered(w, r, rec, responsesFail(w))
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, responseObject(rec, body, v, responseText(rec, v)))
