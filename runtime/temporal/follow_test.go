@@ -69,7 +69,19 @@ func TestFollowAsksOnlyWhenTheRunMoves(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the second model call's request never reached the follower")
 	}
-	asked := rpcs.count(queryMethod)
+	// The query of the last move (the model's activity being scheduled may be
+	// one) may still be under way on a loaded machine: once the follower has
+	// been quiet a while, it must stay quiet while the run waits. A follower on
+	// a timer never settles, or asks again within the second.
+	asked, settled := rpcs.count(queryMethod), time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Since(settled) < 300*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if n := rpcs.count(queryMethod); n != asked {
+			asked, settled = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never stopped asking for events while the run waited on its model")
+		}
+	}
 	time.Sleep(time.Second) // what a follower does while nothing happens
 	if n := rpcs.count(queryMethod) - asked; n != 0 {
 		t.Errorf("the follower asked for events %d times while the run waited on its model", n)
