@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentrun/agentrun/console"
 )
 
 // maxHeaderTime bounds how long a client may take to send a request's headers.
@@ -101,6 +103,11 @@ func (s *Server) Handler() http.Handler {
 			auth = s.authenticateStream(rt.handle)
 		}
 		mux.Handle(rt.pattern, s.observe(rt.pattern, bodyCap, auth))
+	}
+	if s.opts.UI {
+		ui := console.Handler()
+		open("GET "+console.Prefix, ui.ServeHTTP)
+		open("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, console.Prefix, http.StatusFound) })
 	}
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))

@@ -55,6 +55,13 @@ type Options struct {
 	// Engine runs the runs elsewhere (a durable engine's workers); nil runs them
 	// in this process.
 	Engine Engine
+	// UI serves the web console (package console) under /ui/.
+	UI bool
+	// Dev is `agentrun dev`: on a loopback address only, without authentication, a
+	// request is the user its X-Agentrun-User header names (see devAuth); the
+	// status endpoint shows the diagnostics of a spec that failed to load, and
+	// every run keeps its model requests' messages for the console.
+	Dev bool
 }
 
 // Engine runs the server's runs and resumes its paused runs, their events going
