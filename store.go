@@ -89,6 +89,4 @@ func NeedsStore(s *spec.Spec) bool {
 
 // NeedsApproval reports whether some tool of the spec (its own or a skill's) may
 // wait for a person's approval.
-func NeedsApproval(s *spec.Spec) bool {
-	return slices.ContainsFunc(s.Tools, func(t spec.Tool) bool { return t.Approval != nil })
-}
+func NeedsApproval(s *spec.Spec) bool { return s.NeedsApproval() }

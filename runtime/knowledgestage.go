@@ -303,14 +303,10 @@ func (r *run) retrieve() {
 	}
 	ctx, cancel := r.host().CallContext(r.ctx, knowledgeTimeout)
 	defer cancel()
-	passages, err := r.agent.knowledge.Retrieve(ctx, g.Collection, r.input(), g.TopK, g.MinScore)
+	passages, err := r.agent.retrieve(ctx, g, r.input())
 	if err != nil {
 		r.emit(Event{Kind: EventRetrieve, Error: err.Error(), Message: "retrieval failed; answering without passages"})
 		return
-	}
-	passages = withinBudget(passages, g.MaxTokens)
-	for i := range passages {
-		passages[i].Instructions = knowledge.LooksLikeInstructions(passages[i].Text)
 	}
 	r.knowledge.rag = ragBlock(passages)
 	r.result.Retrieved = passages
@@ -320,6 +316,56 @@ func (r *run) retrieve() {
 		shown[i] = p
 	}
 	r.emit(Event{Kind: EventRetrieve, Passages: shown, Count: len(passages)})
+}
+
+// retrieve is what retrieval with settings g gives a question: the best passages
+// within g's token budget, each marked when it reads like instructions to the
+// model. A run's retrieval stage and CheckRetrieval both ask it.
+func (a *Agent) retrieve(ctx context.Context, g *spec.RAGSettings, question string) ([]knowledge.Passage, error) {
+	passages, err := a.knowledge.Retrieve(ctx, g.Collection, question, g.TopK, g.MinScore)
+	if err != nil {
+		return nil, err
+	}
+	passages = withinBudget(passages, g.MaxTokens)
+	for i := range passages {
+		passages[i].Instructions = knowledge.LooksLikeInstructions(passages[i].Text)
+	}
+	return passages, nil
+}
+
+// RetrievalCheck is what an intent's retrieval would put before the model for a
+// question: its settings and the passages, as a run's system prompt would hold
+// them.
+type RetrievalCheck struct {
+	Intent     string              `json:"intent"`
+	Collection string              `json:"collection"`
+	TopK       int                 `json:"top_k"`
+	MinScore   float64             `json:"min_score"`
+	MaxTokens  int                 `json:"max_tokens"`
+	Passages   []knowledge.Passage `json:"passages"`
+}
+
+// CheckRetrieval retrieves for question as intent's retrieval stage would —
+// the same search, token budget and marks — and runs nothing else.
+func (a *Agent) CheckRetrieval(ctx context.Context, intent, question string) (*RetrievalCheck, error) {
+	in := a.intents[intent]
+	switch {
+	case in == nil:
+		return nil, fmt.Errorf("no intent %q", intent)
+	case in.rag == nil:
+		return nil, fmt.Errorf("intent %s has no retrieval", intent)
+	case a.knowledge == nil:
+		return nil, errors.New("no knowledge index is open")
+	}
+	g := in.rag
+	passages, err := a.retrieve(ctx, g, question)
+	if err != nil {
+		return nil, err
+	}
+	if passages == nil {
+		passages = []knowledge.Passage{}
+	}
+	return &RetrievalCheck{Intent: intent, Collection: g.Collection, TopK: g.TopK, MinScore: g.MinScore, MaxTokens: g.MaxTokens, Passages: passages}, nil
 }
 
 // ragPreamble frames retrieved passages as data. Every passage line is quoted with

@@ -91,17 +91,11 @@ func (r *run) route() {
 		r.fallback(choose, fmt.Sprintf("the request named unknown intent %q", name))
 		return
 	}
-	routing := a.settings.Routing
-	if routing.Recognizer != spec.RecognizerOff {
-		if m, ok := a.rules.Match(r.input()); ok {
-			choose(a.intents[m.Intent], RoutedRules, m.Rule)
-			return
-		}
-	}
-	if routing.Recognizer != spec.RecognizerLLM {
-		r.fallback(choose, "no rule matched")
+	if it, how, detail, ok := a.routeWithoutModel(r.input()); ok {
+		choose(it, how, detail)
 		return
 	}
+	routing := a.settings.Routing
 	name, confidence, err := r.classify()
 	switch {
 	case r.state == StateStopped: // the classifier's call could have broken the budget: no intent
@@ -114,6 +108,37 @@ func (r *run) route() {
 	default:
 		choose(a.intents[name], RoutedLLM, fmt.Sprintf("confidence %.2f", confidence))
 	}
+}
+
+// routeWithoutModel is the router up to its classifier: a rule's intent, else
+// the fallback unless the recognizer is llm; ok is false when only the
+// classifier, a model call, can decide.
+func (a *Agent) routeWithoutModel(input string) (it *intent, how RoutedBy, detail string, ok bool) {
+	routing := a.settings.Routing
+	if routing.Recognizer != spec.RecognizerOff {
+		if m, ok := a.rules.Match(input); ok {
+			return a.intents[m.Intent], RoutedRules, m.Rule, true
+		}
+	}
+	if routing.Recognizer != spec.RecognizerLLM {
+		return a.intents[routing.Fallback], RoutedFallback, "no rule matched", true
+	}
+	return nil, RoutedNone, "", false
+}
+
+// RouteWithoutModel routes a question as a run would up to the classifier —
+// the rules, then the fallback when the recognizer is not llm — without input
+// filters, memory or a model call. ok is false when only the classifier could
+// decide; name is "" when the agent has no intents, or the fallback is none.
+func (a *Agent) RouteWithoutModel(question string) (name string, how RoutedBy, detail string, ok bool) {
+	if a.intents == nil {
+		return "", RoutedNone, "", true
+	}
+	it, how, detail, ok := a.routeWithoutModel(question)
+	if it != nil {
+		name = it.name
+	}
+	return name, how, detail, ok
 }
 
 func (r *run) fallback(choose func(*intent, RoutedBy, string), why string) {

@@ -283,3 +283,29 @@ func TestWireRoutingAndWhitelist(t *testing.T) {
 		t.Errorf("first message %v", first)
 	}
 }
+
+// RouteWithoutModel decides what the rules decide, as a run does, and says when
+// only the classifier could: shop-support's recognizer is llm.
+func TestRouteWithoutModel(t *testing.T) {
+	a := shopAgent(t, runtime.Options{})
+	for _, tt := range []struct {
+		question, intent string
+		how              runtime.RoutedBy
+		ok               bool
+	}{
+		{"Where is my order?", "order_status", runtime.RoutedRules, true},
+		{"配送费多少钱？", "faq", runtime.RoutedRules, true},
+		{"recommend something spicy", "", runtime.RoutedNone, false},
+	} {
+		name, how, detail, ok := a.RouteWithoutModel(tt.question)
+		if name != tt.intent || how != tt.how || ok != tt.ok || ok && detail == "" {
+			t.Errorf("%q: %q by %q (%q), %v; want %q by %q, %v", tt.question, name, how, detail, ok, tt.intent, tt.how, tt.ok)
+		}
+		if !ok {
+			continue
+		}
+		if rn, rhow, rdetail := a.Route(t.Context(), runtime.Request{Input: tt.question, User: tool.User{ID: "u"}}); rn != name || rhow != how || rdetail != detail {
+			t.Errorf("%q: Route says %q by %q (%q)", tt.question, rn, rhow, rdetail)
+		}
+	}
+}

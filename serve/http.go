@@ -75,6 +75,8 @@ func (s *Server) routes() []route {
 		{pattern: "POST /v1/responses", handle: s.createResponse, attachments: true},
 		{pattern: "GET /v1/responses/{id}", handle: s.getResponse},
 		{pattern: "POST /v1/agents/{name}/agui", handle: s.aguiRun, attachments: true},
+		{pattern: "GET /v1/agents/{name}/graph", handle: s.getGraph},
+		{pattern: "POST /v1/agents/{name}/knowledge/probe", handle: s.probeKnowledge},
 		// A2A (a2a.go); each agent's card is public, outside this table.
 		{pattern: "POST /a2a/{name}", handle: s.a2aJSONRPC, attachments: true},
 		{pattern: "POST /a2a/{name}/v0.3", handle: s.a2aJSONRPC03, attachments: true},

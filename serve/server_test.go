@@ -3,6 +3,7 @@ package serve_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -156,6 +157,10 @@ type envOptions struct {
 	env map[string]string
 	// ui and dev are Options.UI and Options.Dev.
 	ui, dev bool
+	// spec is the spec under testdata/ to serve instead of support.yaml; files
+	// are more of testdata/'s files copied beside it (knowledge sources).
+	spec  string
+	files []string
 }
 
 // env is a running server and its fakes.
@@ -166,6 +171,7 @@ type env struct {
 	model   *openaitest.Server
 	backend *backend
 	spec    string // the spec file the server loaded (in a temporary directory)
+	source  string // the spec under testdata/ it was written from
 	logs    *lockedBuffer
 	client  *http.Client
 }
@@ -190,7 +196,18 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.model = openaitest.New(t, o.reply)
 	e.model.Latency = o.latency
 	e.model.Requests() // its lock orders the write of Latency before the handler's read
-	e.spec = filepath.Join(t.TempDir(), "support.yaml")
+	e.source = cmp.Or(o.spec, "support.yaml")
+	e.spec = filepath.Join(t.TempDir(), e.source)
+	for _, f := range o.files {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(filepath.Dir(e.spec), f)), 0o755)
+		if err := os.WriteFile(filepath.Join(filepath.Dir(e.spec), f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if o.editSpec == nil {
 		o.editSpec = func(s string) string { return s }
 	}
@@ -248,10 +265,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 	return e
 }
 
-// writeSpec writes testdata/support.yaml, changed by edit, as the server's spec.
+// writeSpec writes the testdata spec (support.yaml unless envOptions.spec), changed by edit, as the server's spec.
 func (e *env) writeSpec(edit func(string) string) {
 	e.t.Helper()
-	data, err := os.ReadFile("testdata/support.yaml")
+	data, err := os.ReadFile(filepath.Join("testdata", e.source))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -403,6 +403,12 @@ func (s *Spec) UsesKnowledge() bool {
 	return len(s.Knowledge.Collections) > 0 || slices.ContainsFunc(s.Intents, func(in Intent) bool { return in.Cache != nil || in.RAG != nil })
 }
 
+// NeedsApproval reports whether some tool of the spec (its own or a skill's) may
+// wait for a person's approval.
+func (s *Spec) NeedsApproval() bool {
+	return slices.ContainsFunc(s.Tools, func(t Tool) bool { return t.Approval != nil })
+}
+
 // Collection returns the named collection, or nil.
 func (k *Knowledge) Collection(name string) *Collection {
 	for i := range k.Collections {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentrun/agentrun"
 	"github.com/agentrun/agentrun/runtime"
+	"github.com/agentrun/agentrun/runtime/graph"
 	"github.com/agentrun/agentrun/runtime/knowledge"
 	"github.com/agentrun/agentrun/runtime/model"
 	"github.com/agentrun/agentrun/runtime/model/attach"
@@ -854,17 +854,5 @@ func shutdownTelemetry(tel *telemetry.Telemetry) {
 	tel.Shutdown(ctx)
 }
 
-// formatCost shows US dollars with up to four significant digits and never in
-// exponent notation, which a cost of a cheap call would otherwise get ($8.1e-05):
-// $0.000081, $0.001234, $1.234, $1235.
-func formatCost(usd float64) string {
-	if usd <= 0 || math.IsInf(usd, 0) || math.IsNaN(usd) {
-		return "$" + strconv.FormatFloat(usd, 'f', -1, 64)
-	}
-	decimals := max(0, 3-int(math.Floor(math.Log10(usd))))
-	s := strconv.FormatFloat(usd, 'f', decimals, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return "$" + s
-}
+// formatCost shows US dollars as the graph does: $0.000081, $1.234, $1235.
+func formatCost(usd float64) string { return graph.FormatCost(usd) }

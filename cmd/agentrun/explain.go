@@ -244,11 +244,3 @@ func writePlan(w io.Writer, agent *runtime.Agent, plan runtime.Plan, s *spec.Spe
 	}
 	fmt.Fprintf(w, "\nestimated per model call before the conversation: ~%d tokens (prompt ~%d + tools ~%d)\n", prompt+tools, prompt, tools)
 }
-
-// setting shows an effective value, marked when the spec left it to its default.
-func setting(st *spec.Settings, key string, v any) string {
-	if st.IsDefault(key) {
-		return fmt.Sprintf("%v (default)", v)
-	}
-	return fmt.Sprint(v)
-}

@@ -1,11 +1,14 @@
 package main
 
 import (
-	"github.com/agentrun/agentrun/internal/openaitest"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/openaitest"
 )
 
 func TestExplain(t *testing.T) {
@@ -236,5 +239,31 @@ func TestExplainWarnsOfStarvedCache(t *testing.T) {
 	}
 	if _, _, stderr := runCLI(t, "explain", shopSupport); stderr != "" {
 		t.Errorf("the shop's rules take no FAQ question, yet: %s", stderr)
+	}
+}
+
+// graph --format json prints the graph Mermaid is drawn from; a format it does
+// not know is a usage error.
+func TestGraphJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "graph", "--format", "json", shopSupport)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var g struct {
+		Agent string
+		Nodes []struct{ ID, Kind string }
+		Edges []struct{ From, To, Label, Kind string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &g); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if g.Agent != "shop-support" || !slices.ContainsFunc(g.Nodes, func(n struct{ ID, Kind string }) bool { return n.ID == "agent:refund_specialist" && n.Kind == "agent" }) ||
+		!slices.ContainsFunc(g.Edges, func(e struct{ From, To, Label, Kind string }) bool {
+			return e.From == "state:THINKING" && e.To == "state:FINISHED" && e.Label == "cache_hit" && e.Kind == "transition"
+		}) {
+		t.Errorf("graph JSON:\n%s", stdout)
+	}
+	if code, _, stderr := runCLI(t, "graph", "--format", "dot", shopSupport); code != 2 || !strings.Contains(stderr, `unknown --format "dot"`) {
+		t.Errorf("--format dot: exit %d, %s", code, stderr)
 	}
 }
