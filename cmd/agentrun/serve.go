@@ -102,7 +102,7 @@ func newServeCommand() *cobra.Command {
 				fmt.Fprintln(errOut, "agentrun serve: WARNING: --insecure-no-auth: no authentication, every request runs as the user \"local\"")
 			}
 			fmt.Fprintf(errOut, "agentrun serve: listening on http://%s\n", ln.Addr())
-			return serveUntilSignal(cmd.Context(), srv, ln, cfg, logger)
+			return serveUntilSignal(cmd.Context(), srv, ln, cfg, logger, nil)
 		},
 	}
 	f := cmd.Flags()
@@ -118,9 +118,10 @@ func newServeCommand() *cobra.Command {
 }
 
 // serveUntilSignal serves until SIGTERM or SIGINT (or ctx ends), reloading on
-// SIGHUP; then it stops accepting, gives runs in flight the grace period, cancels
-// the rest and returns.
-func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, cfg serve.Config, log *slog.Logger) error {
+// SIGHUP (with reload, or when it is nil by reloading the specs and logging the
+// outcome); then it stops accepting, gives runs in flight the grace period,
+// cancels the rest and returns.
+func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, cfg serve.Config, log *slog.Logger, reload func(context.Context)) error {
 	hs := srv.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -138,7 +139,9 @@ func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, c
 				log.Info("shutting down", "signal", sig.String(), "grace_period", cfg.GracePeriod.String())
 				return shutdown(hs, srv, cfg.GracePeriod, log)
 			}
-			if err := srv.Reload(ctx); err != nil {
+			if reload != nil {
+				reload(ctx)
+			} else if err := srv.Reload(ctx); err != nil {
 				log.Error("reload failed: still serving the agents loaded before", "error", strings.TrimSpace(reloadError(err)))
 			} else {
 				log.Info("reloaded the specs")
