@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -304,6 +307,26 @@ func (s *Server) Reload(ctx context.Context) error {
 		}()
 	}
 	return nil
+}
+
+// Files is what a watcher reloading the server watches: the spec files and
+// directories of Options.Specs, and spec.Files of every agent served now.
+// Paths are absolute, cleaned, sorted and unique.
+func (s *Server) Files() []string {
+	seen := map[string]bool{}
+	for _, p := range s.opts.Specs {
+		if abs, err := filepath.Abs(p); err == nil {
+			seen[abs] = true
+		}
+	}
+	s.mu.RLock()
+	for _, a := range s.agents {
+		for _, p := range spec.Files(a.Spec) {
+			seen[p] = true
+		}
+	}
+	s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // agent returns the named agent, counted as in use until done is called.

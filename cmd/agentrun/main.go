@@ -73,6 +73,6 @@ func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.AddCommand(newInitCommand(), newValidateCommand(), newExecCommand(), newResumeCommand(), newRunsCommand(), newExplainCommand(), newGraphCommand(), newMemoryCommand(), newStoreCommand(), newIndexCommand(), newCacheCommand(), newKnowledgeCommand(), newServeCommand(), newMCPCommand(), newWorkerCommand(), newSkillsCommand(), newTestCommand(), newSchemaCommand(), newVersionCommand())
+	root.AddCommand(newInitCommand(), newValidateCommand(), newExecCommand(), newResumeCommand(), newRunsCommand(), newExplainCommand(), newGraphCommand(), newMemoryCommand(), newStoreCommand(), newIndexCommand(), newCacheCommand(), newKnowledgeCommand(), newServeCommand(), newDevCommand(), newMCPCommand(), newWorkerCommand(), newSkillsCommand(), newTestCommand(), newSchemaCommand(), newVersionCommand())
 	return root
 }

@@ -23,7 +23,7 @@ import (
 func newServeCommand() *cobra.Command {
 	var addr, config, st, model, index string
 	var engine temporalFlags
-	var insecure bool
+	var insecure, ui bool
 	cmd := &cobra.Command{
 		Use:   "serve [flags] SPEC|DIR...",
 		Short: "Serve agents over HTTP: a run API with SSE and an OpenAI-compatible endpoint",
@@ -36,9 +36,14 @@ func newServeCommand() *cobra.Command {
 			"old ones on any error.\n\n" +
 			"With --engine temporal every run is a Temporal workflow that `agentrun worker`\n" +
 			"processes run (give them the same specs and --store); the server authenticates,\n" +
-			"stores decisions on approvals and streams each run's events as before.",
+			"stores decisions on approvals and streams each run's events as before.\n\n" +
+			"With --ui the web console is served under /ui/ (and / leads there). Its pages\n" +
+			"hold no data and need no token; every API call they make authenticates as any\n" +
+			"other request does, with the token the page is given. For development on this\n" +
+			"machine, without tokens and with reloading on save, use `agentrun dev`.",
 		Example: "  agentrun serve --config serve.yaml examples/agents\n" +
-			"  agentrun serve --insecure-no-auth --model test examples/agents/shop-support.yaml",
+			"  agentrun serve --insecure-no-auth --model test examples/agents/shop-support.yaml\n" +
+			"  agentrun serve --config serve.yaml --ui examples/agents",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := serve.LoadConfig(config)
@@ -64,7 +69,7 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			opts := serve.Options{Config: cfg, Specs: args, Store: st, Model: model, Index: index,
-				InsecureNoAuth: insecure, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent}
+				InsecureNoAuth: insecure, UI: ui, Logger: logger, Telemetry: topts.Telemetry, RecordContent: topts.RecordContent}
 			var srv *serve.Server
 			if engine.onTemporal() {
 				// Payloads travel through the server's own store: the one it shares with
@@ -97,13 +102,14 @@ func newServeCommand() *cobra.Command {
 				fmt.Fprintln(errOut, "agentrun serve: WARNING: --insecure-no-auth: no authentication, every request runs as the user \"local\"")
 			}
 			fmt.Fprintf(errOut, "agentrun serve: listening on http://%s\n", ln.Addr())
-			return serveUntilSignal(cmd.Context(), srv, ln, cfg, logger)
+			return serveUntilSignal(cmd.Context(), srv, ln, cfg, logger, nil)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "", "the address to listen on (default "+serve.DefaultAddr+", or addr in the config)")
 	f.StringVar(&config, "config", "", "the server's config: authentication and limits (`serve.yaml`)")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "no authentication, every request is the user \"local\" (loopback addresses only)")
+	f.BoolVar(&ui, "ui", false, "serve the web console under /ui/ (its API calls authenticate as any request does)")
 	f.StringVar(&st, "store", "", "the memory store's URL for every agent (default: AGENTRUN_STORE, else the first spec's memory.url, else .agentrun/state.db)")
 	f.StringVar(&model, "model", "", "override every spec's model: test, script:FILE, openai[:NAME], anthropic[:NAME] or gemini[:NAME]")
 	f.StringVar(&index, "index", "", "the knowledge index file (default: AGENTRUN_INDEX, else knowledge.index, else .agentrun/knowledge.db)")
@@ -112,9 +118,10 @@ func newServeCommand() *cobra.Command {
 }
 
 // serveUntilSignal serves until SIGTERM or SIGINT (or ctx ends), reloading on
-// SIGHUP; then it stops accepting, gives runs in flight the grace period, cancels
-// the rest and returns.
-func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, cfg serve.Config, log *slog.Logger) error {
+// SIGHUP (with reload, or when it is nil by reloading the specs and logging the
+// outcome); then it stops accepting, gives runs in flight the grace period,
+// cancels the rest and returns.
+func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, cfg serve.Config, log *slog.Logger, reload func(context.Context)) error {
 	hs := srv.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -132,7 +139,9 @@ func serveUntilSignal(ctx context.Context, srv *serve.Server, ln net.Listener, c
 				log.Info("shutting down", "signal", sig.String(), "grace_period", cfg.GracePeriod.String())
 				return shutdown(hs, srv, cfg.GracePeriod, log)
 			}
-			if err := srv.Reload(ctx); err != nil {
+			if reload != nil {
+				reload(ctx)
+			} else if err := srv.Reload(ctx); err != nil {
 				log.Error("reload failed: still serving the agents loaded before", "error", strings.TrimSpace(reloadError(err)))
 			} else {
 				log.Info("reloaded the specs")
