@@ -32,6 +32,7 @@ export function initHeader() {
     try {
       const { agents = [] } = await api.agents();
       state.agents = agents;
+      if (banner.dataset.problem) hideBanner();
     } catch (err) {
       showProblem(err);
       return;
@@ -46,8 +47,17 @@ export function initHeader() {
     if (previous !== state.agent) emit("agent");
   }
 
+  function hideBanner() {
+    banner.hidden = true;
+    delete banner.dataset.problem;
+    clear(banner);
+  }
+
+  // showProblem tells that the server could not be asked (not signed in, not
+  // answering), which the next good answer clears.
   function showProblem(err) {
     banner.hidden = false;
+    banner.dataset.problem = "1";
     banner.className = "banner bad";
     const unauthorized = err instanceof ApiError && err.status === 401;
     clear(banner, h("strong", { text: unauthorized ? "Not signed in: " : "The server did not answer: " }),
@@ -57,11 +67,11 @@ export function initHeader() {
 
   function showStatus(st) {
     if (st.ok) {
-      banner.hidden = true;
-      clear(banner);
+      hideBanner();
       return;
     }
     banner.hidden = false;
+    delete banner.dataset.problem;
     banner.className = "banner bad";
     clear(banner,
       h("div", {}, h("strong", { text: "The specs on disk did not load; the agents served are the ones loaded before. " }), st.error || ""),
@@ -73,7 +83,10 @@ export function initHeader() {
     try {
       st = await api.status();
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404) return; // a server without the endpoint
+      if (err instanceof ApiError && err.status === 404) { // a server without the endpoint
+        if (banner.dataset.problem) hideBanner();
+        return;
+      }
       showProblem(err);
       return;
     }
