@@ -73,6 +73,7 @@ export function initGraph() {
     for (const { e, el } of drawn.edges) {
       const taken = e.kind === "transition" ? moves.has(`${e.from}|${e.to}|${e.label || ""}`) : nodes.has(e.from) && nodes.has(e.to);
       el.classList.toggle("on-path", taken);
+      el.querySelector("path").setAttribute("marker-end", taken ? "url(#arrow-on-path)" : "url(#arrow)");
     }
     const picked = [...nodes].filter((id) => drawn.nodes.has(id));
     pathLabel.textContent = state.selected.runID
@@ -90,10 +91,9 @@ export function initGraph() {
 function draw(canvas, graph, onPick) {
   const nodes = (graph.nodes || []).map((n) => ({ ...n, w: Math.max(60, textWidth(n.label || n.id) + 24), h: nodeHeight }));
   const edges = graph.edges || [];
-  const layout = layered(nodes, edges);
+  const layout = layered(nodes, edges, { groups: (graph.groups || []).map((g) => g.nodes || []) });
   const svg = s("svg", { class: "graph-svg", width: layout.width, height: layout.height + 30, viewBox: `0 0 ${layout.width} ${layout.height + 30}`, role: "img", "aria-label": `graph of ${graph.agent}` },
-    s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
-      s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }))));
+    s("defs", {}, arrow("arrow", "arrowhead"), arrow("arrow-on-path", "arrowhead on-path")));
   const byID = new Map(nodes.map((n) => [n.id, n]));
   for (const g of graph.groups || []) {
     const members = (g.nodes || []).map((id) => layout.pos.get(id)).filter(Boolean);
@@ -127,6 +127,11 @@ function draw(canvas, graph, onPick) {
   }
   clear(canvas, svg);
   return { nodes: drawnNodes, edges: drawnEdges };
+}
+
+function arrow(id, cls) {
+  return s("marker", { id, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
+    s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: cls }));
 }
 
 // edgePath is a curve from a's right to b's left; an edge going back (to its

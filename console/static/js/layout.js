@@ -6,8 +6,52 @@
 
 // layered places nodes ([{id, w, h}]) and edges ([{from, to}]); it answers
 // {pos: Map id → {x, y, w, h, layer}, width, height, back: Set of the indices of
-// the edges drawn against the layers' direction}.
-export function layered(nodes, edges, { colGap = 80, rowGap = 22, margin = 20 } = {}) {
+// the edges drawn against the layers' direction}. The graph's parts — nodes
+// joined by edges or by being in one of groups ([[id…]]) — are laid out each
+// on its own and stacked, so a state machine does not mingle with the intents.
+export function layered(nodes, edges, { groups = [], colGap = 80, rowGap = 22, margin = 20, partGap = 36 } = {}) {
+  const parts = components(nodes, edges, groups);
+  const pos = new Map();
+  const back = new Set();
+  let width = 0, y = 0;
+  for (const part of parts) {
+    const inPart = new Set(part.map((n) => n.id));
+    const partEdges = edges.map((e, i) => ({ e, i })).filter(({ e }) => inPart.has(e.from) && inPart.has(e.to));
+    const l = layoutPart(part, partEdges.map(({ e }) => e), { colGap, rowGap, margin });
+    for (const [id, p] of l.pos) pos.set(id, { ...p, y: p.y + y });
+    for (const j of l.back) back.add(partEdges[j].i);
+    width = Math.max(width, l.width);
+    y += l.height - margin + partGap;
+  }
+  return { pos, width, height: y - partGap + margin, back };
+}
+
+// components splits the nodes into the parts edges and groups join, in the
+// order of their first node.
+function components(nodes, edges, groups) {
+  const parent = new Map(nodes.map((n) => [n.id, n.id]));
+  const find = (x) => {
+    while (parent.get(x) !== x) x = parent.get(x);
+    return x;
+  };
+  const join = (a, b) => {
+    if (parent.has(a) && parent.has(b)) parent.set(find(a), find(b));
+  };
+  for (const e of edges) join(e.from, e.to);
+  for (const g of groups) for (let i = 1; i < g.length; i++) join(g[0], g[i]);
+  const parts = new Map();
+  for (const n of nodes) {
+    const root = find(n.id);
+    if (!parts.has(root)) parts.set(root, []);
+    parts.get(root).push(n);
+  }
+  // Lone nodes share a part of their own, at the end.
+  const lone = [], joined = [];
+  for (const p of parts.values()) (p.length === 1 ? lone : joined).push(p);
+  return lone.length ? [...joined, lone.flat()] : joined;
+}
+
+function layoutPart(nodes, edges, { colGap, rowGap, margin }) {
   const ids = nodes.map((n) => n.id);
   const index = new Map(ids.map((id, i) => [id, i]));
   const usable = edges.map((e, i) => ({ ...e, i })).filter((e) => index.has(e.from) && index.has(e.to) && e.from !== e.to);
