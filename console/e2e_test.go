@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,9 +55,16 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	seen := drive(t, tools, chromium, cfg, main.edit)
 
-	checkChat(t, seen)
-	checkViews(t, seen)
-	checkIsolation(t, seen, iso)
+	skipped, _ := cfg["skip"].([]string)
+	for step, check := range map[string]func(*testing.T, map[string]any){
+		"chat": checkChat, "messages": checkMessages, "approval": checkApproval, "graph": checkGraph, "knowledge": checkKnowledge,
+		"memory": checkMemory, "runs": checkRuns, "reload": checkReload,
+		"isolation": func(t *testing.T, seen map[string]any) { checkIsolation(t, seen, iso) },
+	} {
+		if !slices.Contains(skipped, step) {
+			check(t, seen)
+		}
+	}
 	if out, _ := seen["outside"].([]any); len(out) > 0 {
 		t.Errorf("requests left the server's origin: %v", out)
 	}
@@ -262,13 +270,21 @@ func drive(t *testing.T, tools, chromium string, cfg map[string]any, edit func(s
 }
 
 func checkChat(t *testing.T, seen map[string]any) {
-	t.Helper()
 	if a, _ := seen["answer"].(string); !strings.Contains(a, "A1002") || !strings.Contains(a, "兰州拉面") {
 		t.Errorf("the chat's answer is %q", seen["answer"])
 	}
 	if c, _ := seen["toolCall"].(string); !strings.Contains(c, "A1002") {
 		t.Errorf("the timeline's tool call shows %q, not its arguments", c)
 	}
+}
+
+func checkMessages(t *testing.T, seen map[string]any) {
+	if n, _ := seen["requestMessages"].(float64); n < 2 {
+		t.Errorf("a model request's messages show %v messages", seen["requestMessages"])
+	}
+}
+
+func checkApproval(t *testing.T, seen map[string]any) {
 	if p, _ := seen["pending"].(string); !strings.Contains(p, "cancel_order") {
 		t.Errorf("the paused run's bubble says %q", p)
 	}
@@ -283,28 +299,45 @@ func checkChat(t *testing.T, seen map[string]any) {
 	}
 }
 
-func checkViews(t *testing.T, seen map[string]any) {
-	t.Helper()
-	if p, _ := seen["probe"].(string); !strings.Contains(p, "FAQ cache") || !strings.Contains(p, "Retrieval") {
-		t.Errorf("the knowledge probe shows %q", p)
-	}
-	if c, _ := seen["conversation"].(string); !strings.Contains(c, "A1003") {
-		t.Errorf("the conversation shows %q", c)
-	}
-	if n, _ := seen["runs"].(float64); n < 2 {
-		t.Errorf("the runs list has %v runs", seen["runs"])
-	}
-	if d, _ := seen["description"].(string); !strings.Contains(d, "小满外卖客服") {
-		t.Errorf("after the edit the description is %q", d)
-	}
-	if d, _ := seen["diagnostics"].(string); !strings.Contains(d, "max_turns") {
-		t.Errorf("the diagnostics banner shows %q", d)
-	}
+func checkGraph(t *testing.T, seen map[string]any) {
 	path := fmt.Sprint(seen["graphPath"])
 	for _, id := range []string{"intent:cancel_order", "tool:cancel_order", "tool:list_recent_orders"} {
 		if !strings.Contains(path, id) {
 			t.Errorf("the graph's path %s lacks %s", path, id)
 		}
+	}
+}
+
+func checkKnowledge(t *testing.T, seen map[string]any) {
+	if p, _ := seen["probe"].(string); !strings.Contains(p, "FAQ cache") || !strings.Contains(p, "Retrieval") {
+		t.Errorf("the knowledge probe shows %q", p)
+	}
+}
+
+func checkMemory(t *testing.T, seen map[string]any) {
+	if c, _ := seen["conversation"].(string); !strings.Contains(c, "A1003") {
+		t.Errorf("the conversation shows %q", c)
+	}
+	if m, _ := seen["memory"].(string); !strings.Contains(m, "cancelled order A1003") {
+		t.Errorf("the memory shows %q", m)
+	}
+}
+
+func checkRuns(t *testing.T, seen map[string]any) {
+	if n, _ := seen["runs"].(float64); n < 2 {
+		t.Errorf("the runs list has %v runs", seen["runs"])
+	}
+	if k := fmt.Sprint(seen["replayedKinds"]); !strings.Contains(k, "tool_call") || !strings.Contains(k, "result") {
+		t.Errorf("the replayed run's timeline has %s", k)
+	}
+}
+
+func checkReload(t *testing.T, seen map[string]any) {
+	if d, _ := seen["description"].(string); !strings.Contains(d, "小满外卖客服") {
+		t.Errorf("after the edit the description is %q", d)
+	}
+	if d, _ := seen["diagnostics"].(string); !strings.Contains(d, "max_turns") {
+		t.Errorf("the diagnostics banner shows %q", d)
 	}
 }
 
