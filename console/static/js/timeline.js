@@ -102,19 +102,17 @@ const renderers = {
   model_request(e, m, t) {
     this.lastRequest.set(e.run_id || "", t);
     const offered = e.offered || [];
-    const detail = h("div", {});
     const runID = this.runID;
-    if (runID && m.seq) {
-      const out = h("div", { class: "messages" });
-      detail.append(h("button", {
-        type: "button", class: "small", text: "messages",
-        on: { click: () => showRequest(out, runID, m.seq) },
-      }), out);
-    }
+    const out = h("div", { class: "messages" });
+    const button = runID && m.seq ? h("button", {
+      type: "button", class: "small", text: "messages",
+      on: { click: () => showRequest(out, runID, m.seq) },
+    }) : null;
     return {
       summary: [badge(e.purpose || "agent"), ` ${e.messages || 0} messages`,
-        offered.length ? [", offered: ", offered.map((n, i) => [i ? ", " : "", mono(n)])] : (e.tools ? `, ${e.tools} tools` : "")],
-      detail,
+        offered.length ? [", offered: ", offered.map((n, i) => [i ? ", " : "", mono(n)])] : (e.tools ? `, ${e.tools} tools` : ""),
+        button ? " " : "", button],
+      detail: button ? out : null,
     };
   },
   model_response(e, m, t) {
