@@ -127,11 +127,17 @@ type Event struct {
 	// Text is a piece of the model's streamed text (EventText).
 	Text string `json:"text,omitempty"`
 
-	Purpose  Purpose      `json:"purpose,omitempty"`
-	Messages int          `json:"messages,omitempty"` // messages in a model request
-	Tools    int          `json:"tools,omitempty"`    // tools offered in a model request
-	Calls    int          `json:"calls,omitempty"`    // tool calls in a model response
-	Usage    *model.Usage `json:"usage,omitempty"`
+	Purpose  Purpose `json:"purpose,omitempty"`
+	Messages int     `json:"messages,omitempty"` // messages in a model request
+	Tools    int     `json:"tools,omitempty"`    // tools offered in a model request
+	Calls    int     `json:"calls,omitempty"`    // tool calls in a model response
+	// Offered names the tools offered in a model request.
+	Offered []string `json:"offered,omitempty"`
+	// Sent is a model request's messages, for observers in this process that show
+	// them (the console); it is never written out with the event, and an observer
+	// must not change it.
+	Sent  []model.Message `json:"-"`
+	Usage *model.Usage    `json:"usage,omitempty"`
 	// Cost is a model response's cost in US dollars, priced by the model that
 	// answered, a verdict's (its judge calls'), or the run's so far in a stop
 	// event; nil when a price is unknown.

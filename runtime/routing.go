@@ -146,7 +146,7 @@ func (r *run) classify() (string, float64, error) {
 		return "", 0, &budgetError{detail}
 	}
 	defer release()
-	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages)})
+	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeClassifier, Messages: len(req.Messages), Sent: req.Messages})
 	start := r.now()
 	resp, err := a.routerModel.Complete(r.ctx, req)
 	if err != nil {

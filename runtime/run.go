@@ -225,6 +225,18 @@ func (r *run) emit(e Event) {
 	r.req.Observer.Observe(e)
 }
 
+// toolNames are the names of the tools offered.
+func toolNames(tools []model.ToolDef) []string {
+	if len(tools) == 0 {
+		return nil
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
 // stamp fills in whose run an event is.
 func (r *run) stamp(e *Event) {
 	e.Run = r.id
@@ -313,7 +325,8 @@ func (r *run) think() *model.Message {
 		return nil
 	}
 	r.result.Turns++
-	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools)})
+	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeAgent, Messages: len(req.Messages), Tools: len(req.Tools),
+		Offered: toolNames(req.Tools), Sent: req.Messages})
 	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {

@@ -208,7 +208,7 @@ func (f *flow) callModel(st *flowStep, req *model.Request, id string) (string, e
 	f.turns++
 	turn := f.base + f.turns
 	f.mu.Unlock()
-	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Messages: len(req.Messages)})
+	r.emit(Event{Kind: EventModelRequest, Purpose: PurposeWorkflow, Turn: turn, Step: st.spec.Name, CallID: id, Messages: len(req.Messages), Sent: req.Messages})
 	start := r.now()
 	resp, err := r.agent.model.Complete(r.ctx, req)
 	if err != nil {

@@ -194,7 +194,8 @@ func (s *Server) start(ctx context.Context, pr *prepared) (rec *runRecord, ok bo
 	ctx, cancel := context.WithTimeout(ctx, pr.timeout)
 	name := pr.agent.Spec.Name
 	rec = newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
-	rec.orphanable, rec.key = pr.orphanable, pr.key
+	rec.orphanable, rec.key, rec.input = pr.orphanable, pr.key, preview(pr.req.Input)
+	rec.keepRequests = s.keepsRequests()
 	if pr.key == nil {
 		s.runs.add(rec)
 	} else if first, conflict := s.runs.addKeyed(rec); first != rec {

@@ -276,7 +276,8 @@ func (s *Server) resume(ctx context.Context, p *runtime.Paused, who runtime.Deci
 		s.resumeMu.Unlock()
 	}
 	runCtx, cancel := context.WithTimeout(s.runsCtx, s.limits.RunTimeout)
-	rec := s.runs.reopen(p.RunID, p.Agent, p.User, p.Conversation, cancel)
+	rec := s.runs.reopen(p.RunID, p.Agent, p.User, p.Conversation, p.Input, cancel)
+	rec.keepRequests = s.keepsRequests()
 	slot := s.limiter.hold(p.User)
 	observer := s.runObserver(rec, p.Agent)
 	s.metrics.RunStarted(p.Agent)

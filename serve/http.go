@@ -54,9 +54,12 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{pattern: "GET /v1/agents", handle: s.listAgents},
+		{pattern: "GET /v1/status", handle: s.getStatus},
 		{pattern: "POST /v1/agents/{name}/runs", handle: s.createRun, attachments: true},
+		{pattern: "GET /v1/runs", handle: s.listRuns},
 		{pattern: "GET /v1/runs/{id}", handle: s.getRun},
 		{pattern: "GET /v1/runs/{id}/events", handle: s.runEvents, streamToken: true},
+		{pattern: "GET /v1/runs/{id}/requests/{seq}", handle: s.getRequest},
 		{pattern: "POST /v1/runs/{id}/stream_token", handle: s.streamToken},
 		{pattern: "POST /v1/runs/{id}/cancel", handle: s.cancelRun},
 		{pattern: "GET /v1/runs/{id}/approvals", handle: s.getApprovals},
@@ -112,6 +115,9 @@ func (s *Server) Handler() http.Handler {
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
+	if s.opts.Dev {
+		return devOnly(mux) // no CORS: a dev server answers its own pages only
+	}
 	return s.cors(mux)
 }
 

@@ -41,6 +41,7 @@ type runRecord struct {
 	User         string
 	Conversation string
 	Created      time.Time
+	input        string // the first characters of its input (preview)
 
 	cancel context.CancelFunc
 	key    *runKey // the Idempotency-Key it was started with, if any
@@ -67,6 +68,11 @@ type runRecord struct {
 	// for approval, then resumed), by sequence number: each kept in events as an
 	// event of kind "result", so sequence numbers go on increasing.
 	results map[int][]byte
+	// keepRequests: the run keeps its model requests' messages (requests, by
+	// sequence number; requestBytes of them), see keepsRequests.
+	keepRequests bool
+	requests     map[int]keptRequest
+	requestBytes int
 }
 
 // resultKind is the SSE event name of a run's result, and the kind of the
@@ -80,8 +86,18 @@ func newRunRecord(id, agent, user, conversation string, cancel context.CancelFun
 
 // Observe keeps an event. It never blocks on a reader.
 func (r *runRecord) Observe(e runtime.Event) {
+	var sent []byte
+	if e.Sent != nil {
+		if r.keepRequests {
+			sent = sentJSON(e.Sent)
+		}
+		e.Sent = nil // the events kept must not hold every request's messages
+	}
 	r.mu.Lock()
 	r.flushTextLocked()
+	if sent != nil {
+		r.keepRequestLocked(r.firstSeq+len(r.events), e, sent)
+	}
 	r.observeLocked(e)
 	r.mu.Unlock()
 }
@@ -124,6 +140,12 @@ func (r *runRecord) observeLocked(e runtime.Event) {
 		for seq := range r.results {
 			if seq < r.firstSeq {
 				delete(r.results, seq)
+			}
+		}
+		for seq, k := range r.requests {
+			if seq < r.firstSeq {
+				r.requestBytes -= len(k.messages)
+				delete(r.requests, seq)
 			}
 		}
 	}
@@ -311,7 +333,7 @@ func (g *runRegistry) deleteLocked(id string) {
 
 // reopen registers the execution that resumes a paused run: the run's record, run
 // again, when this process has it (the same user's and agent's), else a new one.
-func (g *runRegistry) reopen(id, agent, user, conversation string, cancel context.CancelFunc) *runRecord {
+func (g *runRegistry) reopen(id, agent, user, conversation, input string, cancel context.CancelFunc) *runRecord {
 	g.mu.Lock()
 	r := g.runs[id]
 	g.mu.Unlock()
@@ -319,6 +341,7 @@ func (g *runRegistry) reopen(id, agent, user, conversation string, cancel contex
 		return r
 	}
 	r = newRunRecord(id, agent, user, conversation, cancel)
+	r.input = preview(input)
 	g.add(r)
 	return r
 }

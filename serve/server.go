@@ -122,6 +122,8 @@ type Server struct {
 	sweeperDone chan struct{}
 
 	mcp mcpHTTP // the state of /mcp
+
+	status loadStatus // what became of the last load of the specs (GET /v1/status)
 }
 
 // served is one agent the server offers, with the runs using it, so a reload
@@ -147,14 +149,20 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		tokens: newStreamTokens()}
 	s.limiter = newLimiter(s.limits)
 	s.a2a = newA2AService(s)
-	if opts.Stdio {
+	switch {
+	case opts.Stdio:
 		s.auth = stdioAuth{}
-	} else if opts.InsecureNoAuth {
+	case opts.Dev:
+		if !IsLoopback(opts.Config.Addr) {
+			return nil, fmt.Errorf("agentrun dev lets every request choose its user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
+		}
+		s.auth = devAuth{}
+	case opts.InsecureNoAuth:
 		if !IsLoopback(opts.Config.Addr) {
 			return nil, fmt.Errorf("--insecure-no-auth serves everyone as one user: only on a loopback address (127.0.0.1, [::1], localhost), not %q", opts.Config.Addr)
 		}
 		s.auth = insecureAuth{}
-	} else {
+	default:
 		if len(opts.Config.Auth.Tokens) == 0 && opts.Config.Auth.JWT == nil {
 			return nil, errors.New("no authentication is configured: give --config with auth.tokens or auth.jwt (or, on a loopback address only, --insecure-no-auth)")
 		}
@@ -167,6 +175,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.agents = agents
+	s.status.record(nil, time.Now())
 	s.runsCtx, s.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
 	go s.runs.janitor(s.runsCtx)
 	s.resuming = map[string]bool{}
@@ -280,6 +289,7 @@ func (s *Server) Store() store.Store { return s.store }
 // is closed once its runs are done.
 func (s *Server) Reload(ctx context.Context) error {
 	agents, err := s.load(ctx)
+	s.status.record(err, time.Now())
 	if err != nil {
 		return err
 	}

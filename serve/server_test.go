@@ -154,6 +154,8 @@ type envOptions struct {
 	model string
 	// env adds variables to the server's environment.
 	env map[string]string
+	// ui and dev are Options.UI and Options.Dev.
+	ui, dev bool
 }
 
 // env is a running server and its fakes.
@@ -223,6 +225,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Logger:      slog.New(slog.NewJSONHandler(e.logs, nil)),
 		LookupEnv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
 		ResumeGrace: o.resumeGrace,
+		UI:          o.ui,
+		Dev:         o.dev,
 	})
 	if err != nil {
 		t.Fatalf("serve.New: %v", err)

@@ -54,6 +54,26 @@ type Diagnostic struct {
 	Notes []Note `json:"notes,omitempty"`
 }
 
+// FlatDiagnostic is a Diagnostic as `agentrun validate --format json` and serve's
+// status show it: its positions spelt out as fields.
+type FlatDiagnostic struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Col      int    `json:"col"`
+	EndLine  int    `json:"end_line,omitempty"`
+	EndCol   int    `json:"end_col,omitempty"`
+	Severity string `json:"severity"`
+	Path     string `json:"path,omitempty"`
+	Message  string `json:"message"`
+	Hint     string `json:"hint,omitempty"`
+	Notes    []Note `json:"notes,omitempty"`
+}
+
+// Flat is d as a FlatDiagnostic.
+func (d Diagnostic) Flat() FlatDiagnostic {
+	return FlatDiagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.End.Line, d.End.Col, d.Severity.String(), d.Path, d.Message, d.Hint, d.Notes}
+}
+
 // Note is a position with a word about it.
 type Note struct {
 	Pos     Pos    `json:"pos"`

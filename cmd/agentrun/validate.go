@@ -304,27 +304,15 @@ func runeWidth(r rune) int {
 }
 
 func writeJSON(w io.Writer, files int, ds spec.Diagnostics) error {
-	type diagnostic struct {
-		File     string      `json:"file"`
-		Line     int         `json:"line"`
-		Col      int         `json:"col"`
-		EndLine  int         `json:"end_line,omitempty"`
-		EndCol   int         `json:"end_col,omitempty"`
-		Severity string      `json:"severity"`
-		Path     string      `json:"path,omitempty"`
-		Message  string      `json:"message"`
-		Hint     string      `json:"hint,omitempty"`
-		Notes    []spec.Note `json:"notes,omitempty"`
-	}
 	errs, warns := ds.Count()
 	out := struct {
-		Files       int          `json:"files"`
-		Errors      int          `json:"errors"`
-		Warnings    int          `json:"warnings"`
-		Diagnostics []diagnostic `json:"diagnostics"`
-	}{Files: files, Errors: errs, Warnings: warns, Diagnostics: []diagnostic{}}
+		Files       int                   `json:"files"`
+		Errors      int                   `json:"errors"`
+		Warnings    int                   `json:"warnings"`
+		Diagnostics []spec.FlatDiagnostic `json:"diagnostics"`
+	}{Files: files, Errors: errs, Warnings: warns, Diagnostics: []spec.FlatDiagnostic{}}
 	for _, d := range ds {
-		out.Diagnostics = append(out.Diagnostics, diagnostic{d.Pos.File, d.Pos.Line, d.Pos.Col, d.End.Line, d.End.Col, d.Severity.String(), d.Path, d.Message, d.Hint, d.Notes})
+		out.Diagnostics = append(out.Diagnostics, d.Flat())
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

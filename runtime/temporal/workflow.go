@@ -145,6 +145,7 @@ type eventLog struct {
 func (l *eventLog) Observe(e runtime.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	e.Sent = nil // the log is read in turns; nothing reads a request's messages from it
 	l.events = append(l.events, e)
 }
 
