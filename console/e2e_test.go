@@ -74,7 +74,6 @@ func TestConsoleInABrowser(t *testing.T) {
 }
 
 const (
-	userToken  = "e2e-token-u42"
 	aliceToken = "e2e-token-alice"
 	bobToken   = "e2e-token-bob"
 )
@@ -122,7 +121,8 @@ type server struct {
 
 // startShopSupport serves a copy of examples/agents/shop-support.yaml (with
 // what it uses) from a temporary directory, on the scripted model, against the
-// demo shop.
+// demo shop, as agentrun dev does: the page says who it is (u-42, the demo
+// shop's user).
 func startShopSupport(t *testing.T) *server {
 	t.Helper()
 	dir := t.TempDir()
@@ -139,11 +139,9 @@ func startShopSupport(t *testing.T) *server {
 	backend := httptest.NewServer(shop.New())
 	t.Cleanup(backend.Close)
 	t.Setenv("SHOP_API", backend.URL) // the skill's ${SHOP_API} is read from the process's environment
-	cfg := serve.Config{Addr: "127.0.0.1:0", Auth: serve.AuthConfig{Tokens: []serve.TokenConfig{
-		{SHA256: sha256Hex(userToken), User: "u-42", Attributes: map[string]string{"tier": "gold", "city": "上海"}},
-	}}}
-	srv, url := start(t, serve.Options{Config: cfg, Specs: []string{specPath}, Store: "sqlite://" + filepath.Join(dir, "state.db"),
-		Index: filepath.Join(dir, "knowledge.db"), Model: "script:" + script, UI: true})
+	srv, url := start(t, serve.Options{Config: serve.Config{Addr: "127.0.0.1:0"}, Specs: []string{specPath},
+		Store: "sqlite://" + filepath.Join(dir, "state.db"), Index: filepath.Join(dir, "knowledge.db"), Model: "script:" + script,
+		Dev: true, UI: true})
 	edit := func(what string) error {
 		data, err := os.ReadFile(specPath)
 		if err != nil {
@@ -164,7 +162,7 @@ func startShopSupport(t *testing.T) *server {
 		srv.Reload(context.Background()) // its failure is what the page shows
 		return nil
 	}
-	return &server{url: url, mode: "serve", token: userToken, edit: edit}
+	return &server{url: url, mode: "dev", edit: edit}
 }
 
 // startDesk serves testdata/desk.yaml in serve mode for alice and bob, each

@@ -11,12 +11,14 @@ export const identity = {
   token: sessionStorage.getItem(tokenKey) || "",
   user: "",
   attributes: {}, // context attributes, in dev mode
+  roles: "", // roles, comma-separated (approver), in dev mode
 };
 
 try {
   const dev = JSON.parse(sessionStorage.getItem(devKey) || "{}");
   identity.user = dev.user || "";
   identity.attributes = dev.attributes || {};
+  identity.roles = dev.roles || "";
 } catch {
   // a broken entry is as none
 }
@@ -27,10 +29,11 @@ export function setToken(token) {
   else sessionStorage.removeItem(tokenKey);
 }
 
-export function setDevIdentity(user, attributes) {
+export function setDevIdentity(user, attributes, roles) {
   identity.user = user.trim();
   identity.attributes = attributes;
-  sessionStorage.setItem(devKey, JSON.stringify({ user: identity.user, attributes }));
+  identity.roles = roles.trim();
+  sessionStorage.setItem(devKey, JSON.stringify({ user: identity.user, attributes, roles: identity.roles }));
 }
 
 // ApiError is an answer other than 2xx: its status and the API's error code.
@@ -47,9 +50,16 @@ function headers(extra = {}) {
   if (identity.token) h.Authorization = `Bearer ${identity.token}`;
   if (identity.mode === "dev") {
     if (identity.user) h["X-Agentrun-User"] = identity.user;
-    if (Object.keys(identity.attributes).length) h["X-Agentrun-Attributes"] = JSON.stringify(identity.attributes);
+    if (Object.keys(identity.attributes).length) h["X-Agentrun-Attributes"] = asciiJSON(identity.attributes);
+    if (identity.roles) h["X-Agentrun-Roles"] = identity.roles;
   }
   return h;
+}
+
+// asciiJSON is JSON with every character beyond ASCII escaped (\uXXXX): a
+// header's value must be Latin-1, and an attribute such as city: 上海 is not.
+export function asciiJSON(v) {
+  return JSON.stringify(v).replace(/[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }
 
 async function failure(res) {

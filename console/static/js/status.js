@@ -130,6 +130,9 @@ function setMode(mode) {
 // (serve); a change is told with changed().
 function initIdentity(changed) {
   const user = $("#dev-user");
+  const roles = $("#dev-roles");
+  roles.value = identity.roles;
+  roles.addEventListener("change", () => save());
   const rows = $("#dev-attributes");
   const token = $("#serve-token");
   user.value = identity.user;
@@ -140,7 +143,7 @@ function initIdentity(changed) {
       const [k, v] = row.querySelectorAll("input");
       if (k.value.trim()) attributes[k.value.trim()] = v.value;
     }
-    setDevIdentity(user.value, attributes);
+    setDevIdentity(user.value, attributes, roles.value);
     changed();
   };
   const addRow = (k = "", v = "") => {
