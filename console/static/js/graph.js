@@ -1,0 +1,152 @@
+// The graph view: the agent's intents, tools, domains, sub-agents and state
+// machine (GET /v1/agents/{name}/graph), drawn as SVG with layout.js, and the
+// path of the selected run highlighted: the intent it chose, the tools it
+// called and the state transitions it took.
+
+import { api } from "./api.js";
+import { h, s, $, clear, errorBox } from "./dom.js";
+import { layered } from "./layout.js";
+import { state, on } from "./state.js";
+
+const nodeHeight = 30;
+
+// textWidth estimates a label's width: wide (CJK) characters count double.
+function textWidth(label) {
+  let n = 0;
+  for (const ch of label) n += ch.codePointAt(0) > 0x2e80 ? 2 : 1;
+  return n * 7.2;
+}
+
+// pathOf is what a run's events say it went through: node ids and taken
+// transitions ("from|to|trigger").
+export function pathOf(events) {
+  const nodes = new Set();
+  const moves = new Set();
+  for (const e of events || []) {
+    switch (e.kind) {
+      case "intent":
+        if (e.intent) nodes.add(`intent:${e.intent}`);
+        break;
+      case "tool_call":
+        if (e.tool) nodes.add(`tool:${e.tool}`);
+        break;
+      case "agent":
+        if (e.agent) nodes.add(`agent:${e.agent}`);
+        break;
+      case "state":
+        if (e.state) nodes.add(`state:${e.state}`);
+        if (e.from) {
+          nodes.add(`state:${e.from}`);
+          moves.add(`state:${e.from}|state:${e.state}|${e.trigger || ""}`);
+        }
+        break;
+    }
+  }
+  return { nodes, moves };
+}
+
+export function initGraph() {
+  const canvas = $("#graph-canvas");
+  const detail = $("#graph-detail");
+  const pathLabel = $("#graph-path");
+  let graph = null;
+  let loadedFor = "";
+  let drawn = null;
+
+  async function load(force) {
+    if (!state.agent || (!force && loadedFor === state.agent && graph)) return highlight();
+    loadedFor = state.agent;
+    try {
+      graph = await api.graph(state.agent);
+      drawn = draw(canvas, graph, (n) => clear(detail, h("strong", { text: n.label || n.id }), ` (${n.kind}) `, n.detail || ""));
+      highlight();
+    } catch (err) {
+      graph = null;
+      clear(canvas, errorBox(err));
+    }
+  }
+
+  function highlight() {
+    if (!drawn) return;
+    const { nodes, moves } = pathOf(state.selected.events);
+    for (const [id, el] of drawn.nodes) el.classList.toggle("on-path", nodes.has(id));
+    for (const { e, el } of drawn.edges) {
+      const taken = e.kind === "transition" ? moves.has(`${e.from}|${e.to}|${e.label || ""}`) : nodes.has(e.from) && nodes.has(e.to);
+      el.classList.toggle("on-path", taken);
+      el.querySelector("path").setAttribute("marker-end", taken ? "url(#arrow-on-path)" : "url(#arrow)");
+    }
+    const picked = [...nodes].filter((id) => drawn.nodes.has(id));
+    pathLabel.textContent = state.selected.runID
+      ? `path of ${state.selected.runID}: ${picked.length} nodes, ${moves.size} transitions` : "pick or start a run to see its path";
+  }
+
+  on("view:graph", () => load(false));
+  on("agent", () => { graph = null; drawn = null; if (!$("#view-graph").hidden) load(true); });
+  on("agents", () => { graph = null; drawn = null; if (!$("#view-graph").hidden) load(true); });
+  on("selected", () => { if (!$("#view-graph").hidden) highlight(); });
+}
+
+// draw renders the graph into canvas; it answers the elements of its nodes
+// and edges, to highlight.
+function draw(canvas, graph, onPick) {
+  const nodes = (graph.nodes || []).map((n) => ({ ...n, w: Math.max(60, textWidth(n.label || n.id) + 24), h: nodeHeight }));
+  const edges = graph.edges || [];
+  const layout = layered(nodes, edges, { groups: (graph.groups || []).map((g) => g.nodes || []) });
+  const svg = s("svg", { class: "graph-svg", width: layout.width, height: layout.height + 30, viewBox: `0 0 ${layout.width} ${layout.height + 30}`, role: "img", "aria-label": `graph of ${graph.agent}` },
+    s("defs", {}, arrow("arrow", "arrowhead"), arrow("arrow-on-path", "arrowhead on-path")));
+  const byID = new Map(nodes.map((n) => [n.id, n]));
+  for (const g of graph.groups || []) {
+    const members = (g.nodes || []).map((id) => layout.pos.get(id)).filter(Boolean);
+    if (!members.length) continue;
+    const x0 = Math.min(...members.map((p) => p.x)) - 8, y0 = Math.min(...members.map((p) => p.y)) - 20;
+    const x1 = Math.max(...members.map((p) => p.x + p.w)) + 8, y1 = Math.max(...members.map((p) => p.y + p.h)) + 8;
+    svg.append(s("g", { class: "group", dataset: { group: g.id } },
+      s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 8 }),
+      s("text", { x: x0 + 6, y: y0 + 13, text: g.label || g.id })));
+  }
+  const drawnEdges = [];
+  edges.forEach((e, i) => {
+    const a = layout.pos.get(e.from), b = layout.pos.get(e.to);
+    if (!a || !b) return;
+    const { d, lx, ly } = edgePath(a, b, e.from === e.to, layout.back.has(i));
+    const el = s("g", { class: ["edge", `edge-${e.kind || "link"}`], dataset: { from: e.from, to: e.to } },
+      s("path", { d, "marker-end": "url(#arrow)" }),
+      e.label ? s("text", { x: lx, y: ly, "text-anchor": "middle", text: e.label }) : null);
+    drawnEdges.push({ e, el });
+    svg.append(el);
+  });
+  const drawnNodes = new Map();
+  for (const n of nodes) {
+    const p = layout.pos.get(n.id);
+    const el = s("g", { class: ["node", `node-${n.kind}`], dataset: { id: n.id }, tabindex: 0, on: { click: () => onPick(byID.get(n.id)) } },
+      s("title", { text: n.detail ? `${n.label}: ${n.detail}` : n.label || n.id }),
+      s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: n.kind === "state" ? 15 : 4 }),
+      s("text", { x: p.x + p.w / 2, y: p.y + p.h / 2 + 4, "text-anchor": "middle", text: n.label || n.id }));
+    drawnNodes.set(n.id, el);
+    svg.append(el);
+  }
+  clear(canvas, svg);
+  return { nodes: drawnNodes, edges: drawnEdges };
+}
+
+function arrow(id, cls) {
+  return s("marker", { id, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
+    s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: cls }));
+}
+
+// edgePath is a curve from a's right to b's left; an edge going back (to its
+// own layer or an earlier one) loops below both nodes.
+function edgePath(a, b, self, back) {
+  if (self) {
+    const x = a.x + a.w, y = a.y + a.h / 2;
+    return { d: `M ${x} ${y - 6} C ${x + 40} ${y - 30}, ${x + 40} ${y + 30}, ${x} ${y + 6}`, lx: x + 34, ly: y - 16 };
+  }
+  if (back || b.layer <= a.layer) {
+    const x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y + b.h;
+    const dip = Math.max(y1, y2) + 30 + Math.abs(x1 - x2) * 0.08;
+    return { d: `M ${x1} ${y1} C ${x1} ${dip}, ${x2} ${dip}, ${x2} ${y2}`, lx: (x1 + x2) / 2, ly: dip - 4 };
+  }
+  const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
+  const mx = (x1 + x2) / 2;
+  return { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, lx: mx, ly: (y1 + y2) / 2 - 4 };
+}
