@@ -39,8 +39,9 @@ func newDevCommand() *cobra.Command {
 		Long: "Serve agents for development: the serve API and the web console (under /ui/) on a\n" +
 			"loopback address, without authentication. A request is the user its\n" +
 			"X-Agentrun-User header names (default \"dev\"), with the attributes of its\n" +
-			"X-Agentrun-Attributes header (a JSON object of strings): the console lets you\n" +
-			"choose them. Any address that is not loopback is refused.\n\n" +
+			"X-Agentrun-Attributes header (a JSON object of strings) and the roles of\n" +
+			"X-Agentrun-Roles: the console lets you choose them. Any address that is not\n" +
+			"loopback is refused.\n\n" +
 			"dev prints the console's URL and opens nothing. It watches every file the agents\n" +
 			"are made of (their specs, skills, knowledge sources, model scripts and\n" +
 			"sub-agents' specs) and new specs in the directories given; after a change it\n" +
