@@ -1,20 +1,20 @@
 // Drives agentrun's web console in headless Chromium (the system's, through
-// playwright-core), as console/e2e_test.go asks: it chats with an offline
-// agent, checks the answer and the timeline's tool call, approves a call that
-// waits, probes the knowledge, looks at memory and conversations and the runs
-// list, has the Go side edit the spec on disk and waits for the page to show
-// the reload and the diagnostics — and, on a second server in serve mode, checks
-// that the page with one user's token lists none of another user's runs. It
-// saves a screenshot of each view and fails if any request left the page's
-// origin or the page logged an error.
+// playwright-core), as cmd/agentrun/console_test.go asks, against `agentrun dev`
+// and `agentrun serve --ui`: it chats with an offline agent, checks the answer
+// and the timeline's tool call, approves a call that waits, probes the
+// knowledge, looks at memory and conversations and the runs list, has the Go
+// side edit the spec on disk and waits for the page to show dev's reload and then the diagnostics — and,
+// on the server in serve mode, checks that the page with one user's token
+// lists none of another user's runs. It saves a screenshot of each view and
+// fails if any request left the page's origin or the page logged an error.
 //
 //   node console-e2e.mjs CONFIG_JSON
 //
 // CONFIG_JSON: {url, mode: "dev"|"serve", user, token, artifacts, readme,
 // skip: [step…], isolation: {url, token, foreignRun, ownRun}}. Lines on stdout
 // starting with "@" talk to the test: "@edit NAME" asks it to edit the spec
-// (it answers a line on stdin once done), "@shot PATH" names a screenshot, and
-// "@result JSON" is the last.
+// (it answers a line on stdin once the file is saved), "@shot PATH" names a
+// screenshot, and "@result JSON" is the last.
 import { chromium } from "playwright-core";
 import { createInterface } from "node:readline";
 import { copyFileSync } from "node:fs";
