@@ -25,7 +25,8 @@ import (
 // Chromium (tools/node/console-e2e.mjs) opens the console of `agentrun dev`
 // serving a copy of shop-support (on a scripted model, against the demo shop),
 // chats, sees the answer and the timeline's tool call, approves the
-// cancellation that waits and sees the run finish, looks at every view, and sees the spec this test edits on disk
+// cancellation that waits and sees the run finish — in the inbox and in the
+// chat — looks at every view, and sees the spec this test edits on disk
 // reloaded by dev's watcher, then its diagnostics. A second command, `agentrun
 // serve --ui` with two users' tokens, shows that the page with alice's token
 // lists none of bob's runs or approvals. No request leaves the server's origin
@@ -277,6 +278,18 @@ func checkConsoleApproval(t *testing.T, seen map[string]any) {
 	}
 	if d, _ := seen["decided"].(string); !strings.Contains(d, "approved") {
 		t.Errorf("the resumed run's decision shows %q", d)
+	}
+	if a, _ := seen["chatResumedAnswer"].(string); !strings.Contains(a, "A1003") || !strings.Contains(a, "cancelled") {
+		t.Errorf("the chat's bubble of the approved run shows %q, not its final answer", a)
+	}
+	if n, _ := seen["chatResumedPending"].(float64); n != 0 {
+		t.Errorf("the chat's bubble of the approved run still says it waits for approval")
+	}
+	if n, _ := seen["chatResumedNote"].(string); !strings.Contains(n, "cancel_order approved") {
+		t.Errorf("the chat's bubble of the approved run says %q, not what was decided", n)
+	}
+	if k := fmt.Sprint(seen["chatResumedKinds"]); !strings.Contains(k, "approval_decided") || strings.Count(k, "result") < 2 {
+		t.Errorf("the chat's timeline of the approved run has %s, not the resumed execution", k)
 	}
 }
 

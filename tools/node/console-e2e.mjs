@@ -1,11 +1,12 @@
 // Drives agentrun's web console in headless Chromium (the system's, through
 // playwright-core), as cmd/agentrun/console_test.go asks, against `agentrun dev`
 // and `agentrun serve --ui`: it chats with an offline agent, checks the answer
-// and the timeline's tool call, approves a call that waits, probes the
-// knowledge, looks at memory and conversations and the runs list, has the Go
-// side edit the spec on disk and waits for the page to show dev's reload and then the diagnostics — and,
-// on the server in serve mode, checks that the page with one user's token
-// lists none of another user's runs. It saves a screenshot of each view and
+// and the timeline's tool call, approves a call that waits (and sees the
+// chat follow the resumed run to its answer), probes the knowledge, looks at
+// memory and conversations and the runs list, has the Go side edit the spec
+// on disk and waits for the page to show dev's reload and then the
+// diagnostics — and, on the server in serve mode, checks that the page with
+// one user's token lists none of another user's runs. It saves a screenshot of each view and
 // fails if any request left the page's origin or the page logged an error.
 //
 //   node console-e2e.mjs CONFIG_JSON
@@ -127,6 +128,7 @@ try {
   await step("approval", async () => {
     const bubble = await chat(page, "Please cancel my order A1003", "awaiting_approval");
     seen.pending = await bubble.locator(".pending").innerText();
+    const runID = await bubble.getAttribute("data-run");
     await bubble.locator(".inbox-link").click();
     await page.waitForSelector("#view-approvals:not([hidden])");
     const call = page.locator(".approval-run .approval", { hasText: "cancel_order" });
@@ -141,6 +143,19 @@ try {
     seen.resumedOutcome = await finished.locator(".outcome").innerText();
     seen.decided = await finished.locator('.timeline [data-kind="approval_decided"]').innerText();
     await shot(page, "approvals-decided");
+
+    // Back in the chat, the paused run's bubble has followed it to its answer.
+    await page.click('#tabs a[data-view="chat"]');
+    const resumed = page.locator(`#chat-log .bubble.agent[data-run="${runID}"][data-stop="completed"]`);
+    await resumed.waitFor();
+    seen.chatResumedAnswer = await resumed.locator(".answer-text").innerText();
+    seen.chatResumedPending = await resumed.locator(".pending").count();
+    const decidedRow = page.locator('#chat-timeline [data-kind="approval_decided"]');
+    await decidedRow.waitFor();
+    await decidedRow.scrollIntoViewIfNeeded();
+    seen.chatResumedNote = await resumed.locator(".resumed").innerText();
+    seen.chatResumedKinds = await page.locator("#chat-timeline .ev").evaluateAll((els) => els.map((e) => e.dataset.kind));
+    await shot(page, "chat-resumed");
   });
 
   await step("graph", async () => {

@@ -48,7 +48,10 @@ export function initApprovals() {
         const answer = await api.decide(run.run_id, a.call_id, body);
         status.textContent = `${decision === "approve" ? "approved" : "rejected"} — the run is ${answer.status}`;
         box.classList.add(decision === "approve" ? "approved" : "rejected");
-        if (answer.status === "resumed") followRun(run.run_id, el);
+        if (answer.status === "resumed") {
+          followRun(run.run_id, el);
+          emit("approvals"); // the chat's bubble of this run follows it too
+        }
       } catch (err) {
         clear(status, errorBox(err));
         for (const b of box.querySelectorAll("button")) b.disabled = false;

@@ -2,7 +2,7 @@
 // page's choosing (POST /v1/agents/{name}/runs with stream: true), the answer's
 // text as it streams, and beside it the run's timeline, live.
 
-import { startRun } from "./api.js";
+import { startRun, follow } from "./api.js";
 import { h, $, clear, errorBox } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { state, on, emit, select } from "./state.js";
@@ -43,6 +43,75 @@ export function initChat() {
     }
   });
 
+  // Bubbles of runs paused for approval wait for a decision: they look again
+  // when an approval is decided in this page, when the chat is shown again, and
+  // every few seconds (a decision taken elsewhere).
+  const waiting = new Set();
+  const wake = () => { for (const w of [...waiting]) w(); };
+  on("approvals", wake);
+  on("view:chat", wake);
+
+  // handler answers the onEvent of a run shown in bubble: the answer's text as
+  // it streams, and the chat's timeline while it shows this run.
+  function handler(bubble, answer, progress) {
+    let afterCalls = false; // text after a response with calls starts the answer anew
+    return (m) => {
+      if (m.seq !== null) progress.last = m.seq;
+      if (timeline.runID === bubble.dataset.run) timeline.add(m);
+      const e = m.data || {};
+      if (e.kind === "approval_decided" && !e.depth) progress.decided.push([e.tool, e.passed ? "approved" : "rejected"]);
+      if (m.name === "model_response" && e.calls && !e.depth) afterCalls = true;
+      if (m.name === "text" && !e.depth) {
+        if (afterCalls || progress.fresh) {
+          answer.textContent = "";
+          afterCalls = progress.fresh = false;
+        }
+        answer.textContent += e.text || "";
+      }
+      if (m.name !== "result" && timeline.runID === bubble.dataset.run) emit("selected");
+    };
+  }
+
+  // followResumed waits until the paused run of bubble is decided, then
+  // follows its resumed execution (GET /v1/runs/{id}/events after the pause's
+  // result) to its result — which may pause again.
+  async function followResumed(bubble, answer, meta, progress) {
+    const runID = bubble.dataset.run;
+    while (bubble.isConnected && bubble.dataset.stop === "awaiting_approval") {
+      await new Promise((resolve) => {
+        const done = () => { waiting.delete(done); clearTimeout(timer); resolve(); };
+        const timer = setTimeout(done, 5000);
+        waiting.add(done);
+      });
+      if (!bubble.isConnected) return;
+      try {
+        const after = progress.last;
+        progress.fresh = true;
+        const show = handler(bubble, answer, progress);
+        const data = await follow({ runID, after, onEvent: (m) => {
+          if (progress.last === after) clear(meta, "resumed, running…");
+          show(m);
+        } });
+        if (progress.last === after) continue; // still paused: nothing after its result (204)
+        const note = bubble.querySelector(".pending");
+        if (note) {
+          clear(note, h("strong", { text: "Decided: " }),
+            progress.decided.map(([tool, how], i) => [i ? ", " : "", h("span", { class: "mono", text: tool }), ` ${how}`]),
+            progress.decided.length ? " — " : "", "the run resumed.");
+          note.classList.replace("pending", "resumed");
+        }
+        progress.decided = [];
+        showResult(bubble, answer, meta, data);
+      } catch (err) {
+        if (err.status === 404) return; // the run is no longer kept
+        clear(meta, errorBox(err));
+        return;
+      } finally {
+        emit("runs");
+      }
+    }
+  }
+
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = input.value.trim();
@@ -56,7 +125,7 @@ export function initChat() {
     log.append(bubble);
     bubble.scrollIntoView({ block: "end" });
     timeline.reset("");
-    let afterCalls = false; // text after a response with calls starts the answer anew
+    const progress = { last: 0, fresh: false, decided: [] };
     try {
       const result = await startRun(state.agent, { input: text, conversation: conv.value.trim() || undefined }, {
         onStart: (runID) => {
@@ -65,21 +134,10 @@ export function initChat() {
           bubble.dataset.run = runID || "";
           select(runID, timeline.events);
         },
-        onEvent: (m) => {
-          timeline.add(m);
-          const e = m.data || {};
-          if (m.name === "model_response" && e.calls && !e.depth) afterCalls = true;
-          if (m.name === "text" && !e.depth) {
-            if (afterCalls) {
-              answer.textContent = "";
-              afterCalls = false;
-            }
-            answer.textContent += e.text || "";
-          }
-          if (m.name !== "result") emit("selected");
-        },
+        onEvent: handler(bubble, answer, progress),
       });
       showResult(bubble, answer, meta, result);
+      if (bubble.dataset.stop === "awaiting_approval") followResumed(bubble, answer, meta, progress);
     } catch (err) {
       bubble.classList.remove("streaming");
       clear(meta, errorBox(err));
