@@ -4,7 +4,7 @@
 // resumes, and its events are followed here until it finishes.
 
 import { api, follow } from "./api.js";
-import { h, $, clear, pretty, errorBox, formatTime } from "./dom.js";
+import { h, $, clear, pretty, errorBox, formatTime, formatIn } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { on, emit, select } from "./state.js";
 
@@ -31,7 +31,7 @@ export function initApprovals() {
   function card(run) {
     const el = h("article", { class: "card approval-run", dataset: { run: run.run_id } },
       h("header", {}, h("strong", { text: run.agent }), " ", h("span", { class: "badge warn", text: run.status }),
-        h("span", { class: "muted", text: ` ${run.user || ""} · since ${formatTime(run.created)}${run.expires ? ` · expires ${formatTime(run.expires)}` : ""}` }),
+        h("span", { class: "muted", text: ` ${run.user || ""} · since ${formatTime(run.created)}${run.expires ? ` · expires ${formatTime(run.expires)} (${formatIn(run.expires) || "now"})` : ""}` }),
         h("div", { class: "muted mono", text: `${run.run_id}${run.conversation ? " · " + run.conversation : ""}` })),
       run.input ? h("blockquote", { text: run.input }) : null);
     for (const a of run.approvals || []) el.append(call(run, a, el));
@@ -75,6 +75,9 @@ export function initApprovals() {
   async function followRun(runID, el) {
     followed.set(runID, el);
     const outcome = h("div", { class: "outcome", text: "resumed, running…" });
+    const badge = el.querySelector("header .badge");
+    const mark = (text, tone) => { if (badge) { badge.textContent = text; badge.className = `badge ${tone}`; } };
+    mark("resumed", "");
     const tl = h("div", { class: "timeline" });
     el.append(outcome, tl);
     const timeline = new Timeline(tl);
@@ -86,6 +89,7 @@ export function initApprovals() {
       clear(outcome, h("span", { class: ["badge", r.stop === "completed" ? "good" : "warn"], text: r.stop || "?" }), " finished",
         r.answer ? h("div", { class: "answer", text: r.answer }) : null);
       el.dataset.finished = r.stop || "";
+      mark(r.stop || "finished", r.stop === "completed" ? "good" : "warn");
     } catch (err) {
       clear(outcome, errorBox(err));
     } finally {

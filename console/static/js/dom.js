@@ -107,5 +107,15 @@ export function formatCost(c) {
 export function formatTime(iso) {
   if (!iso) return "";
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleTimeString();
+  if (Number.isNaN(d.getTime())) return iso;
+  // The time alone today; on another day, the date too.
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : `${d.toLocaleDateString()} ${d.toLocaleTimeString()}`;
+}
+
+// formatIn says how far off a time ahead is: "in 24 h", "in 5 min".
+export function formatIn(iso) {
+  const ms = Date.parse(iso) - Date.now();
+  if (Number.isNaN(ms) || ms < 0) return "";
+  if (ms >= 3600e3) return `in ${Math.round(ms / 3600e3)} h`;
+  return `in ${Math.max(1, Math.round(ms / 60e3))} min`;
 }

@@ -71,9 +71,13 @@ export function initGraph() {
     const { nodes, moves } = pathOf(state.selected.events);
     for (const [id, el] of drawn.nodes) el.classList.toggle("on-path", nodes.has(id));
     for (const { e, el } of drawn.edges) {
-      const taken = e.kind === "transition" ? moves.has(`${e.from}|${e.to}|${e.label || ""}`) : nodes.has(e.from) && nodes.has(e.to);
+      const triggers = e.kind === "transition" ? e.triggers.filter((t) => moves.has(`${e.from}|${e.to}|${t}`)) : [];
+      const taken = e.kind === "transition" ? triggers.length > 0 : nodes.has(e.from) && nodes.has(e.to);
       el.classList.toggle("on-path", taken);
       el.querySelector("path").setAttribute("marker-end", taken ? "url(#arrow-on-path)" : "url(#arrow)");
+      const label = el.querySelector("text");
+      if (label) label.textContent = triggers.length && e.triggers.length > 1 ? triggers.join(", ") : e.label;
+      if (taken) el.parentNode.insertBefore(el, drawn.firstNode); // over the edges not taken
     }
     const picked = [...nodes].filter((id) => drawn.nodes.has(id));
     pathLabel.textContent = state.selected.runID
@@ -90,10 +94,11 @@ export function initGraph() {
 // and edges, to highlight.
 function draw(canvas, graph, onPick) {
   const nodes = (graph.nodes || []).map((n) => ({ ...n, w: Math.max(60, textWidth(n.label || n.id) + 24), h: nodeHeight }));
-  const edges = graph.edges || [];
-  const layout = layered(nodes, edges, { groups: (graph.groups || []).map((g) => g.nodes || []) });
-  const svg = s("svg", { class: "graph-svg", width: layout.width, height: layout.height + 30, viewBox: `0 0 ${layout.width} ${layout.height + 30}`, role: "img", "aria-label": `graph of ${graph.agent}` },
+  const edges = bundle(graph.edges || []);
+  const layout = layered(nodes, edges, { groups: (graph.groups || []).map((g) => g.nodes || []), colGap: 110 });
+  const svg = s("svg", { class: "graph-svg", role: "img", "aria-label": `graph of ${graph.agent}` },
     s("defs", {}, arrow("arrow", "arrowhead"), arrow("arrow-on-path", "arrowhead on-path")));
+  let width = layout.width, height = layout.height;
   const byID = new Map(nodes.map((n) => [n.id, n]));
   for (const g of graph.groups || []) {
     const members = (g.nodes || []).map((id) => layout.pos.get(id)).filter(Boolean);
@@ -105,16 +110,30 @@ function draw(canvas, graph, onPick) {
       s("text", { x: x0 + 6, y: y0 + 13, text: g.label || g.id })));
   }
   const drawnEdges = [];
+  const labels = new Labels([...layout.pos.values()]);
   edges.forEach((e, i) => {
     const a = layout.pos.get(e.from), b = layout.pos.get(e.to);
     if (!a || !b) return;
-    const { d, lx, ly } = edgePath(a, b, e.from === e.to, layout.back.has(i));
+    const { d, lx, ly, dip, bottom } = edgePath(a, b, e.from === e.to, layout.back.has(i));
+    height = Math.max(height, bottom + 8);
+    let text = null;
+    if (e.label) {
+      // Room for the widest label it may show: its own, or one trigger of a path.
+      const w = Math.max(textWidth(e.label), ...e.triggers.map(textWidth)) * 0.85 + 6;
+      const at = labels.place(lx, ly, w, dip);
+      text = s("text", { x: at.x, y: at.y, "text-anchor": "middle", text: e.label });
+      width = Math.max(width, at.x + w / 2 + 4);
+      height = Math.max(height, at.y + 6);
+    }
     const el = s("g", { class: ["edge", `edge-${e.kind || "link"}`], dataset: { from: e.from, to: e.to } },
-      s("path", { d, "marker-end": "url(#arrow)" }),
-      e.label ? s("text", { x: lx, y: ly, "text-anchor": "middle", text: e.label }) : null);
+      e.triggers.length > 1 ? s("title", { text: `${e.from} → ${e.to}: ${e.triggers.join(", ")}` }) : null,
+      s("path", { d, "marker-end": "url(#arrow)" }), text);
     drawnEdges.push({ e, el });
     svg.append(el);
   });
+  svg.setAttribute("width", Math.ceil(width));
+  svg.setAttribute("height", Math.ceil(height));
+  svg.setAttribute("viewBox", `0 0 ${Math.ceil(width)} ${Math.ceil(height)}`);
   const drawnNodes = new Map();
   for (const n of nodes) {
     const p = layout.pos.get(n.id);
@@ -126,7 +145,52 @@ function draw(canvas, graph, onPick) {
     svg.append(el);
   }
   clear(canvas, svg);
-  return { nodes: drawnNodes, edges: drawnEdges };
+  return { nodes: drawnNodes, edges: drawnEdges, firstNode: drawnNodes.values().next().value || null };
+}
+
+// bundle draws a state machine's transitions between the same two states as
+// one edge: its label is its trigger, or, for many, how many there are (each
+// is listed in its title, and a path's shows on it).
+function bundle(edges) {
+  const out = [];
+  const byPair = new Map();
+  for (const e of edges) {
+    if (e.kind !== "transition") {
+      out.push({ ...e, triggers: [] });
+      continue;
+    }
+    const pair = `${e.from}|${e.to}`;
+    let b = byPair.get(pair);
+    if (!b) {
+      b = { ...e, triggers: [] };
+      byPair.set(pair, b);
+      out.push(b);
+    }
+    b.triggers.push(e.label || "");
+  }
+  for (const b of byPair.values()) {
+    const named = b.triggers.filter(Boolean);
+    b.label = named.length > 2 ? `${named.length} triggers` : named.join(", ");
+  }
+  return out;
+}
+
+// Labels places edge labels where they overlap no node and no label placed
+// before: at their edge's middle, else a little above or below it.
+class Labels {
+  constructor(nodes) {
+    this.boxes = nodes.map((p) => ({ x0: p.x - 2, y0: p.y - 2, x1: p.x + p.w + 2, y1: p.y + p.h + 2 }));
+  }
+
+  place(x, y, w, dip) {
+    const box = (dy) => ({ x0: x - w / 2, y0: y + dy - 11, x1: x + w / 2, y1: y + dy + 3 });
+    const free = (b) => !this.boxes.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
+    // A label of an edge looping below its nodes goes further down, not up.
+    const tries = dip ? [0, 13, 26, 39, 52] : [0, -13, 13, -26, 26, -39, 39];
+    const dy = tries.find((t) => free(box(t))) ?? 0;
+    this.boxes.push(box(dy));
+    return { x, y: y + dy };
+  }
 }
 
 function arrow(id, cls) {
@@ -139,14 +203,14 @@ function arrow(id, cls) {
 function edgePath(a, b, self, back) {
   if (self) {
     const x = a.x + a.w, y = a.y + a.h / 2;
-    return { d: `M ${x} ${y - 6} C ${x + 40} ${y - 30}, ${x + 40} ${y + 30}, ${x} ${y + 6}`, lx: x + 34, ly: y - 16 };
+    return { d: `M ${x} ${y - 6} C ${x + 40} ${y - 30}, ${x + 40} ${y + 30}, ${x} ${y + 6}`, lx: x + 34, ly: y - 16, bottom: y + 30 };
   }
   if (back || b.layer <= a.layer) {
     const x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y + b.h;
     const dip = Math.max(y1, y2) + 30 + Math.abs(x1 - x2) * 0.08;
-    return { d: `M ${x1} ${y1} C ${x1} ${dip}, ${x2} ${dip}, ${x2} ${y2}`, lx: (x1 + x2) / 2, ly: dip - 4 };
+    return { d: `M ${x1} ${y1} C ${x1} ${dip}, ${x2} ${dip}, ${x2} ${y2}`, lx: (x1 + x2) / 2, ly: dip - 4, dip: true, bottom: dip };
   }
   const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
   const mx = (x1 + x2) / 2;
-  return { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, lx: mx, ly: (y1 + y2) / 2 - 4 };
+  return { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, lx: mx, ly: (y1 + y2) / 2 - 4, bottom: Math.max(y1, y2) };
 }

@@ -8,6 +8,14 @@ import { h, $, clear, kv, errorBox } from "./dom.js";
 import { passageList, fmtScore } from "./timeline.js";
 import { state, on, currentAgent } from "./state.js";
 
+// routedBy says what a probe's routed_by means (docs/serve.md).
+const routedBy = {
+  pre: "pre — the intent picked here",
+  rules: "rules",
+  fallback: "fallback — no rule matched",
+  knowledge: "knowledge — the classifier would decide; the one intent with knowledge",
+};
+
 export function initKnowledge() {
   const form = $("#probe-form");
   const question = $("#probe-question");
@@ -40,7 +48,7 @@ function render(res) {
   const c = res.cache;
   const r = res.retrieval;
   return h("div", { class: "probe" },
-    kv([["intent", res.intent], ["routed by", res.routed_by]]),
+    kv([["intent", res.intent], ["routed by", routedBy[res.routed_by] || res.routed_by]]),
     h("article", { class: "card probe-cache" }, h("h3", { text: "FAQ cache" }), c ? cacheDecision(c) : h("p", { class: "muted", text: "This intent has no cache." })),
     h("article", { class: "card probe-retrieval" }, h("h3", { text: "Retrieval" }),
       r ? [h("p", {}, "collection ", h("strong", { text: r.collection }), ` · ${(r.passages || []).length} passages`), passageList(r.passages || [])]

@@ -1,8 +1,10 @@
 // A small layered graph layout (in the manner of Sugiyama's): cycles broken by
 // reversing the back edges a depth-first search finds, nodes put in layers by
 // their longest path from a source, layers ordered by a few barycenter sweeps,
-// then placed left to right. It is a pure function of its input, so the same
-// graph is always drawn the same way.
+// then placed left to right. A group whose members no edge joins (the tools,
+// the domains) is kept to one layer, and a group's members are kept together
+// in each layer, so the groups' boxes do not overlap. It is a pure function of
+// its input, so the same graph is always drawn the same way.
 
 // layered places nodes ([{id, w, h}]) and edges ([{from, to}]); it answers
 // {pos: Map id → {x, y, w, h, layer}, width, height, back: Set of the indices of
@@ -17,7 +19,8 @@ export function layered(nodes, edges, { groups = [], colGap = 80, rowGap = 22, m
   for (const part of parts) {
     const inPart = new Set(part.map((n) => n.id));
     const partEdges = edges.map((e, i) => ({ e, i })).filter(({ e }) => inPart.has(e.from) && inPart.has(e.to));
-    const l = layoutPart(part, partEdges.map(({ e }) => e), { colGap, rowGap, margin });
+    const partGroups = groups.map((g) => g.filter((id) => inPart.has(id))).filter((g) => g.length);
+    const l = layoutPart(part, partEdges.map(({ e }) => e), partGroups, { colGap, rowGap, margin });
     for (const [id, p] of l.pos) pos.set(id, { ...p, y: p.y + y });
     for (const j of l.back) back.add(partEdges[j].i);
     width = Math.max(width, l.width);
@@ -51,15 +54,55 @@ function components(nodes, edges, groups) {
   return lone.length ? [...joined, lone.flat()] : joined;
 }
 
-function layoutPart(nodes, edges, { colGap, rowGap, margin }) {
+function layoutPart(nodes, edges, groups, { colGap, rowGap, margin }) {
   const ids = nodes.map((n) => n.id);
   const index = new Map(ids.map((id, i) => [id, i]));
   const usable = edges.map((e, i) => ({ ...e, i })).filter((e) => index.has(e.from) && index.has(e.to) && e.from !== e.to);
   const back = backEdges(ids, usable);
   const dag = usable.map((e) => (back.has(e.i) ? { from: e.to, to: e.from, i: e.i } : e));
   const layer = layers(ids, dag);
+  alignFlatGroups(layer, groups, dag);
   const order = orderLayers(ids, dag, layer);
+  keepGroupsTogether(order, groups);
   return place(nodes, order, layer, back, { colGap, rowGap, margin });
+}
+
+// alignFlatGroups moves the members of each group that no edge joins into one
+// layer, the deepest of theirs, pushing what follows them further, then
+// renumbers the layers without gaps. A few rounds at most: the edges always
+// hold.
+function alignFlatGroups(layer, groups, dag) {
+  const flat = groups.filter((g) => g.length > 1 && !dag.some((e) => g.includes(e.from) && g.includes(e.to)));
+  for (let round = 0; round < 8; round++) {
+    let changed = false;
+    for (const g of flat) {
+      const deepest = Math.max(...g.map((id) => layer.get(id)));
+      for (const id of g) if (layer.get(id) !== deepest) { layer.set(id, deepest); changed = true; }
+    }
+    for (let relaxed = true; relaxed;) {
+      relaxed = false;
+      for (const e of dag) {
+        if (layer.get(e.to) <= layer.get(e.from)) { layer.set(e.to, layer.get(e.from) + 1); relaxed = changed = true; }
+      }
+    }
+    if (!changed) break;
+  }
+  const used = [...new Set(layer.values())].sort((a, b) => a - b);
+  const rank = new Map(used.map((l, i) => [l, i]));
+  for (const [id, l] of layer) layer.set(id, rank.get(l));
+}
+
+// keepGroupsTogether reorders each layer so that a group's members are next
+// to each other, where its first member was; the rest keep their order.
+function keepGroupsTogether(order, groups) {
+  const groupOf = new Map();
+  groups.forEach((g, gi) => g.forEach((id) => { if (!groupOf.has(id)) groupOf.set(id, gi); }));
+  for (const l of order) {
+    const first = new Map();
+    const keyOf = (id) => (groupOf.has(id) ? `g${groupOf.get(id)}` : `n${id}`);
+    l.forEach((id, i) => { if (!first.has(keyOf(id))) first.set(keyOf(id), i); });
+    l.sort((a, b) => first.get(keyOf(a)) - first.get(keyOf(b))); // stable: a group's members keep their order
+  }
 }
 
 // backEdges are the edges a depth-first search, in the nodes' order, finds
