@@ -152,10 +152,12 @@ try {
     seen.chatResumedPending = await resumed.locator(".pending").count();
     const decidedRow = page.locator('#chat-timeline [data-kind="approval_decided"]');
     await decidedRow.waitFor();
-    await decidedRow.scrollIntoViewIfNeeded();
+    // The pause and the decision at the top of the timeline's pane.
+    await page.locator('#chat-timeline [data-kind="approval_requested"]').evaluate((e) => e.scrollIntoView({ block: "start" }));
     seen.chatResumedNote = await resumed.locator(".resumed").innerText();
     seen.chatResumedKinds = await page.locator("#chat-timeline .ev").evaluateAll((els) => els.map((e) => e.dataset.kind));
-    await shot(page, "chat-resumed");
+    const resumedShot = await shot(page, "chat-resumed");
+    if (cfg.readme) copyFileSync(resumedShot, cfg.readme); // the README's: a chat, an approval, the timeline
   });
 
   await step("graph", async () => {

@@ -5,7 +5,7 @@
 // token.
 
 import { api, identity, setToken, setDevIdentity, ApiError } from "./api.js";
-import { h, $, clear } from "./dom.js";
+import { h, $, clear, formatTime } from "./dom.js";
 import { state, emit } from "./state.js";
 
 const pollEvery = 2000;
@@ -74,7 +74,9 @@ export function initHeader() {
     delete banner.dataset.problem;
     banner.className = "banner bad";
     clear(banner,
-      h("div", {}, h("strong", { text: "The specs on disk did not load; the agents served are the ones loaded before. " }), st.error || ""),
+      h("div", {}, h("strong", { text: `The specs on disk did not load${st.checked_at ? ` (${formatTime(st.checked_at)})` : ""}; ` +
+        `the agents served are the ones loaded before${st.loaded_at ? `, at ${formatTime(st.loaded_at)}` : ""}. ` }),
+      st.diagnostics?.length ? "" : st.error || ""), // the diagnostics say more than the error's summary
       h("ol", { class: "diagnostics" }, (st.diagnostics || []).map(diagnostic)));
   }
 
