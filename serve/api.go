@@ -195,7 +195,7 @@ func (s *Server) start(ctx context.Context, pr *prepared) (rec *runRecord, ok bo
 	name := pr.agent.Spec.Name
 	rec = newRunRecord(newID("run_"), name, pr.req.User.ID, pr.conversation, cancel)
 	rec.orphanable, rec.key, rec.input = pr.orphanable, pr.key, preview(pr.req.Input)
-	rec.keepRequests = s.keepsRequests()
+	s.keepRequests(rec)
 	if pr.key == nil {
 		s.runs.add(rec)
 	} else if first, conflict := s.runs.addKeyed(rec); first != rec {

@@ -277,7 +277,7 @@ func (s *Server) resume(ctx context.Context, p *runtime.Paused, who runtime.Deci
 	}
 	runCtx, cancel := context.WithTimeout(s.runsCtx, s.limits.RunTimeout)
 	rec := s.runs.reopen(p.RunID, p.Agent, p.User, p.Conversation, p.Input, cancel)
-	rec.keepRequests = s.keepsRequests()
+	s.keepRequests(rec)
 	slot := s.limiter.hold(p.User)
 	observer := s.runObserver(rec, p.Agent)
 	s.metrics.RunStarted(p.Agent)

@@ -50,48 +50,57 @@ func TestDevRequestsChooseTheirUser(t *testing.T) {
 	}
 }
 
-// A dev server answers no page of another site, and no host name but a
-// loopback one (a DNS name rebound to 127.0.0.1).
-func TestDevRefusesOtherSites(t *testing.T) {
-	e := newEnv(t, envOptions{dev: true, ui: true})
-	for _, c := range []struct {
-		name    string
-		headers []string
-		want    int
-	}{
-		{"no origin", nil, http.StatusOK},
-		{"its own page", []string{"Origin", e.URL}, http.StatusOK},
-		{"another site's page", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
-		{"another port", []string{"Origin", "http://127.0.0.1:1"}, http.StatusForbidden},
-		{"a rebound name", []string{"Host", "evil.example:80"}, http.StatusForbidden},
-		{"localhost", []string{"Host", "localhost"}, http.StatusOK},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			req, _ := http.NewRequest("GET", e.URL+"/v1/agents", nil)
-			for i := 0; i+1 < len(c.headers); i += 2 {
-				req.Header.Set(c.headers[i], c.headers[i+1])
-				if c.headers[i] == "Host" {
-					req.Host = c.headers[i+1]
-				}
+// A server without authentication (dev, --insecure-no-auth) answers no page of
+// another site, and no host name but a loopback one (a DNS name rebound to
+// 127.0.0.1); --insecure-no-auth also answers the origins its CORS allows.
+func TestUnauthenticatedServersRefuseOtherSites(t *testing.T) {
+	const allowed = "https://shop.example"
+	for _, mode := range []string{"dev", "insecure"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t, envOptions{dev: mode == "dev", insecure: mode == "insecure", ui: true,
+				cors: serve.CORSConfig{AllowedOrigins: []string{allowed}}})
+			for _, c := range []struct {
+				name    string
+				headers []string
+				want    int
+			}{
+				{"no origin", nil, http.StatusOK},
+				{"its own page", []string{"Origin", e.URL}, http.StatusOK},
+				{"another site's page", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+				{"another port", []string{"Origin", "http://127.0.0.1:1"}, http.StatusForbidden},
+				{"a rebound name", []string{"Host", "evil.example:80"}, http.StatusForbidden},
+				{"a rebound name, its own origin", []string{"Host", "evil.example", "Origin", "http://evil.example"}, http.StatusForbidden},
+				{"localhost", []string{"Host", "localhost"}, http.StatusOK},
+				{"an origin CORS allows", []string{"Origin", allowed}, map[string]int{"dev": http.StatusForbidden, "insecure": http.StatusOK}[mode]},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					req, _ := http.NewRequest("GET", e.URL+"/v1/agents", nil)
+					for i := 0; i+1 < len(c.headers); i += 2 {
+						req.Header.Set(c.headers[i], c.headers[i+1])
+						if c.headers[i] == "Host" {
+							req.Host = c.headers[i+1]
+						}
+					}
+					resp, err := e.client.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != c.want {
+						t.Errorf("status %d, want %d", resp.StatusCode, c.want)
+					}
+					if mode == "dev" && resp.Header.Get("Access-Control-Allow-Origin") != "" {
+						t.Errorf("a dev server allows CORS: %v", resp.Header)
+					}
+				})
 			}
-			resp, err := e.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != c.want {
-				t.Errorf("status %d, want %d", resp.StatusCode, c.want)
-			}
-			if resp.Header.Get("Access-Control-Allow-Origin") != "" {
-				t.Errorf("a dev server allows CORS: %v", resp.Header)
+			// The console's pages are served, with a policy that keeps them to their origin.
+			r := e.do("GET", "/ui/", "", nil)
+			if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") ||
+				!strings.Contains(r.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+				t.Errorf("GET /ui/: %d %v", r.Status, r.Header)
 			}
 		})
-	}
-	// The console's pages are served, with a policy that keeps them to their origin.
-	r := e.do("GET", "/ui/", "", nil)
-	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") ||
-		!strings.Contains(r.Header.Get("Content-Security-Policy"), "default-src 'none'") {
-		t.Errorf("GET /ui/: %d %v", r.Status, r.Header)
 	}
 }
 
@@ -198,6 +207,21 @@ func TestListRunsIsPerUser(t *testing.T) {
 	}
 	if got := list(bobToken, ""); len(got) != 1 || got[0]["id"] != bobs.ID {
 		t.Errorf("bob's runs: %v", got)
+	}
+}
+
+// A run whose input a filter blocked is listed without it.
+func TestListRunsHidesABlockedInput(t *testing.T) {
+	e := newEnv(t, envOptions{editSpec: func(s string) string {
+		return s + "filters:\n  - name: no-card-numbers\n    on: input\n    when: input matches '\\\\b\\\\d{16}\\\\b'\n    action: block\n    message: No card numbers.\n"
+	}})
+	res := e.run(aliceToken, "my card is 4111111111111111", "c1")
+	if res.Result.Stop != "blocked" {
+		t.Fatalf("the run was not blocked: %+v", res)
+	}
+	r := e.do("GET", "/v1/runs", aliceToken, nil)
+	if r.Status != http.StatusOK || strings.Contains(string(r.Body), "4111111111111111") || !strings.Contains(string(r.Body), res.ID) {
+		t.Errorf("GET /v1/runs: %d %s", r.Status, r.Body)
 	}
 }
 

@@ -56,14 +56,13 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	if maxAge == 0 {
 		maxAge = DefaultCORSMaxAge
 	}
-	anyOrigin := slices.Contains(c.AllowedOrigins, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		if origin == "" {
 			h.ServeHTTP(w, r)
 			return
 		}
-		allowed := anyOrigin || slices.Contains(c.AllowedOrigins, strings.TrimSuffix(origin, "/"))
+		allowed := s.corsAllows(origin)
 		hdr := w.Header()
 		hdr.Add("Vary", "Origin")
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
@@ -84,4 +83,10 @@ func (s *Server) cors(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// corsAllows reports whether the config lets pages of origin call the API.
+func (s *Server) corsAllows(origin string) bool {
+	allowed := s.opts.Config.CORS.AllowedOrigins
+	return slices.Contains(allowed, "*") || slices.Contains(allowed, strings.TrimSuffix(origin, "/"))
 }

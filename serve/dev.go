@@ -76,20 +76,21 @@ func validDevUser(id string) bool {
 	return true
 }
 
-// devOnly guards a dev server from the web pages its user visits: a page of
-// another site may send requests to 127.0.0.1 (the browser lets it post a form or
-// a fetch without reading the answer, and a DNS name rebound to 127.0.0.1 reads it
-// too), and on a server without authentication each would run as anyone. So a dev
-// server answers only requests for a loopback host name, and of these only those
-// sent by its own pages or by no page at all.
-func devOnly(h http.Handler) http.Handler {
+// loopbackOnly guards a server without authentication (agentrun dev,
+// --insecure-no-auth) from the web pages its user visits: a page of another site
+// may send requests to 127.0.0.1 (the browser lets it post a form or a fetch
+// without reading the answer, and a DNS name rebound to 127.0.0.1 reads it too),
+// and each would run as a user of the page's choosing. So such a server answers
+// only requests for a loopback host name, and of these only those sent by its own
+// pages, by no page at all, or by a page of an origin allowed (CORS).
+func loopbackOnly(h http.Handler, allowed func(origin string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !IsLoopback(hostPort(r.Host)) {
-			writeError(w, http.StatusForbidden, "forbidden", "agentrun dev answers requests for a loopback host (127.0.0.1, [::1], localhost) only")
+			writeError(w, http.StatusForbidden, "forbidden", "a server without authentication answers requests for a loopback host (127.0.0.1, [::1], localhost) only")
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && origin != "http://"+r.Host {
-			writeError(w, http.StatusForbidden, "forbidden", "agentrun dev answers its own pages only, not those of "+origin)
+		if origin := r.Header.Get("Origin"); origin != "" && origin != "http://"+r.Host && (allowed == nil || !allowed(origin)) {
+			writeError(w, http.StatusForbidden, "forbidden", "a server without authentication answers its own pages only, not those of "+origin)
 			return
 		}
 		h.ServeHTTP(w, r)

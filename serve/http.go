@@ -117,8 +117,11 @@ func (s *Server) Handler() http.Handler {
 	open("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	if s.opts.Dev {
-		return devOnly(mux) // no CORS: a dev server answers its own pages only
+	switch {
+	case s.opts.Dev:
+		return loopbackOnly(mux, nil) // no CORS: a dev server answers its own pages only
+	case s.opts.InsecureNoAuth:
+		return loopbackOnly(s.cors(mux), s.corsAllows)
 	}
 	return s.cors(mux)
 }

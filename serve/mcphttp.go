@@ -54,7 +54,7 @@ func (s *Server) mcpHandler() *mcpHTTP {
 	m := &s.mcp
 	m.once.Do(func() {
 		m.owners, m.inFlight = map[string]string{}, map[string]int{}
-		m.tools = s.mcpServer(callerOf)
+		m.tools = s.mcpServer(callerOf, false)
 		sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.tools.server },
 			&mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionIdle, MaxRequestBodyBytes: s.limits.MaxBodyBytes, Logger: s.log})
 		verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -36,18 +37,23 @@ type principalOf func(*mcp.CallToolRequest) (Principal, bool)
 type mcpTools struct {
 	server *mcp.Server
 	who    principalOf
+	// settle: a call that sent progress pings the client before it answers, so
+	// that the client has taken every notification before the result (stdio:
+	// see settleProgress).
+	settle bool
 
 	mu     sync.Mutex
 	agents map[string]*served
 }
 
-// mcpServer is the MCP server of the agents, whose calls run for who finds.
-func (s *Server) mcpServer(who principalOf) *mcpTools {
+// mcpServer is the MCP server of the agents, whose calls run for who finds;
+// settle is mcpTools.settle.
+func (s *Server) mcpServer(who principalOf, settle bool) *mcpTools {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentrun", Title: "agentrun", Version: moduleVersion()}, &mcp.ServerOptions{
 		Instructions: "Each tool is an agent: give it a question, and a conversation id to keep a conversation going.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	t := &mcpTools{server: srv, who: who}
+	t := &mcpTools{server: srv, who: who, settle: settle}
 	s.syncTools(t)
 	return t
 }
@@ -74,7 +80,7 @@ func (s *Server) syncTools(t *mcpTools) {
 	}
 	for name, a := range now {
 		if t.agents[name] != a {
-			t.server.AddTool(s.agentTool(a.Spec), s.askAgent(name, t.who))
+			t.server.AddTool(s.agentTool(a.Spec), s.askAgent(name, t.who, t.settle))
 		}
 	}
 	t.agents = now
@@ -152,8 +158,9 @@ func toolError(code, msg string) *mcp.CallToolResult {
 		Meta: mcp.Meta{"agentrun/error": code}}
 }
 
-// askAgent is the handler of an agent's tool: one run of the agent per call.
-func (s *Server) askAgent(name string, who principalOf) mcp.ToolHandler {
+// askAgent is the handler of an agent's tool: one run of the agent per call;
+// settle is mcpTools.settle.
+func (s *Server) askAgent(name string, who principalOf, settle bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, ok := who(req)
 		if !ok {
@@ -184,15 +191,22 @@ func (s *Server) askAgent(name string, who principalOf) mcp.ToolHandler {
 		// A run resumed after an approval runs under the server's context: the
 		// call's end cancels it too.
 		defer context.AfterFunc(ctx, rec.stop)()
-		return s.answerCall(ctx, req, p, rec, elicit, declared), nil
+		return s.answerCall(ctx, req, p, rec, elicit, declared, settle), nil
 	}
 }
 
 // answerCall follows a call's run to its end, sending progress as it works, and
 // answers with its result. A run that pauses for approval asks the client's user
 // (elicitation), then goes on with the decisions, as many times as it pauses.
-func (s *Server) answerCall(ctx context.Context, req *mcp.CallToolRequest, p Principal, rec *runRecord, elicit, declared bool) *mcp.CallToolResult {
-	progress := s.progressOf(ctx, req)
+// With settle, a call that sent progress settles it before its result.
+func (s *Server) answerCall(ctx context.Context, req *mcp.CallToolRequest, p Principal, rec *runRecord, elicit, declared, settle bool) *mcp.CallToolResult {
+	progress, sent := s.progressOf(ctx, req)
+	answer := func(v runView) *mcp.CallToolResult {
+		if settle && *sent > 0 {
+			s.settleProgress(ctx, req.Session)
+		}
+		return runResult(v, declared)
+	}
 	after := 0
 	for {
 		var finished bool
@@ -201,24 +215,51 @@ func (s *Server) answerCall(ctx context.Context, req *mcp.CallToolRequest, p Pri
 		}
 		v := rec.snapshot()
 		if !elicit || v.Status == runFailed || v.Result.Stop != runtime.StopAwaitingApproval {
-			return runResult(v, declared)
+			return answer(v)
 		}
 		if err := s.decideByElicitation(ctx, req.Session, p, rec.ID); err != nil {
 			s.log.Warn("a run paused for approval could not be decided by its MCP client", "run", rec.ID, "error", err.Error())
-			return runResult(v, declared)
+			return answer(v)
 		}
+	}
+}
+
+// settleTimeout bounds how long a call's result waits for the client's answer
+// to settleProgress's ping: a client that does not answer gets it late, not
+// never.
+const settleTimeout = 5 * time.Second
+
+// settleProgress pings the client, and waits for its answer, before a call that
+// sent progress answers, so that the client has taken every progress
+// notification of the call before the result. On a byte stream (stdio), the
+// last notifications and the result, written one after the other, often reach
+// the client in one read; and the TypeScript SDK's client (as of 1.32) takes
+// the messages of a read in order but runs a notification's handler a
+// microtask later, while it takes a response at once and then forgets the
+// request's progress token: the notifications that came with the result are
+// dropped ("Received a progress notification for an unknown token";
+// modelcontextprotocol/typescript-sdk#2580). A ping is a round trip: the client
+// answers it after the notifications it read before it, so the result comes in
+// a later read. (Over streamable HTTP each SSE event is read on its own, and
+// the client's handlers run between them: no ping is needed.)
+func (s *Server) settleProgress(ctx context.Context, ss *mcp.ServerSession) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if err := ss.Ping(ctx, nil); err != nil && ctx.Err() == nil {
+		s.log.Debug("an MCP client's answer to a ping failed", "error", err.Error())
 	}
 }
 
 // progressOf sends the caller a progress notification for each step of the run
 // worth telling — a model's response, a tool call, a refusal, an approval asked
 // for — when the call asked for progress (it has a progress token); else nothing.
-func (s *Server) progressOf(ctx context.Context, req *mcp.CallToolRequest) func([]runtime.Event, int) bool {
+// sent counts the notifications sent.
+func (s *Server) progressOf(ctx context.Context, req *mcp.CallToolRequest) (each func([]runtime.Event, int) bool, sent *float64) {
 	token := req.Params.GetProgressToken()
-	if token == nil {
-		return func([]runtime.Event, int) bool { return true }
-	}
 	var n float64
+	if token == nil {
+		return func([]runtime.Event, int) bool { return true }, &n
+	}
 	return func(events []runtime.Event, _ int) bool {
 		for _, e := range events {
 			msg := progressMessage(e)
@@ -230,7 +271,7 @@ func (s *Server) progressOf(ctx context.Context, req *mcp.CallToolRequest) func(
 			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
 		}
 		return true
-	}
+	}, &n
 }
 
 // progressMessage is what a progress notification says of an event; "" for an
@@ -301,9 +342,10 @@ func runResult(v runView, declared bool) *mcp.CallToolResult {
 }
 
 // ServeMCP serves the agents as MCP tools on t (stdio: agentrun mcp) until the
-// client leaves or ctx ends; every call runs for p.
+// client leaves or ctx ends; every call runs for p. A call that sent progress
+// pings the client before it answers (settleProgress).
 func (s *Server) ServeMCP(ctx context.Context, t mcp.Transport, p Principal) error {
-	tools := s.mcpServer(func(*mcp.CallToolRequest) (Principal, bool) { return p, true })
+	tools := s.mcpServer(func(*mcp.CallToolRequest) (Principal, bool) { return p, true }, true)
 	err := tools.server.Run(ctx, t)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

@@ -9,12 +9,13 @@ import (
 	"github.com/agentrun/agentrun/runtime/model"
 )
 
-// Bounds of the model requests a run keeps for the console: a request's messages
+// Bounds of the model requests runs keep for the console: a request's messages
 // larger than maxKeptRequest are not kept, nor any once a run has kept
-// maxKeptRequests bytes of them.
+// maxKeptRequests bytes of them, or the server's runs maxKeptBytes.
 const (
 	maxKeptRequest  = 1 << 20
 	maxKeptRequests = 4 << 20
+	maxKeptBytes    = 256 << 20
 )
 
 // keptRequest is a model request's messages, as JSON, kept with its run.
@@ -29,11 +30,32 @@ type keptRequest struct {
 // would hold every run's conversation in memory for as long as the run is kept.
 func (s *Server) keepsRequests() bool { return s.opts.UI || s.opts.Dev }
 
-// sentJSON is messages as JSON, the bytes of their files left out (their size
-// stays), or nil when it is larger than maxKeptRequest.
+// keepRequests makes rec keep its model requests when the server's runs do.
+func (s *Server) keepRequests(rec *runRecord) {
+	rec.keepRequests, rec.keptBytes = s.keepsRequests(), &s.keptBytes
+}
+
+// sentJSON is messages as JSON, the bytes of their files and the providers'
+// opaque reasoning blocks left out (a file's size stays), or nil when it is
+// larger than maxKeptRequest.
 func sentJSON(messages []model.Message) json.RawMessage {
+	size := 0
+	for _, m := range messages {
+		size += len(m.Content)
+		for _, c := range m.ToolCalls {
+			size += len(c.Arguments)
+		}
+	}
+	if size > maxKeptRequest {
+		return nil // not worth encoding to find out
+	}
 	out := make([]model.Message, len(messages))
 	for i, m := range messages {
+		if m.Reasoning != nil {
+			rs := *m.Reasoning
+			rs.Blocks = nil
+			m.Reasoning = &rs
+		}
 		if len(m.Parts) > 0 {
 			parts := make([]model.Part, len(m.Parts))
 			for j, p := range m.Parts {
@@ -59,11 +81,27 @@ func (r *runRecord) keepRequestLocked(seq int, e runtime.Event, messages json.Ra
 	if messages == nil || r.requestBytes+len(messages) > maxKeptRequests {
 		return
 	}
+	if r.keptBytes.Add(int64(len(messages))) > maxKeptBytes {
+		r.keptBytes.Add(-int64(len(messages)))
+		return
+	}
 	if r.requests == nil {
 		r.requests = map[int]keptRequest{}
 	}
 	r.requests[seq] = keptRequest{purpose: e.Purpose, offered: e.Offered, messages: messages}
 	r.requestBytes += len(messages)
+}
+
+// forgetRequestsLocked drops the requests kept before sequence number before,
+// giving their bytes back to the server's budget.
+func (r *runRecord) forgetRequestsLocked(before int) {
+	for seq, k := range r.requests {
+		if seq < before {
+			r.requestBytes -= len(k.messages)
+			r.keptBytes.Add(-int64(len(k.messages)))
+			delete(r.requests, seq)
+		}
+	}
 }
 
 func (r *runRecord) request(seq int) (keptRequest, bool) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrun/agentrun/runtime"
@@ -69,10 +71,12 @@ type runRecord struct {
 	// event of kind "result", so sequence numbers go on increasing.
 	results map[int][]byte
 	// keepRequests: the run keeps its model requests' messages (requests, by
-	// sequence number; requestBytes of them), see keepsRequests.
+	// sequence number; requestBytes of them, counted in the server's keptBytes
+	// too), see keepsRequests.
 	keepRequests bool
 	requests     map[int]keptRequest
 	requestBytes int
+	keptBytes    *atomic.Int64
 }
 
 // resultKind is the SSE event name of a run's result, and the kind of the
@@ -142,12 +146,7 @@ func (r *runRecord) observeLocked(e runtime.Event) {
 				delete(r.results, seq)
 			}
 		}
-		for seq, k := range r.requests {
-			if seq < r.firstSeq {
-				r.requestBytes -= len(k.messages)
-				delete(r.requests, seq)
-			}
-		}
+		r.forgetRequestsLocked(r.firstSeq)
 	}
 	r.notifyLocked()
 }
@@ -163,6 +162,9 @@ func (r *runRecord) finish(res *runtime.Result, err error) {
 	defer r.mu.Unlock()
 	r.flushTextLocked()
 	r.result, r.err, r.finished = res, err, time.Now()
+	if res != nil && res.Stop == runtime.StopBlocked {
+		r.input = "" // a filter refused it: it is not shown again
+	}
 	r.status = runFinished
 	if err != nil {
 		r.status = runFailed
@@ -325,10 +327,17 @@ func (g *runRegistry) addKeyed(r *runRecord) (first *runRecord, conflict bool) {
 
 // deleteLocked drops a run and its key.
 func (g *runRegistry) deleteLocked(id string) {
-	if r := g.runs[id]; r != nil && r.key != nil && g.keys[userKey{r.key.user, r.key.key}] == r {
+	r := g.runs[id]
+	if r == nil {
+		return
+	}
+	if r.key != nil && g.keys[userKey{r.key.user, r.key.key}] == r {
 		delete(g.keys, userKey{r.key.user, r.key.key})
 	}
 	delete(g.runs, id)
+	r.mu.Lock()
+	r.forgetRequestsLocked(math.MaxInt)
+	r.mu.Unlock()
 }
 
 // reopen registers the execution that resumes a paused run: the run's record, run

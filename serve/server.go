@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrun/agentrun"
@@ -127,6 +128,8 @@ type Server struct {
 	mcp mcpHTTP // the state of /mcp
 
 	status loadStatus // what became of the last load of the specs (GET /v1/status)
+	// keptBytes counts the model requests' messages the runs keep (maxKeptBytes).
+	keptBytes atomic.Int64
 }
 
 // served is one agent the server offers, with the runs using it, so a reload

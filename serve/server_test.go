@@ -155,8 +155,8 @@ type envOptions struct {
 	model string
 	// env adds variables to the server's environment.
 	env map[string]string
-	// ui and dev are Options.UI and Options.Dev.
-	ui, dev bool
+	// ui, dev and insecure are Options.UI, Options.Dev and Options.InsecureNoAuth.
+	ui, dev, insecure bool
 	// spec is the spec under testdata/ to serve instead of support.yaml; files
 	// are more of testdata/'s files copied beside it (knowledge sources).
 	spec  string
@@ -235,15 +235,16 @@ func newEnv(t testing.TB, o envOptions) *env {
 		CORS:   o.cors,
 	}
 	srv, err := serve.New(t.Context(), serve.Options{
-		Config:      cfg,
-		Specs:       []string{e.spec},
-		Store:       o.store,
-		Model:       o.model,
-		Logger:      slog.New(slog.NewJSONHandler(e.logs, nil)),
-		LookupEnv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
-		ResumeGrace: o.resumeGrace,
-		UI:          o.ui,
-		Dev:         o.dev,
+		Config:         cfg,
+		Specs:          []string{e.spec},
+		Store:          o.store,
+		Model:          o.model,
+		Logger:         slog.New(slog.NewJSONHandler(e.logs, nil)),
+		LookupEnv:      func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		ResumeGrace:    o.resumeGrace,
+		UI:             o.ui,
+		Dev:            o.dev,
+		InsecureNoAuth: o.insecure,
 	})
 	if err != nil {
 		t.Fatalf("serve.New: %v", err)

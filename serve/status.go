@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"regexp"
 	"sync"
 	"time"
 
@@ -18,12 +19,14 @@ type loadStatus struct {
 	checked  time.Time // when a load was last tried
 	err      error     // the last try's problem; nil when it loaded
 	attempts int
+	// shown are err's diagnostics with their source lines, read once per try.
+	shown []statusDiagnostic
 }
 
 func (l *loadStatus) record(err error, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.checked, l.err = at, err
+	l.checked, l.err, l.shown = at, err, nil
 	l.attempts++
 	if err == nil {
 		l.loaded = at
@@ -60,6 +63,13 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, p Principal) 
 	l.mu.Lock()
 	v := statusView{OK: l.err == nil, Mode: "serve", LoadedAt: l.loaded, CheckedAt: l.checked, Reloads: l.attempts - 1}
 	err := l.err
+	var diags spec.Diagnostics
+	if s.opts.Dev && errors.As(err, &diags) {
+		if l.shown == nil {
+			l.shown = withSource(diags)
+		}
+		v.Diagnostics = l.shown
+	}
 	l.mu.Unlock()
 	v.Agents = s.agentNames()
 	if s.opts.Dev {
@@ -70,13 +80,10 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, p Principal) 
 	case !s.opts.Dev:
 		// Only the operator sees why: the specs' paths and lines are not the users'.
 		v.Error = "the last reload failed: the agents loaded before are served (see the server's log)"
+	case v.Diagnostics != nil:
+		v.Error = "the specs have errors: the agents loaded before are served"
 	default:
-		v.Error = err.Error()
-		var diags spec.Diagnostics
-		if errors.As(err, &diags) {
-			v.Error = "the specs have errors: the agents loaded before are served"
-			v.Diagnostics = withSource(diags)
-		}
+		v.Error = withoutPasswords(err.Error())
 	}
 	writeJSON(w, http.StatusOK, v)
 }
@@ -120,3 +127,9 @@ func readLines(file string) []string {
 	}
 	return out
 }
+
+// urlPassword is the user and password of a URL in a text (a store's DSN).
+var urlPassword = regexp.MustCompile(`://[^/@\s:]*:[^/@\s]*@`)
+
+// withoutPasswords is text with the passwords of the URLs in it left out.
+func withoutPasswords(text string) string { return urlPassword.ReplaceAllString(text, "://…@") }

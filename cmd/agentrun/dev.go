@@ -96,6 +96,11 @@ func runDev(ctx context.Context, errOut io.Writer, args []string, fl devFlags) e
 		fmt.Fprintf(errOut, "agentrun dev: %v\n", err)
 		return exitError{1}
 	}
+	if !serve.IsLoopback(ln.Addr().String()) { // localhost resolved elsewhere
+		ln.Close()
+		fmt.Fprintf(errOut, "agentrun dev: refusing %s: it listens on %s, not a loopback address\n", cfg.Addr, ln.Addr())
+		return exitError{2}
+	}
 	w, err := newDevWatcher(srv, args, fl.index, errOut)
 	if err != nil {
 		ln.Close()

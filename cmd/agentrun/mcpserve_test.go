@@ -132,6 +132,61 @@ func TestMCPStdioWithTheTypeScriptClient(t *testing.T) {
 	}
 }
 
+// Every progress notification of a call reaches the TypeScript SDK's client,
+// even when they come in one read with the result: agentrun mcp's output goes
+// through tools/node/coalesce.mjs, which hands on what agentrun writes in bursts.
+// The client takes a response at once but a notification a microtask later, and
+// forgets a call's progress token with its response; agentrun mcp pings it after
+// the last notification, so the result comes in a later read.
+func TestMCPStdioProgressReadWithTheResult(t *testing.T) {
+	tools := nodetools.Dir(t)
+	model, k := mcpModel(t), newKitchen(t)
+	args, env := mcpArgs(t, model, k)
+	pipe := `"$0" "$@" | node "$COALESCE"`
+	env["COALESCE"] = filepath.Join(tools, "coalesce.mjs")
+	plan := map[string]any{"transport": "stdio", "command": "sh", "args": append([]string{"-c", pipe, serveBinary(t)}, args...), "env": env,
+		"steps": []map[string]any{
+			{"op": "call", "name": "concierge", "arguments": map[string]any{"question": "What should I eat?"}, "progress": true},
+		}}
+	data, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(tools, "mcp-client.mjs"), string(data))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || strings.Contains(stderr.String(), "DATA RACE") {
+		t.Fatalf("mcp-client: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		Calls []struct {
+			Progress []struct{ Message string }
+			Result   struct {
+				Content []struct{ Text string }
+				IsError bool
+			}
+		}
+		Error string
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Error != "" || len(got.Calls) != 1 {
+		t.Fatalf("%v %s: %s\n%s", err, got.Error, out, stderr.String())
+	}
+	c := got.Calls[0]
+	if c.Result.IsError || len(c.Result.Content) != 1 || c.Result.Content[0].Text != "Have the mapo tofu." {
+		t.Errorf("concierge: %+v", c)
+	}
+	var msgs []string
+	for _, p := range c.Progress {
+		msgs = append(msgs, p.Message)
+	}
+	if want := []string{"the model asked for a tool call", "calling lookup_favourite", "the model answered"}; !slices.Equal(msgs, want) {
+		t.Errorf("progress %q, want %q", msgs, want)
+	}
+}
+
 // inspectorCLI runs the MCP inspector's CLI (@modelcontextprotocol/inspector-cli)
 // with args and the environment env, and returns what it printed: the JSON answer.
 func inspectorCLI(t *testing.T, env map[string]string, args ...string) map[string]any {
