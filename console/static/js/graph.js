@@ -111,10 +111,11 @@ function draw(canvas, graph, onPick) {
   }
   const drawnEdges = [];
   const labels = new Labels([...layout.pos.values()]);
+  const cols = columns(layout.pos);
   edges.forEach((e, i) => {
     const a = layout.pos.get(e.from), b = layout.pos.get(e.to);
     if (!a || !b) return;
-    const { d, lx, ly, dip, bottom } = edgePath(a, b, e.from === e.to, layout.back.has(i));
+    const { d, lx, ly, dip, bottom } = edgePath(a, b, e.from === e.to, layout.back.has(i), cols);
     height = Math.max(height, bottom + 8);
     let text = null;
     if (e.label) {
@@ -183,13 +184,15 @@ class Labels {
   }
 
   place(x, y, w, dip) {
-    const box = (dy) => ({ x0: x - w / 2, y0: y + dy - 11, x1: x + w / 2, y1: y + dy + 3 });
+    const box = ([dx, dy]) => ({ x0: x + dx - w / 2, y0: y + dy - 11, x1: x + dx + w / 2, y1: y + dy + 3 });
     const free = (b) => !this.boxes.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
-    // A label of an edge looping below its nodes goes further down, not up.
-    const tries = dip ? [0, 13, 26, 39, 52] : [0, -13, 13, -26, 26, -39, 39];
-    const dy = tries.find((t) => free(box(t))) ?? 0;
-    this.boxes.push(box(dy));
-    return { x, y: y + dy };
+    // A label of an edge looping below its nodes goes further down, not up;
+    // failing that, a little to a side.
+    const dys = dip ? [0, 13, 26, 39, 52] : [0, -12, 12, -24, 24, -36, 36];
+    const tries = [0, -w / 3, w / 3].flatMap((dx) => dys.map((dy) => [dx, dy]));
+    const at = tries.find((t) => free(box(t))) ?? [0, 0];
+    this.boxes.push(box(at));
+    return { x: x + at[0], y: y + at[1] };
   }
 }
 
@@ -200,7 +203,31 @@ function arrow(id, cls) {
 
 // edgePath is a curve from a's right to b's left; an edge going back (to its
 // own layer or an earlier one) loops below both nodes.
-function edgePath(a, b, self, back) {
+// columns are the nodes of each part's layers, top to bottom: where a long
+// edge finds its way through.
+function columns(pos) {
+  const cols = new Map();
+  for (const p of pos.values()) {
+    const k = `${p.part}:${p.layer}`;
+    if (!cols.has(k)) cols.set(k, []);
+    cols.get(k).push(p);
+  }
+  for (const c of cols.values()) c.sort((p, q) => p.y - q.y);
+  return cols;
+}
+
+// lane is where an edge crosses column c nearest to y: between two of its
+// nodes, or above or below them all.
+function lane(c, y) {
+  const gaps = [c[0].y - 12, c[c.length - 1].y + c[c.length - 1].h + 12];
+  for (let i = 1; i < c.length; i++) gaps.push((c[i - 1].y + c[i - 1].h + c[i].y) / 2);
+  return gaps.reduce((best, g) => (Math.abs(g - y) < Math.abs(best - y) ? g : best));
+}
+
+// edgePath is a curve from a's right to b's left, crossing the layers between
+// them in the gaps between their nodes; an edge going back (to its own layer
+// or an earlier one) loops below both nodes.
+function edgePath(a, b, self, back, cols) {
   if (self) {
     const x = a.x + a.w, y = a.y + a.h / 2;
     return { d: `M ${x} ${y - 6} C ${x + 40} ${y - 30}, ${x + 40} ${y + 30}, ${x} ${y + 6}`, lx: x + 34, ly: y - 16, bottom: y + 30 };
@@ -211,6 +238,22 @@ function edgePath(a, b, self, back) {
     return { d: `M ${x1} ${y1} C ${x1} ${dip}, ${x2} ${dip}, ${x2} ${y2}`, lx: (x1 + x2) / 2, ly: dip - 4, dip: true, bottom: dip };
   }
   const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
-  const mx = (x1 + x2) / 2;
-  return { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, lx: mx, ly: (y1 + y2) / 2 - 4, bottom: Math.max(y1, y2) };
+  const pts = [[x1, y1]];
+  for (let l = a.layer + 1; l < b.layer; l++) {
+    const c = cols.get(`${a.part}:${l}`);
+    if (!c) continue;
+    const y = lane(c, y1 + ((y2 - y1) * (l - a.layer)) / (b.layer - a.layer));
+    pts.push([Math.min(...c.map((p) => p.x)), y], [Math.max(...c.map((p) => p.x + p.w)), y]);
+  }
+  pts.push([x2, y2]);
+  let d = `M ${x1} ${y1}`;
+  for (let i = 1; i < pts.length; i++) {
+    const [px, py] = pts[i - 1], [x, y] = pts[i];
+    const mx = (px + x) / 2;
+    d += i % 2 === 0 && i < pts.length - 1 ? ` L ${x} ${y}` : ` C ${mx} ${py}, ${mx} ${y}, ${x} ${y}`;
+  }
+  // The label: midway along the last stretch, between two layers' columns.
+  const [px, py] = pts[pts.length - 2];
+  const [lx, ly] = [(px + x2) / 2, (py + y2) / 2 - 4];
+  return { d, lx, ly, bottom: Math.max(...pts.map(([, y]) => y)) };
 }

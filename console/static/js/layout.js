@@ -7,7 +7,7 @@
 // its input, so the same graph is always drawn the same way.
 
 // layered places nodes ([{id, w, h}]) and edges ([{from, to}]); it answers
-// {pos: Map id → {x, y, w, h, layer}, width, height, back: Set of the indices of
+// {pos: Map id → {x, y, w, h, layer, part}, width, height, back: Set of the indices of
 // the edges drawn against the layers' direction}. The graph's parts — nodes
 // joined by edges or by being in one of groups ([[id…]]) — are laid out each
 // on its own and stacked, so a state machine does not mingle with the intents.
@@ -16,12 +16,12 @@ export function layered(nodes, edges, { groups = [], colGap = 80, rowGap = 22, m
   const pos = new Map();
   const back = new Set();
   let width = 0, y = 0;
-  for (const part of parts) {
+  for (const [k, part] of parts.entries()) {
     const inPart = new Set(part.map((n) => n.id));
     const partEdges = edges.map((e, i) => ({ e, i })).filter(({ e }) => inPart.has(e.from) && inPart.has(e.to));
     const partGroups = groups.map((g) => g.filter((id) => inPart.has(id))).filter((g) => g.length);
     const l = layoutPart(part, partEdges.map(({ e }) => e), partGroups, { colGap, rowGap, margin });
-    for (const [id, p] of l.pos) pos.set(id, { ...p, y: p.y + y });
+    for (const [id, p] of l.pos) pos.set(id, { ...p, y: p.y + y, part: k });
     for (const j of l.back) back.add(partEdges[j].i);
     width = Math.max(width, l.width);
     y += l.height - margin + partGap;
