@@ -63,10 +63,12 @@ var (
 	skillsPkg   = group{name: "skills", patterns: []string{"skills"}}
 	builtinPkg  = group{name: "builtin", patterns: []string{"builtin"}}
 	scenarioPkg = group{name: "scenario", patterns: []string{"scenario"}}
-	middle      = group{
+	// The graders of an eval's answers: the eval runner beside scenario calls them.
+	gradePkg = group{name: "scenario/grade", patterns: []string{"scenario/grade"}}
+	middle   = group{
 		name:     "the middle layer",
-		long:     "the middle layer (runtime/..., skills, builtin, scenario)",
-		patterns: []string{"runtime/...", "skills", "builtin", "scenario"},
+		long:     "the middle layer (runtime/..., skills, builtin, scenario/...)",
+		patterns: []string{"runtime/...", "skills", "builtin", "scenario/..."},
 	}
 	// The assembly is the root package.
 	assembly = group{name: "the root package", long: "the root package (assembly)", patterns: []string{""}}
@@ -137,6 +139,10 @@ var rules = append([]rule{
 	{pkgs: skillsPkg, not: []group{runtimePkgs, builtinPkg, scenarioPkg}},
 	{pkgs: builtinPkg, not: []group{scenarioPkg, skillsPkg}},
 	{pkgs: scenarioPkg, not: []group{builtinPkg, skillsPkg}},
+	// The graders judge an answer's text, asking a grader model through its
+	// interface: they need neither the engine nor an implementation, so the eval
+	// runner, its tests and anything else can use them with any model.
+	{pkgs: gradePkg, only: []group{interfacePkgs, specPkg, internalPkgs}},
 	{pkgs: assembly, only: []group{middle, specPkg, schemaPkg, internalPkgs}},
 	{pkgs: servePkg, only: []group{assembly, middle, specPkg, schemaPkg, consolePkg, internalPkgs}},
 	{pkgs: cmdPkgs, only: []group{cmdPkgs, servePkg, assembly, middle, specPkg, schemaPkg, examplesPkg, internalPkgs}},
@@ -306,6 +312,7 @@ var today = map[string][]string{
 	"runtime/tool/kinds":                {"internal/tracecontext", "runtime/tool", "spec"},
 	"runtime/tool/mcp":                  {"internal/tracecontext", "runtime/model", "runtime/tool", "spec"},
 	"scenario":                          {"runtime", "runtime/knowledge", "runtime/model/offline", "runtime/store", "runtime/store/memory", "runtime/tool", "spec"},
+	"scenario/grade":                    {"runtime/model", "spec"},
 	"schema":                            nil,
 	"skills":                            {"spec", "schema"},
 	"spec":                              {"schema", "internal/fixture"},
@@ -324,7 +331,7 @@ func with(extra map[string][]string) map[string][]string {
 }
 
 func TestViolations(t *testing.T) {
-	const middleOnly = "the middle layer (runtime/..., skills, builtin, scenario) may import only the middle layer, spec, schema and internal/..."
+	const middleOnly = "the middle layer (runtime/..., skills, builtin, scenario/...) may import only the middle layer, spec, schema and internal/..."
 	const engineOnly = "the engine (runtime) may import only the interface packages, spec, schema and internal/..."
 	const interfaceOnly = "an interface package (runtime/model, runtime/tool, runtime/store, runtime/knowledge) may import only the interface packages, spec, schema and internal/..."
 	const builtinOnly = "builtin may import only the interface packages, runtime/tool/..., spec, schema and internal/..."
@@ -395,6 +402,11 @@ func TestViolations(t *testing.T) {
 			}},
 		{name: "scenario imports builtin", graph: with(map[string][]string{"scenario": {"builtin"}}),
 			want: []string{"scenario imports builtin: scenario must not import builtin or skills"}},
+		{name: "the graders import the engine and a model implementation", graph: with(map[string][]string{"scenario/grade": {"runtime", "runtime/model/openai"}}),
+			want: []string{
+				"scenario/grade imports runtime: scenario/grade may import only the interface packages, spec and internal/...",
+				"scenario/grade imports runtime/model/openai: scenario/grade may import only the interface packages, spec and internal/...",
+			}},
 		{name: "the root package imports cmd", graph: with(map[string][]string{"": {"cmd/agentrun"}}),
 			want: []string{"the root package imports cmd/agentrun: the root package (assembly) may import only the middle layer, spec, schema and internal/..."}},
 		{name: "a helper imports runtime", graph: with(map[string][]string{"internal/helper": {"runtime"}}),
