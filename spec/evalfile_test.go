@@ -347,3 +347,32 @@ func TestEvalSchemaMatchesTypes(t *testing.T) {
 		t.Errorf("schema grader kinds %v, GraderKinds %v", kinds, GraderKinds)
 	}
 }
+
+// docs/testing.md names every key of the eval schema in its eval file section.
+func TestEvalFileDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## agentrun eval: the eval file\n")
+	if !ok {
+		t.Fatal("docs/testing.md has no section on the eval file")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var doc map[string]any
+	if err := json.Unmarshal(schema.EvalJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	defs := doc["definitions"].(map[string]any)
+	objects := []map[string]any{doc}
+	for _, name := range []string{"case", "grader", "json_path", "llm", "dataset", "dataset_map"} {
+		objects = append(objects, defs[name].(map[string]any))
+	}
+	for _, o := range objects {
+		for key := range o["properties"].(map[string]any) {
+			if !strings.Contains(section, "`"+key+"`") {
+				t.Errorf("docs/testing.md's eval file section does not name `%s`", key)
+			}
+		}
+	}
+}
