@@ -48,7 +48,14 @@ func TestYAMLLanguageServer(t *testing.T) {
 	relSkill, _ := filepath.Rel(dir, skillSchema)
 	brokenSkill := filepath.Join(dir, "skill.yaml")
 	os.WriteFile(brokenSkill, []byte("# yaml-language-server: $schema="+relSkill+"\nname: x\ntools:\n  - builtin: calculater\n"), 0o644)
-	out, err := exec.Command("node", append([]string{filepath.Join(tools, "lsp-check.mjs"), server, broken, brokenSkill}, examples...)...).Output()
+	// An eval file's grader and expect are the agent and test schemas' definitions:
+	// their errors show only when the editor resolves the references.
+	evalSchema, _ := filepath.Abs("eval.schema.json")
+	relEval, _ := filepath.Rel(dir, evalSchema)
+	brokenEval := filepath.Join(dir, "broken.evals.yaml")
+	os.WriteFile(brokenEval, []byte("# yaml-language-server: $schema="+relEval+"\nkind: eval\nversion: 1\ngrader: {name: x, temprature: 1}\n"+
+		"cases:\n  - name: a\n    input: b\n    expect: {stop: nope}\n    graderz: []\n"), 0o644)
+	out, err := exec.Command("node", append([]string{filepath.Join(tools, "lsp-check.mjs"), server, broken, brokenSkill, brokenEval}, examples...)...).Output()
 	if err != nil {
 		t.Fatalf("lsp-check: %v\n%s", err, out)
 	}
@@ -71,5 +78,13 @@ func TestYAMLLanguageServer(t *testing.T) {
 	}
 	if d := got[brokenSkill]; len(d) != 1 || d[0].Line != 4 {
 		t.Errorf("broken skill: %+v, want one diagnostic on line 4 (the builtin's name)", d)
+	}
+	lines = nil
+	for _, d := range got[brokenEval] {
+		lines = append(lines, d.Line)
+	}
+	slices.Sort(lines)
+	if !slices.Equal(lines, []int{4, 8, 9}) {
+		t.Errorf("broken eval file: diagnostics on lines %v, want 4 (the grader model's key), 8 (expect's enum), 9 (unknown key): %+v", lines, got[brokenEval])
 	}
 }

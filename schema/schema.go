@@ -24,6 +24,12 @@ var TestJSON []byte
 //go:embed serve.schema.json
 var ServeJSON []byte
 
+// EvalJSON is the schema of eval files (`kind: eval`), read by `agentrun eval`. It
+// refers to the agent schema's model and the test schema's expect by relative URL.
+//
+//go:embed eval.schema.json
+var EvalJSON []byte
+
 // ID is the agent schema's $id; SkillID is where the skill schema is registered, next
 // to it, so its relative reference resolves.
 const (
@@ -31,4 +37,5 @@ const (
 	SkillID = "https://agentrun.dev/schema/skill.schema.json"
 	TestID  = "https://agentrun.dev/schema/test.schema.json"
 	ServeID = "https://agentrun.dev/schema/serve.schema.json"
+	EvalID  = "https://agentrun.dev/schema/eval.schema.json"
 )

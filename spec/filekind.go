@@ -26,12 +26,17 @@ const (
 	KindTest    FileKind = "scenario test"
 	KindFAQ     FileKind = "FAQ file"
 	KindEval    FileKind = "knowledge evaluation set" // agentrun knowledge eval reads one
+	// KindEvalFile is an eval file of cases graded against a real model; its
+	// top-level `kind: eval` tells it apart, as it shares version with agent specs
+	// and cases with scenario tests.
+	KindEvalFile FileKind = "eval file"
 )
 
 // kindKeys are the keys only one kind of file has at its top, in the order they are
 // tried; a file with none of them is an agent spec if it has an agent spec's key.
 var kindKeys = sync.OnceValue(func() []kindKey {
 	return []kindKey{
+		{KindEvalFile, []string{"kind"}}, // before version, which an eval file has too
 		{KindAgent, []string{"version"}},
 		{KindTest, []string{"cases"}},
 		{KindFAQ, []string{"faq"}},
@@ -95,7 +100,7 @@ func (f File) UnknownKind() Diagnostic {
 	for _, k := range kindKeys() {
 		known = append(known, k.keys...)
 	}
-	hint := "an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq; a knowledge evaluation set cache or retrieval"
+	hint := "an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq; a knowledge evaluation set cache or retrieval; an eval file kind: eval"
 	for _, key := range f.Keys {
 		if c := Closest(key, known); c != "" {
 			hint = fmt.Sprintf("did you mean %q for %q?", c, key)
@@ -103,7 +108,7 @@ func (f File) UnknownKind() Diagnostic {
 		}
 	}
 	return Diagnostic{Severity: Error, Pos: Pos{File: f.Path, Line: 1, Col: 1}, Hint: hint,
-		Message: fmt.Sprintf("not an agent spec, serve config, scenario test, model script, FAQ file or knowledge evaluation set: its top-level keys are %s", strings.Join(f.Keys, ", "))}
+		Message: fmt.Sprintf("not an agent spec, serve config, scenario test, model script, FAQ file, knowledge evaluation set or eval file: its top-level keys are %s", strings.Join(f.Keys, ", "))}
 }
 
 // File is a YAML file that YAMLFiles found, with what it holds.

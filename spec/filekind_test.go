@@ -21,6 +21,9 @@ func TestKindOf(t *testing.T) {
 		{"a scenario test", "agent: a.yaml\ncases: []\n", KindTest},
 		{"an FAQ file", "faq:\n  - {question: q, answer: a}\n", KindFAQ},
 		{"an FAQ file with a stray key", "title: Help\nfaq: []\n", KindFAQ},
+		{"an eval file", "kind: eval\nversion: 1\ncases: []\n", KindEvalFile},
+		{"an eval file of another kind, for its loader to report", "version: 1\nkind: evals\n", KindEvalFile},
+		{"a knowledge evaluation set", "cache:\n  - {q: hi, faq: null}\n", KindEval},
 		{"none of them", "title: Notes\n", KindUnknown},
 	}
 	for _, tt := range tests {

@@ -38,6 +38,10 @@ type schemas struct {
 	testDoc any
 	// serveDoc is the serve config schema as JSON, likewise.
 	serveDoc any
+	// eval is the eval file schema; it refers to the test schema's expect and the
+	// agent schema's model. evalDoc is its JSON, as testDoc.
+	eval    *lazySchema
+	evalDoc any
 
 	// mu guards compiler, shared by the lazy schemas: the skill schema refers to the
 	// agent schema's definitions, which it finds there already loaded.
@@ -70,6 +74,13 @@ func compileSchemas() (*schemas, error) {
 		return s.compiler.Compile(schema.TestID + "#/definitions/script_file")
 	})}
 	s.serve = s.lazy("serve schema", schema.ServeID, schema.ServeJSON, &s.serveDoc)
+	evalSchema := s.lazy("eval schema", schema.EvalID, schema.EvalJSON, &s.evalDoc)
+	s.eval = &lazySchema{compile: func() (*jsonschema.Schema, error) {
+		if _, err := s.test.compile(); err != nil { // adds the test schema, whose expect it uses
+			return nil, err
+		}
+		return evalSchema.compile()
+	}}
 	s.meta = s.lazy("metaschema", metaSchemaURL, nil, nil)
 	return s, nil
 }
@@ -299,6 +310,8 @@ func patternMessage(schemaURL, got string) (msg, hint string) {
 		return fmt.Sprintf("invalid environment variable name %q", got), "give the variable's name (like LLM_API_KEY), never its value"
 	case "duration":
 		return fmt.Sprintf("invalid duration %q", got), "use a number with a unit: 500ms, 30s, 2m, 1h30m"
+	case "dataset": // an eval file's dataset file
+		return fmt.Sprintf("%q is not a .jsonl or .csv file", got), "a dataset is JSON Lines (one object a line) or CSV with a header row"
 	case "sha256": // serve.yaml's tokens
 		return "want 64 hex digits, the SHA-256 of the token", "never the token itself: printf %s TOKEN | sha256sum"
 	}
@@ -315,6 +328,8 @@ func (s *schemas) propertiesAt(schemaURL string) []string {
 		node = s.testDoc
 	case schema.ServeID:
 		node = s.serveDoc
+	case schema.EvalID:
+		node = s.evalDoc
 	}
 	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
 		if tok == "additionalProperties" || tok == "" {

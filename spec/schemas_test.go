@@ -17,6 +17,7 @@ func TestLazySchemasCompile(t *testing.T) {
 		{"skill", s.skill},
 		{"test", s.test},
 		{"serve", s.serve},
+		{"eval", s.eval},
 		{"metaschema", s.meta},
 	}
 	for _, tt := range tests {
@@ -26,7 +27,7 @@ func TestLazySchemasCompile(t *testing.T) {
 			}
 		})
 	}
-	if s.testDoc == nil || s.serveDoc == nil {
-		t.Error("compiling the test or serve schema did not keep its JSON for propertiesAt")
+	if s.testDoc == nil || s.serveDoc == nil || s.evalDoc == nil {
+		t.Error("compiling the test, serve or eval schema did not keep its JSON for propertiesAt")
 	}
 }

@@ -65,11 +65,11 @@ func TestValidateDirFileKinds(t *testing.T) {
 	}{
 		{"one of each is clean", besideSpecs, 0, []string{"5 files checked: no problems"}},
 		{"a file that is no kind", with("notes.yaml", "title: Notes\nbody: text\n"), 1, []string{
-			"notes.yaml:1:1: error: not an agent spec, serve config, scenario test, model script, FAQ file or knowledge evaluation set: its top-level keys are title, body",
-			"    hint: an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq; a knowledge evaluation set cache or retrieval",
+			"notes.yaml:1:1: error: not an agent spec, serve config, scenario test, model script, FAQ file, knowledge evaluation set or eval file: its top-level keys are title, body",
+			"    hint: an agent spec starts with `version: 1` and `name: …`; serve.yaml has auth, limits…; a scenario test cases; a model script turns; an FAQ file faq; a knowledge evaluation set cache or retrieval; an eval file kind: eval",
 			"6 files checked: 1 error, 0 warnings"}},
 		{"a typo of a known key", with("notes.yaml", "instructons: Help.\n"), 1, []string{
-			"notes.yaml:1:1: error: not an agent spec, serve config, scenario test, model script, FAQ file or knowledge evaluation set: its top-level keys are instructons",
+			"notes.yaml:1:1: error: not an agent spec, serve config, scenario test, model script, FAQ file, knowledge evaluation set or eval file: its top-level keys are instructons",
 			`    hint: did you mean "instructions" for "instructons"?`,
 			"6 files checked: 1 error, 0 warnings"}},
 		{"a bad FAQ entry", with("kb.yaml", "faq:\n  - question: Where is my order?\n"), 1, []string{

@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 		stdout string // or require stdout to contain this
 		stderr string // require stderr to contain this
 	}{
-		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "19 files checked: no problems\n"},
+		{name: "examples are clean", args: []string{"validate", "--strict", "../../examples/agents"}, code: 0, stdout: "20 files checked: no problems\n"},
 		{name: "every mistake at once", args: []string{"validate", manyMistakes}, code: 1, golden: "many_mistakes.txt"},
 		{name: "json", args: []string{"validate", "--format", "json", manyMistakes}, code: 1, golden: "many_mistakes.json"},
 		{name: "github annotations", args: []string{"validate", "--format=github", manyMistakes}, code: 1, golden: "many_mistakes.github"},
@@ -168,7 +168,7 @@ func TestSchemaCommand(t *testing.T) {
 	if doc["$id"] != schema.ID {
 		t.Errorf("$id = %v", doc["$id"])
 	}
-	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON, "serve": schema.ServeJSON} {
+	for which, want := range map[string][]byte{"skill": schema.SkillJSON, "test": schema.TestJSON, "eval": schema.EvalJSON, "serve": schema.ServeJSON} {
 		if code, stdout, _ := runCLI(t, "schema", which); code != 0 || stdout != string(want) {
 			t.Errorf("schema %s: exit %d", which, code)
 		}

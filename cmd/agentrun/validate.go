@@ -104,7 +104,8 @@ func splitAgentSpecs(found []spec.File) (agents []string, others []spec.File) {
 }
 
 // checkOtherFiles checks the files beside the agent specs as what they are, with
-// the code that reads them for real: a scenario test as agentrun test loads it, a
+// the code that reads them for real: a scenario test as agentrun test loads it (an
+// eval file, with its datasets, as agentrun eval will), a
 // model script as --model script: does, an FAQ file as the index does and serve.yaml
 // as serve does.
 func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
@@ -116,6 +117,9 @@ func checkOtherFiles(loader *spec.Loader, files []spec.File) spec.Diagnostics {
 			diags = append(diags, f.UnknownKind())
 		case spec.KindTest:
 			_, ds := loader.LoadTestFile(f.Path)
+			diags = append(diags, ds...)
+		case spec.KindEvalFile:
+			_, ds := loader.LoadEvalFile(f.Path)
 			diags = append(diags, ds...)
 		case spec.KindFAQ:
 			diags = append(diags, knowledge.CheckSources(filepath.Dir(f.Path), []string{filepath.Base(f.Path)})...)
