@@ -109,8 +109,8 @@ type JSONPathGrader struct {
 	Compiled  JSONPath `yaml:"-"`
 }
 
-// LLMGrader has the grader model score the run against Rubric; the verdict
-// (LLMVerdict) passes at PassScore, filled when absent (DefaultPassScore).
+// LLMGrader has the grader model score the run against Rubric (scenario/grade's
+// LLM grader); its score passes at PassScore, filled when absent (DefaultPassScore).
 type LLMGrader struct {
 	Rubric    string   `yaml:"rubric"`
 	PassScore *float64 `yaml:"pass_score"`
@@ -118,30 +118,6 @@ type LLMGrader struct {
 
 // DefaultPassScore is the least score an llm grader passes by when it sets none.
 const DefaultPassScore = 0.5
-
-// LLMVerdict is what the grader model answers, constrained by LLMVerdictSchema:
-// a score from 0 to 1 or a pass, and a short reason.
-type LLMVerdict struct {
-	Score  *float64 `json:"score,omitempty"`
-	Pass   *bool    `json:"pass,omitempty"`
-	Reason string   `json:"reason"`
-}
-
-// Passed is the verdict's outcome: its pass when it gives one, else its score
-// against passScore; a verdict with neither fails.
-func (v LLMVerdict) Passed(passScore float64) bool {
-	switch {
-	case v.Pass != nil:
-		return *v.Pass
-	case v.Score != nil:
-		return *v.Score >= passScore
-	}
-	return false
-}
-
-// LLMVerdictSchema is the JSON schema of the grader model's answer.
-const LLMVerdictSchema = `{"type":"object","additionalProperties":false,"required":["reason"],` +
-	`"properties":{"score":{"type":"number","minimum":0,"maximum":1},"pass":{"type":"boolean"},"reason":{"type":"string"}}}`
 
 // EvalDataset makes a case of each row of File, graded by Expect and Graders.
 type EvalDataset struct {

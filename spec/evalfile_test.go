@@ -297,29 +297,6 @@ func TestParseJSONPath(t *testing.T) {
 	}
 }
 
-func TestLLMVerdict(t *testing.T) {
-	yes, half := true, 0.5
-	tests := []struct {
-		name string
-		v    LLMVerdict
-		want bool
-	}{
-		{"pass decides", LLMVerdict{Pass: &yes, Score: new(float64)}, true},
-		{"score at the threshold", LLMVerdict{Score: &half}, true},
-		{"score below", LLMVerdict{Score: new(float64)}, false},
-		{"neither", LLMVerdict{Reason: "?"}, false},
-	}
-	for _, tt := range tests {
-		if got := tt.v.Passed(0.5); got != tt.want {
-			t.Errorf("%s: %v", tt.name, got)
-		}
-	}
-	var s map[string]any
-	if err := json.Unmarshal([]byte(LLMVerdictSchema), &s); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The eval schema and the Go types are compared as the agent schema's are; expect
 // and the grader model are the test and agent schemas' own, compared there.
 func TestEvalSchemaMatchesTypes(t *testing.T) {
