@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/jsonpath"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -105,8 +106,8 @@ type JSONPathGrader struct {
 	Equals   any     `yaml:"equals"`
 	Contains *string `yaml:"contains"`
 
-	HasEquals bool     `yaml:"-"`
-	Compiled  JSONPath `yaml:"-"`
+	HasEquals bool          `yaml:"-"`
+	Compiled  jsonpath.Path `yaml:"-"`
 }
 
 // LLMGrader has the grader model score the run against Rubric (scenario/grade's
@@ -320,9 +321,9 @@ func (d *document) checkJSONPath(j *JSONPathGrader, gt []string) {
 	if j.Path == "" || d.failed[at.path] {
 		return
 	}
-	p, err := ParseJSONPath(j.Path)
+	p, err := jsonpath.Parse(j.Path)
 	if err != nil {
-		d.errorf(at, `write $ then .key, ["key"] or [index] steps, e.g. $.items[0].sku`, "invalid JSON path: %v", err)
+		d.errorf(at, `write $ then .key, ["key"], [index] or [*] steps, e.g. $.items[0].sku`, "invalid JSON path: %v", err)
 		return
 	}
 	j.Compiled = p
