@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -32,7 +31,7 @@ func zeroOutput(s *spec.Step) map[string]any {
 
 // fallbackOutput puts a step's fallback where its result would be.
 func fallbackOutput(s *spec.Step, out map[string]any) {
-	text := fallbackText(s.Fallback)
+	text := spec.ValueText(s.Fallback)
 	switch s.Kind() {
 	case spec.StepTool:
 		out[spec.OutResult], out[spec.OutText] = s.Fallback, text
@@ -41,17 +40,6 @@ func fallbackOutput(s *spec.Step, out map[string]any) {
 	case spec.StepAgent:
 		out[spec.OutAnswer] = text
 	}
-}
-
-func fallbackText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return ""
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // lastText is the default answer: the text of the last step that ran — a tool's

@@ -147,7 +147,7 @@ func jsonRow(line []byte) (datasetRow, int, error) {
 		if _, dup := row.cols[key]; !dup {
 			row.keys = append(row.keys, key)
 		}
-		row.cols[key] = cellText(v)
+		row.cols[key] = ValueText(v)
 	}
 	return row, 0, nil
 }
@@ -166,9 +166,10 @@ func jsonKind(tok json.Token) string {
 	return "null"
 }
 
-// cellText is a JSON value as a case's text: a string as it is, null as "", any
-// other value as its JSON.
-func cellText(v any) string {
+// ValueText is a JSON value as text: a string as it is, null as "", any other
+// value as its JSON (a dataset's cell as a case's text, a workflow step's
+// fallback as its text).
+func ValueText(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
