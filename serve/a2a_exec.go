@@ -219,6 +219,10 @@ func a2aStatus(ec *a2asrv.ExecutorContext, state a2a.TaskState, text string, met
 // Cancel cancels the task's run, if it runs, and the task.
 func (x *a2aExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		// The task is canceled first, then its run stopped: a run stopped first ends
+		// its own execution, whose end closes the task's queue before this
+		// execution could write to it ("queue is closed").
+		yield(a2aStatus(ec, a2a.TaskStateCanceled, "canceled by the client", nil), nil)
 		if call := a2aCallFrom(ctx); call != nil && ec.StoredTask != nil {
 			if id, _ := ec.StoredTask.Metadata[a2aRunKey].(string); id != "" {
 				if rec := x.a.s.runs.get(id, call.p.User.ID); rec != nil {
@@ -226,7 +230,6 @@ func (x *a2aExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) it
 				}
 			}
 		}
-		yield(a2aStatus(ec, a2a.TaskStateCanceled, "canceled by the client", nil), nil)
 	}
 }
 
